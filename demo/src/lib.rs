@@ -1,0 +1,1 @@
+//! budget-demo: demo services and scenarios for budget-top.

@@ -1,0 +1,85 @@
+//! The span attribute keys and values of the budget contract (`CONVENTIONS.md` section 2).
+//!
+//! The library writes these keys on the spans it creates, and the collector reads the same
+//! constants back: both halves of the contract live here so they cannot drift apart.
+
+/// SERVER/CONSUMER: the decoded remaining budget at arrival, in ms.
+pub const RECEIVED_MS: &str = "budget.received_ms";
+/// SERVER/CONSUMER: where the budget came from (see [`source`]).
+pub const SOURCE: &str = "budget.source";
+/// SERVER/CONSUMER: the edge budget a hop assigned itself, when `budget.source = "default"`.
+pub const DEFAULT_MS: &str = "budget.default_ms";
+/// SERVER/CONSUMER: time from arrival to start of work, in ms.
+pub const QUEUE_WAIT_MS: &str = "budget.queue_wait_ms";
+/// SERVER/CONSUMER: budget left when work started; zero or less means it ran after expiry.
+pub const REMAINING_AT_START_MS: &str = "budget.remaining_at_start_ms";
+/// SERVER/CONSUMER and CLIENT/PRODUCER: how the work or the call ended (see [`outcome`]).
+pub const OUTCOME: &str = "budget.outcome";
+/// SERVER/CONSUMER: the raw header value that could not be decoded, when `source = "invalid"`.
+pub const INVALID_VALUE: &str = "budget.invalid_value";
+
+/// CLIENT/PRODUCER: what remained of the hop's deadline when the call was sent, in ms.
+pub const REMAINING_MS: &str = "budget.remaining_ms";
+/// CLIENT/PRODUCER: the value written into the outgoing request, in ms.
+pub const FORWARDED_MS: &str = "budget.forwarded_ms";
+/// CLIENT/PRODUCER: the local timeout applied to this call, in ms.
+pub const TIMEOUT_MS: &str = "budget.timeout_ms";
+/// CLIENT/PRODUCER: the per-call cap, when one exists.
+pub const SLA_MS: &str = "budget.sla_ms";
+/// CLIENT/PRODUCER: the attempt number, 1 for the first.
+pub const ATTEMPT: &str = "budget.attempt";
+
+/// Headers captured by stock OpenTelemetry instrumentation, read when `budget.*` is absent.
+pub const HTTP_HEADER_BUDGET_MS: &str = "http.request.header.x-budget-ms";
+/// gRPC timeout captured as an HTTP request header.
+pub const HTTP_HEADER_GRPC_TIMEOUT: &str = "http.request.header.grpc-timeout";
+/// Absolute deadline captured as an HTTP request header.
+pub const HTTP_HEADER_REQUEST_DEADLINE: &str = "http.request.header.x-request-deadline";
+/// gRPC timeout captured as RPC metadata.
+pub const RPC_METADATA_GRPC_TIMEOUT: &str = "rpc.request.metadata.grpc-timeout";
+/// HTTP response status code.
+pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+/// gRPC status code (current convention).
+pub const RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
+/// RPC status code (newer convention).
+pub const RPC_STATUS_CODE: &str = "rpc.status_code";
+/// The class of error.
+pub const ERROR_TYPE: &str = "error.type";
+
+/// Values of `budget.source`: the carrier a budget was read from.
+pub mod source {
+    /// Our own header.
+    pub const X_BUDGET_MS: &str = "x-budget-ms";
+    /// gRPC's timeout header.
+    pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+    /// Connect protocol's timeout header.
+    pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
+    /// An absolute deadline, skew-prone.
+    pub const X_REQUEST_DEADLINE: &str = "x-request-deadline";
+    /// What Envoy expects.
+    pub const X_ENVOY_EXPECTED_RQ_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
+    /// The edge assigned its own budget.
+    pub const DEFAULT: &str = "default";
+    /// A carrier was present but its value could not be trusted.
+    pub const INVALID: &str = "invalid";
+    /// No budget at all.
+    pub const NONE: &str = "none";
+}
+
+/// Values of `budget.outcome`.
+pub mod outcome {
+    /// The work or call completed.
+    pub const OK: &str = "ok";
+    /// 503: the queue was full.
+    pub const SHED_FULL: &str = "shed_full";
+    /// 504: expired before work started.
+    pub const SHED_EXPIRED: &str = "shed_expired";
+    /// The deadline passed while working or waiting.
+    pub const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+    /// The caller went away.
+    pub const CANCELLED: &str = "cancelled";
+    /// Any other failure.
+    pub const ERROR: &str = "error";
+    /// CLIENT only: the call was not made, no budget left.
+    pub const REFUSED: &str = "refused";
+}
