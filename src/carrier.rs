@@ -1,0 +1,641 @@
+//! The wire carriers of a budget (`CONVENTIONS.md` section 1): parse and format each header,
+//! and read a whole [`HeaderMap`] in the contract's order.
+//!
+//! Every parser takes the header value as `&str` and returns a typed [`CarrierError`] for
+//! anything malformed, negative or absurd; none of them panics, whatever the bytes. The collector
+//! uses the same functions to decode headers captured by other SDKs
+//! (`http.request.header.grpc-timeout`...).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::HeaderMap;
+use thiserror::Error;
+
+use crate::analysis::BudgetSource;
+
+/// Header name of our own relative budget, in integer milliseconds.
+pub const X_BUDGET_MS: &str = "x-budget-ms";
+/// Header name of gRPC's timeout (`1-8 digits` + unit).
+pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+/// Header name of the Connect protocol's timeout, in integer milliseconds.
+pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
+/// Header name of an absolute deadline (Unix ms, or Unix seconds with a fraction).
+pub const X_REQUEST_DEADLINE: &str = "x-request-deadline";
+/// Header name of the timeout Envoy expects, in integer milliseconds.
+pub const X_ENVOY_EXPECTED_RQ_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
+
+/// The largest `x-budget-ms` value the contract accepts: 2^31 ms (about 24.8 days).
+pub const MAX_BUDGET_MS: u64 = 1 << 31;
+/// The most digits a `grpc-timeout` value may have (gRPC's grammar).
+pub const MAX_GRPC_DIGITS: usize = 8;
+/// The most digits a `connect-timeout-ms` value may have (Connect's grammar).
+pub const MAX_CONNECT_DIGITS: usize = 10;
+/// The most digits an `x-envoy-expected-rq-timeout-ms` value may have.
+pub const MAX_ENVOY_DIGITS: usize = 10;
+/// An absolute deadline further than this from the receiver's clock (either way) is absurd.
+pub const MAX_DEADLINE_DISTANCE_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Why a carrier value was rejected. The value is then treated as absent and reported as
+/// `budget.source = "invalid"`.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum CarrierError {
+    /// The value is empty (after trimming surrounding spaces).
+    #[error("empty value")]
+    Empty,
+    /// The value has a character that is not a decimal digit where one is required.
+    #[error("not a decimal number")]
+    NotANumber,
+    /// The value has more digits than its carrier allows.
+    #[error("more than {max} digits")]
+    TooManyDigits {
+        /// The carrier's limit.
+        max: usize,
+    },
+    /// The number does not fit the carrier's range.
+    #[error("out of range (at most {max})")]
+    OutOfRange {
+        /// The carrier's largest value.
+        max: u64,
+    },
+    /// A `grpc-timeout` without one of the units `H M S m u n`.
+    #[error("missing or unknown grpc-timeout unit (expected one of H M S m u n)")]
+    BadUnit,
+    /// An absolute deadline more than 24 h away from the receiver's clock.
+    #[error("deadline {distance_ms} ms away from now (more than 24 h)")]
+    TooFarAway {
+        /// Deadline minus now, in ms.
+        distance_ms: i64,
+    },
+    /// The header value is not visible ASCII text.
+    #[error("not visible ASCII text")]
+    NotText,
+}
+
+/// Strip the optional whitespace HTTP allows around a field value.
+fn trim(value: &str) -> &str {
+    value.trim_matches(|c| c == ' ' || c == '\t')
+}
+
+/// Parse an all-digits string of at most `max_digits` digits (leading zeros count).
+fn parse_digits(value: &str, max_digits: usize) -> Result<u64, CarrierError> {
+    if value.is_empty() {
+        return Err(CarrierError::Empty);
+    }
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(CarrierError::NotANumber);
+    }
+    if value.len() > max_digits {
+        return Err(CarrierError::TooManyDigits { max: max_digits });
+    }
+    // At most 19 digits always fit in a u64; callers pass limits below that.
+    value
+        .bytes()
+        .try_fold(0u64, |acc, b| {
+            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        })
+        .ok_or(CarrierError::OutOfRange { max: u64::MAX })
+}
+
+/// Parse `x-budget-ms`: integer milliseconds, `0..=2^31`.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadline_budget::carrier::parse_x_budget_ms;
+/// assert_eq!(parse_x_budget_ms("1200"), Ok(Duration::from_millis(1200)));
+/// assert!(parse_x_budget_ms("-5").is_err());
+/// ```
+pub fn parse_x_budget_ms(value: &str) -> Result<Duration, CarrierError> {
+    let value = trim(value);
+    // 2^31 has 10 digits; allow leading zeros up to 19 digits before the range check.
+    let ms = parse_digits(value, 19).map_err(|e| match e {
+        CarrierError::TooManyDigits { .. } => CarrierError::OutOfRange { max: MAX_BUDGET_MS },
+        other => other,
+    })?;
+    if ms > MAX_BUDGET_MS {
+        return Err(CarrierError::OutOfRange { max: MAX_BUDGET_MS });
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// Format `x-budget-ms`: whole milliseconds, rounded down (the callee must never believe it has
+/// longer than its caller will wait), capped at 2^31.
+pub fn format_x_budget_ms(budget: Duration) -> String {
+    let ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+    ms.min(MAX_BUDGET_MS).to_string()
+}
+
+/// Parse `grpc-timeout` exactly as gRPC's grammar says: 1 to 8 ASCII digits followed by one unit,
+/// `H` (hours), `M` (minutes), `S` (seconds), `m` (ms), `u` (µs) or `n` (ns).
+///
+/// ```
+/// use std::time::Duration;
+/// use deadline_budget::carrier::parse_grpc_timeout;
+/// assert_eq!(parse_grpc_timeout("820m"), Ok(Duration::from_millis(820)));
+/// assert!(parse_grpc_timeout("123456789m").is_err());
+/// ```
+pub fn parse_grpc_timeout(value: &str) -> Result<Duration, CarrierError> {
+    let value = trim(value);
+    let Some(unit) = value.chars().last() else {
+        return Err(CarrierError::Empty);
+    };
+    let digits = &value[..value.len() - unit.len_utf8()];
+    if unit.is_ascii_digit() {
+        return Err(CarrierError::BadUnit);
+    }
+    let nanos_per_unit: u64 = match unit {
+        'H' => 3_600_000_000_000,
+        'M' => 60_000_000_000,
+        'S' => 1_000_000_000,
+        'm' => 1_000_000,
+        'u' => 1_000,
+        'n' => 1,
+        _ => return Err(CarrierError::BadUnit),
+    };
+    let n = parse_digits(digits, MAX_GRPC_DIGITS)?;
+    // 99_999_999 H in ns overflows u64; build the Duration in wide arithmetic instead.
+    let nanos = u128::from(n) * u128::from(nanos_per_unit);
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    // The remainder is below 10^9 so it fits in u32.
+    let sub = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
+    Ok(Duration::new(secs, sub))
+}
+
+/// Format `grpc-timeout` with the finest unit whose value fits in 8 digits, rounding down.
+/// Durations beyond `99999999H` are capped there.
+pub fn format_grpc_timeout(timeout: Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let nanos = timeout.as_nanos();
+    for (unit, per) in [
+        ('n', 1u128),
+        ('u', 1_000),
+        ('m', 1_000_000),
+        ('S', 1_000_000_000),
+        ('M', 60_000_000_000),
+        ('H', 3_600_000_000_000),
+    ] {
+        let n = nanos / per;
+        if n <= MAX {
+            return format!("{n}{unit}");
+        }
+    }
+    format!("{MAX}H")
+}
+
+/// Parse `connect-timeout-ms`: integer milliseconds, at most 10 digits.
+pub fn parse_connect_timeout_ms(value: &str) -> Result<Duration, CarrierError> {
+    parse_digits(trim(value), MAX_CONNECT_DIGITS).map(Duration::from_millis)
+}
+
+/// Format `connect-timeout-ms`: whole milliseconds rounded down, capped at 10 digits.
+pub fn format_connect_timeout_ms(timeout: Duration) -> String {
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    ms.min(9_999_999_999).to_string()
+}
+
+/// Parse `x-envoy-expected-rq-timeout-ms`: integer milliseconds, at most 10 digits.
+pub fn parse_envoy_expected_rq_timeout_ms(value: &str) -> Result<Duration, CarrierError> {
+    parse_digits(trim(value), MAX_ENVOY_DIGITS).map(Duration::from_millis)
+}
+
+/// Format `x-envoy-expected-rq-timeout-ms`: whole milliseconds rounded down, capped at 10 digits.
+pub fn format_envoy_expected_rq_timeout_ms(timeout: Duration) -> String {
+    format_connect_timeout_ms(timeout)
+}
+
+/// An absolute deadline read from `x-request-deadline`, seen from the receiver's wall clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestDeadline {
+    /// The deadline as Unix milliseconds (fractions of a millisecond dropped).
+    pub unix_ms: i64,
+    /// `unix_ms - now`: the relative budget at arrival; negative when already past.
+    pub remaining_ms: i64,
+}
+
+impl RequestDeadline {
+    /// The relative budget at arrival; zero when the deadline is already past.
+    pub fn remaining(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.remaining_ms).unwrap_or(0))
+    }
+}
+
+/// Parse the absolute `x-request-deadline` alone, without a clock: integer Unix milliseconds
+/// (`1764430000250`) or Unix seconds with a fraction (`1764430000.25`). Returns Unix ms.
+pub fn parse_request_deadline_unix_ms(value: &str) -> Result<i64, CarrierError> {
+    let value = trim(value);
+    let ms = match value.split_once('.') {
+        None => parse_digits(value, 18)?,
+        Some((secs, frac)) => {
+            let secs = parse_digits(secs, 15)?;
+            if frac.is_empty() {
+                return Err(CarrierError::NotANumber);
+            }
+            if !frac.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(CarrierError::NotANumber);
+            }
+            // Milliseconds: the first three fraction digits, padded with zeros.
+            let mut frac_ms = 0u64;
+            for i in 0..3 {
+                let d = frac.as_bytes().get(i).map_or(0, |b| u64::from(b - b'0'));
+                frac_ms = frac_ms * 10 + d;
+            }
+            secs * 1000 + frac_ms
+        }
+    };
+    i64::try_from(ms).map_err(|_| CarrierError::OutOfRange {
+        max: i64::MAX as u64,
+    })
+}
+
+/// Parse `x-request-deadline` and turn it into a relative budget against the receiver's wall
+/// clock `now_unix_ms`. A deadline more than 24 h away (in either direction) is rejected.
+///
+/// ```
+/// use deadline_budget::carrier::parse_request_deadline;
+/// let d = parse_request_deadline("1764430000.25", 1_764_430_000_000).unwrap();
+/// assert_eq!((d.unix_ms, d.remaining_ms), (1_764_430_000_250, 250));
+/// ```
+pub fn parse_request_deadline(
+    value: &str,
+    now_unix_ms: i64,
+) -> Result<RequestDeadline, CarrierError> {
+    let unix_ms = parse_request_deadline_unix_ms(value)?;
+    let remaining_ms = unix_ms.saturating_sub(now_unix_ms);
+    if remaining_ms.saturating_abs() > MAX_DEADLINE_DISTANCE_MS {
+        return Err(CarrierError::TooFarAway {
+            distance_ms: remaining_ms,
+        });
+    }
+    Ok(RequestDeadline {
+        unix_ms,
+        remaining_ms,
+    })
+}
+
+/// Format `x-request-deadline` as integer Unix milliseconds.
+pub fn format_request_deadline(unix_ms: i64) -> String {
+    unix_ms.to_string()
+}
+
+/// The wall clock as Unix milliseconds (zero before 1970, which does not happen).
+pub fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// What a hop found in a request's headers, after reading the carriers in the contract's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A valid budget from the first carrier present and valid.
+    Budget {
+        /// The relative budget at arrival (zero when an absolute deadline was already past).
+        budget: Duration,
+        /// The carrier it came from.
+        source: BudgetSource,
+        /// For `x-request-deadline`: the absolute deadline, Unix ms.
+        deadline_unix_ms: Option<i64>,
+    },
+    /// At least one carrier was present, none was valid.
+    Invalid {
+        /// The first invalid carrier's header name.
+        header: &'static str,
+        /// Its raw value (lossily decoded when not UTF-8).
+        value: String,
+        /// Why it was rejected.
+        error: CarrierError,
+    },
+    /// No carrier at all.
+    None,
+}
+
+impl Received {
+    /// The `budget.source` this result is reported as.
+    pub fn source(&self) -> BudgetSource {
+        match self {
+            Received::Budget { source, .. } => *source,
+            Received::Invalid { .. } => BudgetSource::Invalid,
+            Received::None => BudgetSource::None,
+        }
+    }
+
+    /// The budget, when a valid one was received.
+    pub fn budget(&self) -> Option<Duration> {
+        match self {
+            Received::Budget { budget, .. } => Some(*budget),
+            _ => None,
+        }
+    }
+}
+
+/// Read the carriers of `CONVENTIONS.md` section 1 in order (`x-budget-ms`, `grpc-timeout`,
+/// `connect-timeout-ms`, `x-request-deadline`, `x-envoy-expected-rq-timeout-ms`) and return the
+/// first present and valid one. `now_unix_ms` is the wall clock at arrival, used only for
+/// `x-request-deadline`.
+pub fn read_headers(headers: &HeaderMap, now_unix_ms: i64) -> Received {
+    let mut first_invalid: Option<Received> = None;
+    let carriers: [(&'static str, BudgetSource); 5] = [
+        (X_BUDGET_MS, BudgetSource::XBudgetMs),
+        (GRPC_TIMEOUT, BudgetSource::GrpcTimeout),
+        (CONNECT_TIMEOUT_MS, BudgetSource::ConnectTimeoutMs),
+        (X_REQUEST_DEADLINE, BudgetSource::XRequestDeadline),
+        (
+            X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+            BudgetSource::XEnvoyExpectedRqTimeoutMs,
+        ),
+    ];
+    for (header, source) in carriers {
+        let Some(raw) = headers.get(header) else {
+            continue;
+        };
+        let parsed = match raw.to_str() {
+            Err(_) => Err(CarrierError::NotText),
+            Ok(text) => match source {
+                BudgetSource::XBudgetMs => parse_x_budget_ms(text).map(|b| (b, None)),
+                BudgetSource::GrpcTimeout => parse_grpc_timeout(text).map(|b| (b, None)),
+                BudgetSource::ConnectTimeoutMs => parse_connect_timeout_ms(text).map(|b| (b, None)),
+                BudgetSource::XRequestDeadline => parse_request_deadline(text, now_unix_ms)
+                    .map(|d| (d.remaining(), Some(d.unix_ms))),
+                _ => parse_envoy_expected_rq_timeout_ms(text).map(|b| (b, None)),
+            },
+        };
+        match parsed {
+            Ok((budget, deadline_unix_ms)) => {
+                return Received::Budget {
+                    budget,
+                    source,
+                    deadline_unix_ms,
+                };
+            }
+            Err(error) => {
+                if first_invalid.is_none() {
+                    first_invalid = Some(Received::Invalid {
+                        header,
+                        value: String::from_utf8_lossy(raw.as_bytes()).into_owned(),
+                        error,
+                    });
+                }
+            }
+        }
+    }
+    first_invalid.unwrap_or(Received::None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn x_budget_ms_accepts_the_contract_range_only() {
+        assert_eq!(parse_x_budget_ms("0"), Ok(ms(0)));
+        assert_eq!(parse_x_budget_ms(" 820 "), Ok(ms(820)));
+        assert_eq!(parse_x_budget_ms("2147483648"), Ok(ms(1 << 31)));
+        assert_eq!(
+            parse_x_budget_ms("2147483649"),
+            Err(CarrierError::OutOfRange { max: MAX_BUDGET_MS })
+        );
+        assert_eq!(
+            parse_x_budget_ms("99999999999999999999999"),
+            Err(CarrierError::OutOfRange { max: MAX_BUDGET_MS })
+        );
+        assert_eq!(parse_x_budget_ms("-1"), Err(CarrierError::NotANumber));
+        assert_eq!(parse_x_budget_ms("+1"), Err(CarrierError::NotANumber));
+        assert_eq!(parse_x_budget_ms("1.5"), Err(CarrierError::NotANumber));
+        assert_eq!(parse_x_budget_ms(""), Err(CarrierError::Empty));
+    }
+
+    #[test]
+    fn grpc_timeout_follows_the_grammar() {
+        assert_eq!(parse_grpc_timeout("1H"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("2M"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_grpc_timeout("3S"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_grpc_timeout("400m"), Ok(ms(400)));
+        assert_eq!(parse_grpc_timeout("5u"), Ok(Duration::from_micros(5)));
+        assert_eq!(parse_grpc_timeout("6n"), Ok(Duration::from_nanos(6)));
+        assert_eq!(
+            parse_grpc_timeout("99999999H"),
+            Ok(Duration::from_secs(99_999_999 * 3600))
+        );
+        assert_eq!(
+            parse_grpc_timeout("123456789m"),
+            Err(CarrierError::TooManyDigits { max: 8 })
+        );
+        assert_eq!(parse_grpc_timeout("100"), Err(CarrierError::BadUnit));
+        assert_eq!(parse_grpc_timeout("100s"), Err(CarrierError::BadUnit));
+        assert_eq!(parse_grpc_timeout("m"), Err(CarrierError::Empty));
+        assert_eq!(parse_grpc_timeout("-1m"), Err(CarrierError::NotANumber));
+        assert_eq!(parse_grpc_timeout("1é"), Err(CarrierError::BadUnit));
+    }
+
+    #[test]
+    fn grpc_timeout_formats_with_the_finest_unit_that_fits() {
+        // 820 ms is 820000000 ns: 9 digits, so microseconds is the finest unit that fits.
+        assert_eq!(format_grpc_timeout(ms(820)), "820000u");
+        assert_eq!(format_grpc_timeout(ms(99)), "99000000n");
+        assert_eq!(format_grpc_timeout(ms(100)), "100000u");
+        assert_eq!(format_grpc_timeout(Duration::from_secs(1000)), "1000000m");
+        assert_eq!(format_grpc_timeout(Duration::from_secs(200_000)), "200000S");
+        assert_eq!(format_grpc_timeout(Duration::ZERO), "0n");
+        assert_eq!(format_grpc_timeout(Duration::MAX), "99999999H");
+    }
+
+    #[test]
+    fn connect_and_envoy_limit_digits() {
+        assert_eq!(
+            parse_connect_timeout_ms("9999999999"),
+            Ok(ms(9_999_999_999))
+        );
+        assert_eq!(
+            parse_connect_timeout_ms("10000000000"),
+            Err(CarrierError::TooManyDigits { max: 10 })
+        );
+        assert_eq!(parse_envoy_expected_rq_timeout_ms("15000"), Ok(ms(15000)));
+        assert_eq!(
+            parse_envoy_expected_rq_timeout_ms("15s"),
+            Err(CarrierError::NotANumber)
+        );
+    }
+
+    #[test]
+    fn request_deadline_reads_ms_and_fractional_seconds() {
+        let now = 1_764_430_000_000;
+        let d = parse_request_deadline("1764430001500", now).unwrap();
+        assert_eq!((d.unix_ms, d.remaining_ms), (1_764_430_001_500, 1500));
+        let d = parse_request_deadline("1764430000.2", now).unwrap();
+        assert_eq!(d.remaining_ms, 200);
+        let d = parse_request_deadline("1764430000.123456", now).unwrap();
+        assert_eq!(d.remaining_ms, 123);
+        let past = parse_request_deadline("1764429999000", now).unwrap();
+        assert_eq!(
+            (past.remaining_ms, past.remaining()),
+            (-1000, Duration::ZERO)
+        );
+        assert!(matches!(
+            parse_request_deadline("1764530000000", now),
+            Err(CarrierError::TooFarAway { .. })
+        ));
+        assert!(matches!(
+            parse_request_deadline("1", now),
+            Err(CarrierError::TooFarAway { .. })
+        ));
+        assert_eq!(
+            parse_request_deadline("1764430000.", now),
+            Err(CarrierError::NotANumber)
+        );
+        assert_eq!(
+            parse_request_deadline("1764430000.2.5", now),
+            Err(CarrierError::NotANumber)
+        );
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(*k, v.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn headers_are_read_in_the_contract_order() {
+        let got = read_headers(
+            &headers(&[("grpc-timeout", "2S"), ("x-budget-ms", "700")]),
+            0,
+        );
+        assert_eq!(got.source(), BudgetSource::XBudgetMs);
+        assert_eq!(got.budget(), Some(ms(700)));
+
+        // An invalid first carrier falls through to the next valid one.
+        let got = read_headers(
+            &headers(&[("x-budget-ms", "lots"), ("connect-timeout-ms", "300")]),
+            0,
+        );
+        assert_eq!(got.source(), BudgetSource::ConnectTimeoutMs);
+        assert_eq!(got.budget(), Some(ms(300)));
+
+        let got = read_headers(&headers(&[("x-request-deadline", "10250")]), 10_000);
+        assert_eq!(
+            got,
+            Received::Budget {
+                budget: ms(250),
+                source: BudgetSource::XRequestDeadline,
+                deadline_unix_ms: Some(10_250)
+            }
+        );
+        let got = read_headers(&headers(&[("x-envoy-expected-rq-timeout-ms", "1500")]), 0);
+        assert_eq!(got.source(), BudgetSource::XEnvoyExpectedRqTimeoutMs);
+        assert_eq!(read_headers(&HeaderMap::new(), 0), Received::None);
+    }
+
+    #[test]
+    fn only_invalid_carriers_report_the_first_raw_value() {
+        let got = read_headers(
+            &headers(&[("grpc-timeout", "123456789S"), ("x-budget-ms", "-3")]),
+            0,
+        );
+        assert_eq!(
+            got,
+            Received::Invalid {
+                header: X_BUDGET_MS,
+                value: "-3".into(),
+                error: CarrierError::NotANumber
+            }
+        );
+        assert_eq!(got.source(), BudgetSource::Invalid);
+        let mut map = HeaderMap::new();
+        map.insert(
+            "x-budget-ms",
+            http::HeaderValue::from_bytes(b"12\xff").unwrap(),
+        );
+        assert!(matches!(
+            read_headers(&map, 0),
+            Received::Invalid {
+                error: CarrierError::NotText,
+                ..
+            }
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn x_budget_ms_round_trips(n in 0u64..=MAX_BUDGET_MS) {
+            prop_assert_eq!(parse_x_budget_ms(&format_x_budget_ms(ms(n))), Ok(ms(n)));
+        }
+
+        #[test]
+        fn x_budget_ms_rounds_down(nanos in 0u64..u64::MAX) {
+            let d = Duration::from_nanos(nanos);
+            let back = parse_x_budget_ms(&format_x_budget_ms(d)).unwrap();
+            prop_assert!(back <= d);
+        }
+
+        #[test]
+        fn grpc_timeout_round_trips_within_one_unit(secs in 0u64..400_000_000_000, sub in 0u32..1_000_000_000) {
+            let d = Duration::new(secs, sub);
+            let text = format_grpc_timeout(d);
+            let digits = text.len() - 1;
+            prop_assert!((1..=8).contains(&digits), "{}", text);
+            let back = parse_grpc_timeout(&text).unwrap();
+            prop_assert!(back <= d);
+            // The unit picked is the finest that fits, so the value keeps more than a million
+            // units: the loss is below one part in a million, unless capped at 99999999H.
+            if secs < 99_999_999 * 3600 {
+                prop_assert!((d - back).as_nanos() * 1_000_000 <= d.as_nanos(), "{:?} -> {}", d, text);
+            }
+        }
+
+        #[test]
+        fn grpc_timeout_is_exact_below_100ms(nanos in 0u64..100_000_000) {
+            let d = Duration::from_nanos(nanos);
+            prop_assert_eq!(parse_grpc_timeout(&format_grpc_timeout(d)), Ok(d));
+        }
+
+        #[test]
+        fn connect_timeout_round_trips(n in 0u64..=9_999_999_999) {
+            prop_assert_eq!(parse_connect_timeout_ms(&format_connect_timeout_ms(ms(n))), Ok(ms(n)));
+            prop_assert_eq!(parse_envoy_expected_rq_timeout_ms(&format_envoy_expected_rq_timeout_ms(ms(n))), Ok(ms(n)));
+        }
+
+        #[test]
+        fn request_deadline_round_trips(now in 0i64..4_000_000_000_000, ahead in -86_400_000i64..=86_400_000) {
+            let unix_ms = now + ahead;
+            prop_assume!(unix_ms >= 0);
+            let d = parse_request_deadline(&format_request_deadline(unix_ms), now).unwrap();
+            prop_assert_eq!((d.unix_ms, d.remaining_ms), (unix_ms, ahead));
+        }
+
+        #[test]
+        fn arbitrary_text_never_panics(s in ".*") {
+            let _ = parse_x_budget_ms(&s);
+            let _ = parse_grpc_timeout(&s);
+            let _ = parse_connect_timeout_ms(&s);
+            let _ = parse_envoy_expected_rq_timeout_ms(&s);
+            let _ = parse_request_deadline(&s, 1_764_430_000_000);
+            let _ = parse_request_deadline(&s, i64::MIN);
+            let _ = parse_request_deadline(&s, i64::MAX);
+        }
+
+        #[test]
+        fn arbitrary_header_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok(value) = http::HeaderValue::from_bytes(&bytes) {
+                for name in [X_BUDGET_MS, GRPC_TIMEOUT, CONNECT_TIMEOUT_MS, X_REQUEST_DEADLINE, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS] {
+                    let mut map = HeaderMap::new();
+                    map.insert(name, value.clone());
+                    let got = read_headers(&map, 1_764_430_000_000);
+                    prop_assert!(got != Received::None);
+                }
+            }
+        }
+
+        #[test]
+        fn digit_like_strings_never_panic(s in "[0-9.HMSmun+ -]{0,30}") {
+            let _ = parse_grpc_timeout(&s);
+            let _ = parse_request_deadline(&s, 0);
+            let _ = parse_x_budget_ms(&s);
+        }
+    }
+}
