@@ -1,0 +1,279 @@
+//! One request chain (one trace) being assembled from spans that arrive in any order.
+//!
+//! Spans enter with [`Chain::insert`], across as many batches as they take; the chain keeps them
+//! in arrival order with a `span_id -> index` map, and [`Chain::analyse`](super::Chain::analyse)
+//! rebuilds the tree from scratch each time it is asked. The tree is never stored: a chain that is
+//! still growing is cheap to hold, and the analysis never sees a half-updated tree.
+//!
+//! Broken trees are expected, not exceptional: a parent that never arrived makes its child the
+//! root of its own subtree ([`Link::Orphan`]); a span that is its own parent, or a loop of
+//! parents, is cut at one member ([`Link::CycleCut`]). Every walk is iterative, so a chain
+//! 100,000 hops deep costs time, not stack.
+
+use std::collections::HashMap;
+
+use super::model::{Span, SpanId, TraceId};
+
+/// What [`Chain::insert`] did with a span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// A span the chain did not have yet.
+    New,
+    /// A span with an id the chain already had: the new copy replaced the old one (an exporter
+    /// that re-sends a batch sends the same span; a later copy is never less complete).
+    Replaced,
+    /// The span belongs to another trace; the chain ignored it.
+    OtherTrace,
+}
+
+/// How a span hangs in the tree that the analysis built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// It has no parent: a root of the chain.
+    Root,
+    /// It hangs under its parent.
+    Child,
+    /// It names a parent that is not in the chain (not arrived, or lost): it is shown as a root
+    /// of its own subtree.
+    Orphan,
+    /// It was its own parent, or one member of a loop of parents: the analysis cut the link here
+    /// and made it a root. The member cut is the earliest-starting one, so the result does not
+    /// depend on arrival order.
+    CycleCut,
+}
+
+/// The spans of one trace, deduplicated by span id, in arrival order.
+#[derive(Clone, Debug)]
+pub struct Chain {
+    trace_id: TraceId,
+    spans: Vec<Span>,
+    index: HashMap<SpanId, u32>,
+}
+
+impl Chain {
+    /// An empty chain for `trace_id`.
+    pub fn new(trace_id: TraceId) -> Self {
+        Chain {
+            trace_id,
+            spans: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// The trace this chain assembles.
+    pub fn trace_id(&self) -> TraceId {
+        self.trace_id
+    }
+
+    /// Add a span. A span id seen before replaces the earlier copy in place (its position in
+    /// arrival order is kept); a span of another trace is ignored.
+    pub fn insert(&mut self, span: Span) -> Inserted {
+        if span.trace_id != self.trace_id {
+            return Inserted::OtherTrace;
+        }
+        match self.index.get(&span.span_id) {
+            Some(&i) => {
+                self.spans[i as usize] = span;
+                Inserted::Replaced
+            }
+            None => {
+                let i = self.spans.len() as u32;
+                self.index.insert(span.span_id, i);
+                self.spans.push(span);
+                Inserted::New
+            }
+        }
+    }
+
+    /// How many distinct spans the chain holds.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether the chain holds no span.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The spans, in arrival order.
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
+    }
+
+    /// The span with this id, if the chain has it.
+    pub fn get(&self, span_id: SpanId) -> Option<&Span> {
+        self.index.get(&span_id).map(|&i| &self.spans[i as usize])
+    }
+
+    /// How many spans name a parent the chain does not hold (yet). Zero means every parent
+    /// arrived; the store can use it to decide how long a chain should wait before it is
+    /// reported as final. Costs one map lookup per span.
+    pub fn missing_parents(&self) -> usize {
+        self.spans
+            .iter()
+            .filter(|s| {
+                s.parent_span_id
+                    .is_some_and(|p| p != s.span_id && !self.index.contains_key(&p))
+            })
+            .count()
+    }
+
+    pub(crate) fn parent_index(&self, i: usize) -> Option<Result<u32, ()>> {
+        let s = &self.spans[i];
+        let p = s.parent_span_id?;
+        Some(self.index.get(&p).copied().ok_or(()))
+    }
+}
+
+/// Group spans into chains, one per trace, ordered by trace id. Duplicates are handled as
+/// [`Chain::insert`] does.
+pub fn chains_from_spans(spans: impl IntoIterator<Item = Span>) -> Vec<Chain> {
+    let mut by_trace: HashMap<TraceId, Chain> = HashMap::new();
+    for span in spans {
+        by_trace
+            .entry(span.trace_id)
+            .or_insert_with(|| Chain::new(span.trace_id))
+            .insert(span);
+    }
+    let mut chains: Vec<Chain> = by_trace.into_values().collect();
+    chains.sort_unstable_by_key(|c| c.trace_id);
+    chains
+}
+
+/// "No index": used in the index vectors instead of `Option<u32>` to halve their size.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// The tree of one chain as the analysis sees it: parents resolved to indices, links classified,
+/// children sorted by start time, and a depth-first order. Built without recursion.
+#[derive(Debug)]
+pub(crate) struct Tree {
+    /// Parent index of each span (`NONE` for roots, orphans and cut cycle members).
+    pub parent: Vec<u32>,
+    /// How each span hangs.
+    pub link: Vec<Link>,
+    /// Depth of each span (roots are 0).
+    pub depth: Vec<u32>,
+    /// Span indices in depth-first pre-order, roots and siblings by (start, span id).
+    pub order: Vec<u32>,
+    /// Children of span `i` are `children[child_start[i]..child_start[i + 1]]`, sorted.
+    child_start: Vec<u32>,
+    children: Vec<u32>,
+}
+
+impl Tree {
+    pub fn build(chain: &Chain) -> Tree {
+        let spans = &chain.spans;
+        let n = spans.len();
+        let mut parent = vec![NONE; n];
+        let mut link = vec![Link::Root; n];
+        for i in 0..n {
+            match chain.parent_index(i) {
+                None => {}
+                Some(Err(())) => link[i] = Link::Orphan,
+                Some(Ok(p)) if p as usize == i => link[i] = Link::CycleCut,
+                Some(Ok(p)) => {
+                    parent[i] = p;
+                    link[i] = Link::Child;
+                }
+            }
+        }
+
+        // Break loops of parents: follow each span's parent pointers until a span already known
+        // to reach a root; meeting a span of the current path again means a loop.
+        let key = |i: usize| (spans[i].start_unix_nano, spans[i].span_id);
+        let mut state = vec![0u8; n]; // 0 unseen, 1 on the current path, 2 reaches a root
+        let mut path: Vec<u32> = Vec::new();
+        for i in 0..n {
+            if state[i] != 0 {
+                continue;
+            }
+            path.clear();
+            let mut j = i;
+            loop {
+                if state[j] == 2 {
+                    break;
+                }
+                if state[j] == 1 {
+                    let from = path.iter().rposition(|&x| x as usize == j).unwrap_or(0);
+                    let cut = path[from..]
+                        .iter()
+                        .map(|&x| x as usize)
+                        .min_by_key(|&x| key(x))
+                        .unwrap_or(j);
+                    parent[cut] = NONE;
+                    link[cut] = Link::CycleCut;
+                    break;
+                }
+                state[j] = 1;
+                path.push(j as u32);
+                if parent[j] == NONE {
+                    break;
+                }
+                j = parent[j] as usize;
+            }
+            for &x in &path {
+                state[x as usize] = 2;
+            }
+        }
+
+        // Children in compressed rows: count, prefix-sum, fill, sort each row.
+        let mut child_start = vec![0u32; n + 1];
+        for &p in &parent {
+            if p != NONE {
+                child_start[p as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            child_start[i + 1] += child_start[i];
+        }
+        let mut fill = child_start.clone();
+        let mut children = vec![0u32; child_start[n] as usize];
+        let mut roots = Vec::new();
+        for (i, &p) in parent.iter().enumerate() {
+            if p == NONE {
+                roots.push(i as u32);
+            } else {
+                let slot = &mut fill[p as usize];
+                children[*slot as usize] = i as u32;
+                *slot += 1;
+            }
+        }
+        for i in 0..n {
+            let (a, b) = (child_start[i] as usize, child_start[i + 1] as usize);
+            if b - a > 1 {
+                children[a..b].sort_unstable_by_key(|&c| key(c as usize));
+            }
+        }
+        roots.sort_unstable_by_key(|&r| key(r as usize));
+
+        // Depth-first pre-order with an explicit stack.
+        let mut depth = vec![0u32; n];
+        let mut order = Vec::with_capacity(n);
+        let mut stack: Vec<u32> = roots.iter().rev().copied().collect();
+        while let Some(i) = stack.pop() {
+            order.push(i);
+            let (a, b) = (
+                child_start[i as usize] as usize,
+                child_start[i as usize + 1] as usize,
+            );
+            for &c in children[a..b].iter().rev() {
+                depth[c as usize] = depth[i as usize] + 1;
+                stack.push(c);
+            }
+        }
+
+        Tree {
+            parent,
+            link,
+            depth,
+            order,
+            child_start,
+            children,
+        }
+    }
+
+    /// The children of span `i`, by (start, span id).
+    pub fn children(&self, i: usize) -> &[u32] {
+        &self.children[self.child_start[i] as usize..self.child_start[i + 1] as usize]
+    }
+}
