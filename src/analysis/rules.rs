@@ -371,7 +371,7 @@ impl Walk<'_> {
             if diff.saturating_abs() > self.opts.skew_threshold_ms {
                 let side = if diff > 0 { "later" } else { "earlier" };
                 let message = format!(
-                    "absolute deadline is {} ms {side} than arrival + {b} ms budget on {}'s clock",
+                    "absolute deadline is {} ms {side} than arrival + {b} ms budget by the clock of {}",
                     diff.saturating_abs(),
                     s.service
                 );
@@ -501,14 +501,14 @@ impl Walk<'_> {
                 .attempt
                 .map_or_else(|| "a retry".to_owned(), |a| format!("attempt {a}"));
             let message = format!(
-                "{attempt} started {late} ms after {}'s deadline",
+                "{attempt} started {late} ms after the deadline of {}",
                 hop.service
             );
             self.push(i, FindingKind::RetryOverBudget, message, numbers);
         } else {
             let wasted = ms(ns(s.end_unix_nano).saturating_sub(start)).max(0);
             let message = format!(
-                "{} started {} {late} ms after its deadline and worked {wasted} ms for nobody",
+                "{} started \"{}\" {late} ms after its deadline and worked {wasted} ms for nobody",
                 hop.service, s.name
             );
             let numbers = Numbers {

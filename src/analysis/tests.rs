@@ -72,5 +72,863 @@ fn report_serialises_to_the_contract_shape() {
     });
     assert_eq!(json, expected);
     assert!(report.fails(Severity::Error));
-    let _ = kinds(&analyse([]));
+}
+
+/// A hop that received `received` ms through `x-budget-ms` (or no budget: source `none`).
+fn hop(
+    id: u64,
+    parent: Option<u64>,
+    service: &str,
+    start: u64,
+    end: u64,
+    received: Option<i64>,
+) -> Span {
+    let mut s = span(id, parent, service, SpanKind::Server, start, end);
+    s.budget.received_ms = received;
+    s.budget.source = Some(if received.is_some() {
+        BudgetSource::XBudgetMs
+    } else {
+        BudgetSource::None
+    });
+    s.budget.remaining_at_start_ms = received;
+    s.budget.outcome = Some(Outcome::Ok);
+    s
+}
+
+/// A call sent with `remaining` ms left that forwarded `forwarded` ms.
+fn call(
+    id: u64,
+    parent: u64,
+    service: &str,
+    start: u64,
+    end: u64,
+    remaining: i64,
+    forwarded: Option<i64>,
+) -> Span {
+    let mut s = span(id, Some(parent), service, SpanKind::Client, start, end);
+    s.budget.remaining_ms = Some(remaining);
+    s.budget.forwarded_ms = forwarded;
+    s.budget.timeout_ms = Some(forwarded.unwrap_or(remaining));
+    s
+}
+
+/// frontend (1000 ms) -> orders (forwards 950) -> inventory (forwards 800) and payments (400),
+/// everything within its budget: the right behaviour.
+fn healthy() -> Vec<Span> {
+    vec![
+        hop(1, None, "frontend", 0, 300, Some(1000)),
+        call(2, 1, "frontend", 20, 290, 980, Some(950)),
+        hop(3, Some(2), "orders", 21, 289, Some(950)),
+        call(4, 3, "orders", 30, 120, 941, Some(800)),
+        hop(5, Some(4), "inventory", 31, 119, Some(800)),
+        call(6, 3, "orders", 130, 280, 841, Some(400)),
+        hop(7, Some(6), "payments", 131, 279, Some(400)),
+        span(8, Some(7), "payments", SpanKind::Internal, 140, 270),
+    ]
+}
+
+#[test]
+fn correct_propagation_gives_no_finding() {
+    let a = analyse(healthy());
+    assert_eq!(kinds(&a), vec![]);
+    assert_eq!(a.summary.worst, None);
+    assert_eq!(a.summary.hops, 4);
+    assert_eq!(a.summary.edge_budget_ms, Some(1000));
+    assert_eq!(&*a.summary.root_service, "frontend");
+    assert_eq!(a.summary.duration_ms, 300);
+    let order: Vec<u64> = a
+        .rows
+        .iter()
+        .map(|r| u64::from_be_bytes(r.span.span_id.0))
+        .collect();
+    assert_eq!(order, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    let depths: Vec<u32> = a.rows.iter().map(|r| r.depth).collect();
+    assert_eq!(depths, vec![0, 1, 2, 3, 4, 3, 4, 5]);
+    let edges: Vec<(&str, &str)> = a.edges.iter().map(|e| (&*e.caller, &*e.callee)).collect();
+    assert_eq!(
+        edges,
+        vec![
+            ("frontend", "orders"),
+            ("orders", "inventory"),
+            ("orders", "payments")
+        ]
+    );
+}
+
+#[test]
+fn parent_arriving_after_child_gives_the_same_analysis() {
+    let in_order = analyse(healthy());
+    let mut reversed = healthy();
+    reversed.reverse();
+    assert_eq!(analyse(reversed.clone()), in_order);
+    // And a chain with findings, in a scrambled order.
+    let mut broken = healthy();
+    broken[3].budget.forwarded_ms = Some(5000);
+    broken[4].budget.received_ms = Some(5000);
+    let a = analyse(broken.clone());
+    broken.swap(0, 7);
+    broken.swap(2, 5);
+    assert_eq!(analyse(broken), a);
+    assert_eq!(kinds(&a), vec![(FindingKind::BudgetReset, sid(4))]);
+}
+
+#[test]
+fn a_span_listed_twice_counts_once_and_the_later_copy_wins() {
+    let mut chain = Chain::new(trace());
+    for s in healthy() {
+        assert_eq!(chain.insert(s), Inserted::New);
+    }
+    let mut again = healthy()[3].clone();
+    again.budget.forwarded_ms = Some(5000);
+    assert_eq!(chain.insert(again), Inserted::Replaced);
+    assert_eq!(chain.insert(healthy()[0].clone()), Inserted::Replaced);
+    assert_eq!(chain.len(), 8);
+    let a = chain.analyse(&Options::default());
+    assert_eq!(a.summary.spans, 8);
+    assert_eq!(a.rows.len(), 8);
+    assert_eq!(kinds(&a), vec![(FindingKind::BudgetReset, sid(4))]);
+    let mut other = healthy()[0].clone();
+    other.trace_id = TraceId([1; 16]);
+    assert_eq!(chain.insert(other), Inserted::OtherTrace);
+    assert_eq!(chain.len(), 8);
+}
+
+#[test]
+fn a_child_with_a_missing_parent_is_the_root_of_its_own_subtree() {
+    let spans: Vec<Span> = healthy()
+        .into_iter()
+        .filter(|s| s.span_id != sid(2))
+        .collect();
+    let mut chain = Chain::new(trace());
+    for s in spans {
+        chain.insert(s);
+    }
+    assert_eq!(chain.missing_parents(), 1);
+    let a = chain.analyse(&Options::default());
+    assert_eq!(a.summary.orphans, 1);
+    assert_eq!(a.rows.len(), 7);
+    let orders = a.rows.iter().find(|r| r.span.span_id == sid(3)).unwrap();
+    assert_eq!(
+        (orders.link, orders.depth, orders.parent_row),
+        (Link::Orphan, 0, None)
+    );
+    // Without its caller's span, nothing is blamed on orders.
+    assert_eq!(kinds(&a), vec![]);
+}
+
+#[test]
+fn a_self_parent_is_cut_and_analysed() {
+    let mut s = hop(1, Some(1), "orders", 0, 100, Some(500));
+    s.budget.remaining_at_start_ms = Some(500);
+    let a = analyse([s, span(2, Some(1), "orders", SpanKind::Internal, 10, 20)]);
+    assert_eq!(a.summary.cycles_cut, 1);
+    assert_eq!(a.rows[0].link, Link::CycleCut);
+    assert_eq!(a.rows[1].depth, 1);
+}
+
+#[test]
+fn a_parent_cycle_is_cut_at_its_earliest_member_whatever_the_arrival_order() {
+    let spans = vec![
+        span(1, Some(3), "a", SpanKind::Server, 0, 100),
+        span(2, Some(1), "b", SpanKind::Server, 10, 90),
+        span(3, Some(2), "c", SpanKind::Server, 20, 80),
+    ];
+    let a = analyse(spans.clone());
+    let mut rev = spans;
+    rev.reverse();
+    assert_eq!(analyse(rev), a);
+    assert_eq!(a.summary.cycles_cut, 1);
+    let ids: Vec<(SpanId, Link, u32)> = a
+        .rows
+        .iter()
+        .map(|r| (r.span.span_id, r.link, r.depth))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            (sid(1), Link::CycleCut, 0),
+            (sid(2), Link::Child, 1),
+            (sid(3), Link::Child, 2)
+        ]
+    );
+}
+
+/// A chain `hops` hops deep: each hop calls the next, forwarding 1 ms less each time.
+fn deep(hops: u64) -> Vec<Span> {
+    let budget = 1_000_000i64;
+    let mut spans = Vec::with_capacity(hops as usize * 2);
+    for k in 0..hops {
+        let (h, c) = (2 * k + 1, 2 * k + 2);
+        let parent = (k > 0).then(|| 2 * k);
+        let received = budget - k as i64;
+        spans.push(hop(
+            h,
+            parent,
+            if k % 2 == 0 { "a" } else { "b" },
+            k,
+            10 * hops - k,
+            Some(received),
+        ));
+        if k + 1 < hops {
+            spans.push(call(
+                c,
+                h,
+                if k % 2 == 0 { "a" } else { "b" },
+                k,
+                10 * hops - k - 1,
+                received,
+                Some(received - 1),
+            ));
+        }
+    }
+    spans
+}
+
+#[test]
+fn a_chain_10_000_hops_deep_is_walked_without_recursion() {
+    let a = analyse(deep(10_000));
+    assert_eq!(a.summary.hops, 10_000);
+    assert_eq!(a.rows.last().unwrap().depth, 19_998);
+    assert_eq!(kinds(&a), vec![]);
+    assert_eq!(a.edges.len(), 9_999);
+}
+
+#[test]
+fn a_chain_100_000_hops_deep_in_reverse_order_and_a_100_000_long_cycle_do_not_hang() {
+    let mut spans = deep(100_000);
+    spans.reverse();
+    let a = analyse(spans);
+    assert_eq!(a.rows.len(), 199_999);
+    assert_eq!(a.rows.last().unwrap().depth, 199_998);
+    assert_eq!(a.summary.findings, SeverityCounts::default());
+
+    let n = 100_000u64;
+    let cycle = (1..=n).map(|i| {
+        span(
+            i,
+            Some(if i == 1 { n } else { i - 1 }),
+            "x",
+            SpanKind::Internal,
+            i,
+            i + 1,
+        )
+    });
+    let a = analyse(cycle);
+    assert_eq!(a.summary.cycles_cut, 1);
+    assert_eq!(a.rows.len(), n as usize);
+    assert_eq!(a.rows.last().unwrap().depth, n as u32 - 1);
+}
+
+fn only(a: &ChainAnalysis) -> &Finding {
+    assert_eq!(a.findings.len(), 1, "{:#?}", a.findings);
+    &a.findings[0]
+}
+
+#[test]
+fn budget_reset_when_a_call_forwards_more_than_remained() {
+    let mut spans = healthy();
+    spans[3].budget.forwarded_ms = Some(947); // remaining 941 + 5 < 947
+    spans[4].budget.received_ms = Some(947);
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.span_id, f.severity),
+        (FindingKind::BudgetReset, sid(4), Severity::Error)
+    );
+    assert_eq!(
+        (f.remaining_ms, f.forwarded_ms, f.received_ms),
+        (Some(941), Some(947), None)
+    );
+    assert_eq!(f.message, "forwarded 947 ms with only 941 ms left");
+    // Within tolerance: nothing.
+    spans[3].budget.forwarded_ms = Some(946);
+    spans[4].budget.received_ms = Some(946);
+    assert_eq!(kinds(&analyse(spans)), vec![]);
+}
+
+#[test]
+fn budget_reset_when_a_hop_received_more_than_its_caller_forwarded() {
+    let mut spans = healthy();
+    spans[4].budget.received_ms = Some(5000); // a proxy reset it
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::BudgetReset, sid(5)));
+    assert_eq!((f.received_ms, f.forwarded_ms), (Some(5000), Some(800)));
+    assert_eq!(
+        f.message,
+        "received 5000 ms but orders forwarded only 800 ms"
+    );
+    assert_eq!(a.edges[1].findings.get(FindingKind::BudgetReset), 1);
+
+    // grpc-timeout: 1 ms of rounding on top of the 5.
+    spans[4].budget.source = Some(BudgetSource::GrpcTimeout);
+    spans[4].budget.received_ms = Some(806);
+    assert_eq!(kinds(&analyse(spans.clone())), vec![]);
+    spans[4].budget.received_ms = Some(807);
+    assert_eq!(
+        kinds(&analyse(spans.clone())),
+        vec![(FindingKind::BudgetReset, sid(5))]
+    );
+    // x-request-deadline: differences up to the skew threshold are the clocks' fault.
+    spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
+    spans[4].budget.received_ms = Some(1805);
+    assert_eq!(kinds(&analyse(spans.clone())), vec![]);
+    spans[4].budget.received_ms = Some(1806);
+    assert_eq!(
+        kinds(&analyse(spans)),
+        vec![(FindingKind::BudgetReset, sid(5))]
+    );
+}
+
+#[test]
+fn budget_dropped_when_a_hop_with_a_budget_calls_without_forwarding() {
+    let mut spans = healthy();
+    spans[5].budget.forwarded_ms = None;
+    spans[6] = hop(7, Some(6), "payments", 131, 279, None);
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::BudgetDropped, sid(6)));
+    assert_eq!(
+        (f.received_ms, f.remaining_ms, f.forwarded_ms),
+        (Some(950), Some(841), None)
+    );
+    assert_eq!(
+        f.message,
+        "orders had 841 ms left but forwarded no budget on this call"
+    );
+    assert_eq!(a.edges[2].findings.get(FindingKind::BudgetDropped), 1);
+
+    // A call refused for lack of budget is the right behaviour.
+    spans[5].budget.outcome = Some(Outcome::Refused);
+    spans.truncate(6);
+    assert_eq!(kinds(&analyse(spans.clone())), vec![]);
+    // A database call traced by stock instrumentation (no budget attributes, no callee hop).
+    spans[5] = span(6, Some(3), "orders", SpanKind::Client, 130, 280);
+    assert_eq!(kinds(&analyse(spans)), vec![]);
+}
+
+#[test]
+fn budget_dropped_when_a_hop_lost_the_budget_its_caller_forwarded() {
+    let mut spans = healthy();
+    spans[6] = hop(7, Some(6), "payments", 131, 279, None);
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::BudgetDropped, sid(7)));
+    assert_eq!(
+        f.message,
+        "payments received no budget although orders forwarded 400 ms"
+    );
+    assert_eq!(f.forwarded_ms, Some(400));
+
+    spans[6].budget.source = Some(BudgetSource::Default);
+    spans[6].budget.default_ms = Some(30_000);
+    let a = analyse(spans.clone());
+    assert_eq!(
+        only(&a).message,
+        "payments fell back to its own default of 30000 ms although orders forwarded 400 ms"
+    );
+
+    // No CLIENT span (an uninstrumented client): the caller hop had a budget.
+    spans[6] = hop(7, Some(3), "payments", 131, 279, None);
+    spans.remove(5);
+    let a = analyse(spans);
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::BudgetDropped, sid(7)));
+    assert_eq!(
+        f.message,
+        "payments received no budget although its caller orders had a 950 ms budget"
+    );
+    assert_eq!(
+        a.edges.last().map(|e| (&*e.caller, &*e.callee)),
+        Some(("orders", "payments"))
+    );
+}
+
+#[test]
+fn ran_after_expiry_when_work_started_with_no_budget_left() {
+    let mut s = hop(1, None, "inventory", 0, 500, Some(250));
+    s.budget.queue_wait_ms = Some(300);
+    s.budget.remaining_at_start_ms = Some(-50);
+    let a = analyse([s.clone()]);
+    let kinds_found = kinds(&a);
+    assert_eq!(
+        kinds_found,
+        vec![
+            (FindingKind::RanAfterExpiry, sid(1)),
+            (FindingKind::QueuePressure, sid(1))
+        ]
+    );
+    let f = &a.findings[0];
+    assert_eq!(
+        (f.remaining_ms, f.wasted_ms, f.received_ms),
+        (Some(-50), Some(200), Some(250))
+    );
+    assert_eq!(
+        f.message,
+        "inventory started work with -50 ms left and worked 200 ms after its deadline"
+    );
+    assert_eq!(a.summary.wasted_ms, 200);
+
+    // Shed at dequeue instead: the right behaviour, no waste.
+    s.budget.outcome = Some(Outcome::ShedExpired);
+    s.end_unix_nano = (T0 + 300) * 1_000_000;
+    let a = analyse([s]);
+    assert_eq!(
+        kinds(&a),
+        vec![
+            (FindingKind::ShedExpired, sid(1)),
+            (FindingKind::QueuePressure, sid(1))
+        ]
+    );
+    assert_eq!(a.findings[0].severity, Severity::Info);
+    assert_eq!(
+        a.findings[0].message,
+        "shed at dequeue: expired after 300 ms in the queue with a 250 ms budget"
+    );
+    assert_eq!(a.summary.wasted_ms, 0);
+}
+
+#[test]
+fn ran_after_expiry_when_a_span_of_the_hop_started_after_its_deadline() {
+    let spans = vec![
+        hop(1, None, "payments", 0, 400, Some(100)),
+        span(2, Some(1), "payments", SpanKind::Internal, 10, 60),
+        span(3, Some(1), "payments", SpanKind::Internal, 150, 250),
+        span(4, Some(3), "payments", SpanKind::Internal, 160, 200),
+        {
+            let mut refused = call(5, 1, "payments", 300, 300, -200, None);
+            refused.budget.outcome = Some(Outcome::Refused);
+            refused
+        },
+    ];
+    let a = analyse(spans);
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.span_id, f.wasted_ms),
+        (FindingKind::RanAfterExpiry, sid(3), Some(100))
+    );
+    assert_eq!(
+        f.message,
+        "payments started \"payments 3\" 50 ms after its deadline and worked 100 ms for nobody"
+    );
+    assert_eq!(
+        a.rows[2].findings.iter().collect::<Vec<_>>(),
+        vec![FindingKind::RanAfterExpiry]
+    );
+    assert_eq!(a.rows[2].worst(), Some(Severity::Error));
+}
+
+#[test]
+fn orphaned_work_from_timing_alone() {
+    let mut client = span(2, Some(1), "orders", SpanKind::Client, 10, 100);
+    client.name = Arc::from("GET inventory");
+    let spans = vec![
+        span(1, None, "orders", SpanKind::Server, 0, 110),
+        client,
+        span(3, Some(2), "inventory", SpanKind::Server, 12, 380),
+    ];
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.span_id, f.wasted_ms),
+        (FindingKind::OrphanedWork, sid(3), Some(280))
+    );
+    assert_eq!(
+        f.message,
+        "inventory worked 280 ms after orders stopped waiting"
+    );
+    assert_eq!((a.summary.wasted_ms, a.edges[0].wasted_ms), (280, 280));
+
+    // Ending within tolerance of the caller giving up is fine.
+    let mut ok = spans.clone();
+    ok[2].end_unix_nano = (T0 + 105) * 1_000_000;
+    assert_eq!(kinds(&analyse(ok)), vec![]);
+    // A consumer of a message outlives its producer by design.
+    let mut queue = spans;
+    queue[1].kind = SpanKind::Producer;
+    queue[2].kind = SpanKind::Consumer;
+    assert_eq!(kinds(&analyse(queue)), vec![]);
+}
+
+#[test]
+fn shed_full_and_shed_expired_are_info() {
+    let mut full = hop(3, Some(2), "inventory", 11, 12, Some(800));
+    full.budget.outcome = Some(Outcome::ShedFull);
+    let spans = vec![
+        hop(1, None, "orders", 0, 100, Some(900)),
+        call(2, 1, "orders", 10, 13, 890, Some(800)),
+        full,
+    ];
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.severity, f.span_id),
+        (FindingKind::ShedFull, Severity::Info, sid(3))
+    );
+    assert!(!a.has_at_least(Severity::Warning));
+
+    // The callee's span is missing: the call's outcome tells.
+    let mut call_only = spans;
+    call_only.pop();
+    call_only[1].budget.outcome = Some(Outcome::ShedExpired);
+    let a = analyse(call_only);
+    assert_eq!(kinds(&a), vec![(FindingKind::ShedExpired, sid(2))]);
+}
+
+#[test]
+fn queue_pressure_when_waiting_more_than_half_the_budget() {
+    let mut s = hop(1, None, "inventory", 0, 700, Some(1000));
+    s.budget.queue_wait_ms = Some(501);
+    s.budget.remaining_at_start_ms = Some(499);
+    let a = analyse([s.clone()]);
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.severity, f.received_ms),
+        (FindingKind::QueuePressure, Severity::Warning, Some(1000))
+    );
+    assert_eq!(
+        f.message,
+        "waited 501 ms in the queue, more than half of its 1000 ms budget"
+    );
+    s.budget.queue_wait_ms = Some(500);
+    assert_eq!(kinds(&analyse([s])), vec![]);
+}
+
+fn attempt(id: u64, start: u64, end: u64, n: i64, remaining: i64, forwarded: i64) -> Span {
+    let mut s = call(id, 1, "orders", start, end, remaining, Some(forwarded));
+    s.name = Arc::from("GET inventory");
+    s.budget.attempt = Some(n);
+    s
+}
+
+#[test]
+fn retry_over_budget_when_attempts_together_forward_more_than_remained() {
+    // Each attempt alone is within budget, but the first failed fast and the second got the
+    // whole budget again.
+    let spans = vec![
+        hop(1, None, "orders", 0, 1100, Some(1000)),
+        attempt(2, 0, 10, 1, 1000, 1000),
+        attempt(3, 10, 990, 2, 990, 990),
+    ];
+    let a = analyse(spans);
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::RetryOverBudget, sid(3)));
+    assert_eq!((f.remaining_ms, f.forwarded_ms), (Some(1000), Some(1990)));
+    assert_eq!(
+        f.message,
+        "2 attempts forwarded 1990 ms in total with only 1000 ms left at the first"
+    );
+}
+
+#[test]
+fn retry_over_budget_when_an_attempt_starts_after_the_deadline() {
+    let spans = vec![
+        hop(1, None, "orders", 0, 1200, Some(1000)),
+        attempt(2, 0, 300, 1, 1000, 300),
+        attempt(3, 300, 600, 2, 700, 300),
+        attempt(4, 1010, 1100, 3, -10, 300),
+    ];
+    let a = analyse(spans);
+    let found = kinds(&a);
+    // The late attempt; its forwarding more than remained is also a reset.
+    assert_eq!(
+        found,
+        vec![
+            (FindingKind::BudgetReset, sid(4)),
+            (FindingKind::RetryOverBudget, sid(4))
+        ]
+    );
+    assert_eq!(
+        a.findings[1].message,
+        "attempt 3 started 10 ms after the deadline of orders"
+    );
+}
+
+#[test]
+fn retries_that_share_the_budget_are_fine() {
+    let spans = vec![
+        hop(1, None, "orders", 0, 1000, Some(1000)),
+        attempt(2, 0, 300, 1, 1000, 300),
+        attempt(3, 300, 600, 2, 700, 300),
+        attempt(4, 600, 900, 3, 400, 300),
+    ];
+    assert_eq!(kinds(&analyse(spans)), vec![]);
+}
+
+#[test]
+fn clock_skew_when_a_child_starts_before_its_parent() {
+    let mut spans = healthy();
+    // inventory's clock is 40 ms behind.
+    spans[4].start_unix_nano = (T0 - 9) * 1_000_000;
+    spans[4].end_unix_nano = (T0 + 79) * 1_000_000;
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.span_id, f.severity),
+        (FindingKind::ClockSkew, sid(5), Severity::Warning)
+    );
+    assert_eq!(
+        f.message,
+        "inventory starts 39 ms before its parent in orders: the clocks disagree"
+    );
+    // One millisecond is within tolerance.
+    spans[4].start_unix_nano = (T0 + 29) * 1_000_000;
+    assert_eq!(kinds(&analyse(spans)), vec![]);
+}
+
+#[test]
+fn clock_skew_when_an_absolute_deadline_disagrees_with_the_relative_budget() {
+    let mut spans = healthy();
+    spans[4].budget.deadline_unix_ms = Some(T0 as i64 + 31 + 800 + 1500);
+    let a = analyse(spans.clone());
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::ClockSkew, sid(5)));
+    assert_eq!(
+        f.message,
+        "absolute deadline is 1500 ms later than arrival + 800 ms budget by the clock of inventory"
+    );
+    spans[4].budget.deadline_unix_ms = Some(T0 as i64 + 31 + 800 - 900);
+    assert_eq!(kinds(&analyse(spans)), vec![]);
+}
+
+#[test]
+fn edge_stats_add_and_remove_are_inverse_and_percentiles_are_exact() {
+    let healthy_a = analyse(healthy());
+    let mut broken = healthy();
+    broken[4].budget.received_ms = Some(5000);
+    let broken_a = analyse(broken);
+
+    let mut stats = EdgeStats::new();
+    stats.add(&healthy_a);
+    let after_one = stats.to_reports();
+    stats.add(&broken_a);
+    let inv = stats.get("orders", "inventory").unwrap();
+    assert_eq!(
+        (inv.calls, inv.findings.get(FindingKind::BudgetReset)),
+        (2, 1)
+    );
+    assert_eq!(
+        (inv.received.p50(), inv.received.p99()),
+        (Some(800), Some(5000))
+    );
+    assert_eq!(
+        (inv.forwarded.p50(), inv.forwarded.p99()),
+        (Some(800), Some(800))
+    );
+    assert_eq!(inv.to_report().findings.get("budget_reset"), Some(&1));
+
+    // The store re-analyses a chain: take the old analysis out, put the new one in.
+    stats.remove(&broken_a);
+    assert_eq!(stats.to_reports(), after_one);
+    stats.remove(&healthy_a);
+    assert!(stats.is_empty());
+
+    let mut d = Distribution::default();
+    for v in 1..=100 {
+        d.add(v);
+    }
+    assert_eq!(
+        (d.p50(), d.p99(), d.percentile(1.0), d.len()),
+        (Some(50), Some(99), Some(100), 100)
+    );
+    d.remove(100);
+    d.remove(7777);
+    assert_eq!((d.percentile(1.0), d.len()), (Some(99), 99));
+}
+
+#[test]
+fn report_orders_findings_and_edges_whatever_the_input_order() {
+    let mut spans = Vec::new();
+    for t in [3u8, 1, 2] {
+        let mut chain = healthy();
+        chain[3].budget.forwarded_ms = Some(5000);
+        chain[6].end_unix_nano = (T0 + 400) * 1_000_000;
+        for s in &mut chain {
+            s.trace_id = TraceId([t; 16]);
+        }
+        spans.extend(chain);
+    }
+    let report = Report::from_spans(spans.clone(), &Options::default());
+    spans.reverse();
+    assert_eq!(Report::from_spans(spans, &Options::default()), report);
+    let order: Vec<(u8, SpanId, FindingKind)> = report
+        .findings
+        .iter()
+        .map(|f| (f.trace_id.0[0], f.span_id, f.kind))
+        .collect();
+    assert_eq!(
+        order,
+        [1u8, 2, 3]
+            .iter()
+            .flat_map(|&t| [
+                (t, sid(4), FindingKind::BudgetReset),
+                (t, sid(7), FindingKind::OrphanedWork)
+            ])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        report.summary,
+        Summary {
+            traces: 3,
+            spans: 24,
+            hops: 12,
+            findings: SeverityCounts {
+                error: 6,
+                warning: 0,
+                info: 0
+            },
+        }
+    );
+    let edges: Vec<(&str, &str, u64)> = report
+        .edges
+        .iter()
+        .map(|e| (&*e.caller, &*e.callee, e.calls))
+        .collect();
+    assert_eq!(
+        edges,
+        vec![
+            ("frontend", "orders", 3),
+            ("orders", "inventory", 3),
+            ("orders", "payments", 3)
+        ]
+    );
+    assert!(report.fails(Severity::Error));
+    assert!(!Report::from_spans(healthy(), &Options::default()).fails(Severity::Info));
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn any_facts() -> impl Strategy<Value = BudgetFacts> {
+        let n = || {
+            prop_oneof![
+                Just(None),
+                (-2_000i64..5_000).prop_map(Some),
+                prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0)].prop_map(Some)
+            ]
+        };
+        let source = prop::option::of(prop::sample::select(vec![
+            BudgetSource::XBudgetMs,
+            BudgetSource::GrpcTimeout,
+            BudgetSource::XRequestDeadline,
+            BudgetSource::Default,
+            BudgetSource::Invalid,
+            BudgetSource::None,
+        ]));
+        let outcome = prop::option::of(prop::sample::select(vec![
+            Outcome::Ok,
+            Outcome::ShedFull,
+            Outcome::ShedExpired,
+            Outcome::Refused,
+            Outcome::Error,
+        ]));
+        (
+            (n(), n(), n(), n(), n()),
+            (n(), n(), n(), n()),
+            source,
+            outcome,
+        )
+            .prop_map(
+                |(
+                    (received, default, queue, at_start, remaining),
+                    (forwarded, timeout, attempt, deadline),
+                    source,
+                    outcome,
+                )| {
+                    BudgetFacts {
+                        received_ms: received,
+                        source,
+                        default_ms: default,
+                        queue_wait_ms: queue,
+                        remaining_at_start_ms: at_start,
+                        outcome,
+                        remaining_ms: remaining,
+                        forwarded_ms: forwarded,
+                        timeout_ms: timeout,
+                        attempt,
+                        deadline_unix_ms: deadline,
+                        ..BudgetFacts::default()
+                    }
+                },
+            )
+    }
+
+    fn any_span() -> impl Strategy<Value = Span> {
+        let kind = prop::sample::select(vec![
+            SpanKind::Internal,
+            SpanKind::Server,
+            SpanKind::Client,
+            SpanKind::Producer,
+            SpanKind::Consumer,
+        ]);
+        let time = prop_oneof![0u64..2_000_000_000, Just(0), Just(u64::MAX)];
+        (
+            0u64..24,
+            prop::option::of(0u64..28),
+            prop::sample::select(vec!["a", "b", "c"]),
+            kind,
+            time.clone(),
+            time,
+            any_facts(),
+        )
+            .prop_map(|(id, parent, service, kind, start, end, budget)| Span {
+                trace_id: trace(),
+                span_id: sid(id),
+                parent_span_id: parent.map(sid),
+                service: Arc::from(service),
+                name: Arc::from(if id % 2 == 0 { "GET x" } else { "work" }),
+                kind,
+                start_unix_nano: start,
+                end_unix_nano: end,
+                status: SpanStatus::Unset,
+                budget,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_spans_never_panic_and_every_span_gets_one_row(
+            spans in prop::collection::vec(any_span(), 0..40),
+        ) {
+            let mut chain = Chain::new(trace());
+            for s in spans {
+                chain.insert(s);
+            }
+            let a = chain.analyse(&Options::default());
+            prop_assert_eq!(a.rows.len(), chain.len());
+            let mut ids: Vec<SpanId> = a.rows.iter().map(|r| r.span.span_id).collect();
+            ids.sort();
+            ids.dedup();
+            prop_assert_eq!(ids.len(), chain.len());
+            for (r, row) in a.rows.iter().enumerate() {
+                if let Some(p) = row.parent_row {
+                    prop_assert!((p as usize) < r);
+                    prop_assert_eq!(a.rows[p as usize].depth + 1, row.depth);
+                }
+            }
+            let mut stats = EdgeStats::new();
+            stats.add(&a);
+            stats.remove(&a);
+            prop_assert!(stats.is_empty());
+            let report = Report::from_analyses([&a]);
+            prop_assert!(serde_json::to_string(&report).is_ok());
+        }
+
+        #[test]
+        fn arrival_order_does_not_change_the_analysis(
+            spans in prop::collection::vec(any_span(), 0..30),
+        ) {
+            let mut unique: Vec<Span> = Vec::new();
+            for s in spans {
+                if !unique.iter().any(|u| u.span_id == s.span_id) {
+                    unique.push(s);
+                }
+            }
+            let forward = analyse(unique.clone());
+            unique.reverse();
+            prop_assert_eq!(analyse(unique), forward);
+        }
+    }
 }
