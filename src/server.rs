@@ -1,0 +1,414 @@
+//! The server side: a tower [`Layer`] (works as axum middleware through `.layer(...)`) that reads
+//! the caller's budget, makes it the request's [`Deadline`], and records the SERVER span
+//! attributes of `CONVENTIONS.md` section 2.
+//!
+//! A request enters with headers; the layer decodes the carriers ([`crate::carrier`]), assigns
+//! the edge default when configured, answers 504 at once when nothing is left, and otherwise runs
+//! the inner service inside a SERVER span with the deadline in the request extensions and in the
+//! task-local [`Deadline::current`]. When the response future is dropped before completing (in
+//! hyper and axum that is what happens when the client goes away) the handler is dropped with it
+//! and the span says `budget.outcome = "cancelled"`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use tokio::time::Instant;
+use tower::{Layer, Service};
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use crate::analysis::{BudgetSource, Outcome};
+use crate::budget::{Deadline, saturating_ms};
+use crate::carrier::{self, Received};
+use crate::trace_context;
+
+/// The future returned by [`BudgetService`].
+pub type ResponseFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
+
+/// What the server layer learned about a request's budget; in the request extensions of every
+/// request it handles (`axum::Extension<HopBudget>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HopBudget {
+    /// The hop's deadline, when it has a budget (received or default).
+    pub deadline: Option<Deadline>,
+    /// Where the budget came from.
+    pub source: BudgetSource,
+    /// The budget decoded at arrival, when one was received.
+    pub received: Option<Duration>,
+    /// When the request arrived.
+    pub arrival: Instant,
+}
+
+/// Progress shared between the server layer and the queue for one request: the queue says when
+/// work really started and whether it shed the item, the layer records it once at the end.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HopProgress(Arc<Mutex<Progress>>);
+
+#[derive(Debug, Default)]
+struct Progress {
+    /// Work started at (set by the queue at dequeue).
+    started: Option<Instant>,
+    /// Time spent queued (set by the queue).
+    queue_wait: Option<Duration>,
+    /// An outcome the status code cannot tell (the queue's `shed_expired`).
+    outcome: Option<Outcome>,
+}
+
+impl HopProgress {
+    /// The queue dequeued the item at `started` after `waited`.
+    pub(crate) fn dequeued(&self, started: Instant, waited: Duration) {
+        if let Ok(mut p) = self.0.lock() {
+            p.started = Some(started);
+            p.queue_wait = Some(waited);
+        }
+    }
+
+    /// The queue answered with `outcome` without running the work.
+    pub(crate) fn shed(&self, outcome: Outcome) {
+        if let Ok(mut p) = self.0.lock() {
+            p.outcome = Some(outcome);
+        }
+    }
+
+    fn take(&self) -> (Option<Instant>, Option<Duration>, Option<Outcome>) {
+        match self.0.lock() {
+            Ok(p) => (p.started, p.queue_wait, p.outcome),
+            Err(_) => (None, None, None),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    default_budget: Option<Duration>,
+    shed_expired_on_arrival: bool,
+    cancel_on_disconnect: bool,
+    trace_context: bool,
+}
+
+/// The server budget layer. See the [module docs](self).
+///
+/// ```
+/// use std::time::Duration;
+/// use deadline_budget::server::BudgetLayer;
+/// let app: axum::Router = axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "hi" }))
+///     .layer(BudgetLayer::new().default_budget(Duration::from_millis(1500)));
+/// ```
+#[derive(Clone, Debug)]
+pub struct BudgetLayer {
+    config: Config,
+}
+
+impl Default for BudgetLayer {
+    fn default() -> Self {
+        BudgetLayer::new()
+    }
+}
+
+impl BudgetLayer {
+    /// A layer with no edge default, 504 on arrival when the budget is spent, cancellation on
+    /// disconnect, and W3C trace context extraction.
+    pub fn new() -> Self {
+        BudgetLayer {
+            config: Config {
+                default_budget: None,
+                shed_expired_on_arrival: true,
+                cancel_on_disconnect: true,
+                trace_context: true,
+            },
+        }
+    }
+
+    /// The edge default: the budget this hop gives itself when no valid carrier arrives
+    /// (`budget.source = "default"`, `budget.default_ms`).
+    pub fn default_budget(mut self, budget: Duration) -> Self {
+        self.config.default_budget = Some(budget);
+        self
+    }
+
+    /// Answer 504 at once when the budget is already spent on arrival (default `true`).
+    /// Turning it off runs expired work anyway: one of the broken variants the demo shows.
+    pub fn shed_expired_on_arrival(mut self, on: bool) -> Self {
+        self.config.shed_expired_on_arrival = on;
+        self
+    }
+
+    /// Drop the handler when the caller goes away (default `true`). With `false` the handler is
+    /// spawned and keeps running after the caller left (orphaned work, a broken variant); the
+    /// span then ends when the work ends.
+    pub fn cancel_on_disconnect(mut self, on: bool) -> Self {
+        self.config.cancel_on_disconnect = on;
+        self
+    }
+
+    /// Make the incoming `traceparent` the parent of the SERVER span (default `true`).
+    pub fn trace_context(mut self, on: bool) -> Self {
+        self.config.trace_context = on;
+        self
+    }
+}
+
+impl<S> Layer<S> for BudgetLayer {
+    type Service = BudgetService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BudgetService {
+            inner,
+            config: self.config,
+        }
+    }
+}
+
+/// The service [`BudgetLayer`] wraps around an inner HTTP service.
+#[derive(Clone)]
+pub struct BudgetService<S> {
+    inner: S,
+    config: Config,
+}
+
+impl<S> fmt::Debug for BudgetService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetService")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The SERVER span, with every attribute the layer may record declared up front.
+fn server_span<B>(req: &Request<B>) -> tracing::Span {
+    let method = req.method().as_str();
+    let path = req.uri().path();
+    tracing::info_span!(
+        "budget.server",
+        otel.kind = "server",
+        otel.name = %format_args!("{method} {path}"),
+        otel.status_code = Empty,
+        http.request.method = %method,
+        url.path = %path,
+        http.response.status_code = Empty,
+        budget.received_ms = Empty,
+        budget.source = Empty,
+        budget.default_ms = Empty,
+        budget.invalid_value = Empty,
+        budget.queue_wait_ms = Empty,
+        budget.remaining_at_start_ms = Empty,
+        budget.outcome = Empty,
+    )
+}
+
+/// The hop's outcome from the response status, unless the queue already said.
+pub(crate) fn outcome_for_status(status: StatusCode) -> Outcome {
+    match status.as_u16() {
+        503 => Outcome::ShedFull,
+        504 => Outcome::DeadlineExceeded,
+        500..=599 => Outcome::Error,
+        _ => Outcome::Ok,
+    }
+}
+
+/// Records the end of a hop exactly once: on completion, or as `cancelled` when dropped first.
+struct Finish {
+    span: tracing::Span,
+    progress: HopProgress,
+    deadline: Option<Deadline>,
+    arrival: Instant,
+    done: bool,
+}
+
+impl Finish {
+    fn record_start(&self, started: Option<Instant>, queue_wait: Option<Duration>) {
+        if let Some(wait) = queue_wait {
+            self.span
+                .record(crate::semconv::QUEUE_WAIT_MS, saturating_ms(wait));
+        }
+        if let Some(deadline) = self.deadline {
+            let started = started.unwrap_or(self.arrival);
+            self.span.record(
+                crate::semconv::REMAINING_AT_START_MS,
+                deadline.remaining_ms_at(started),
+            );
+        }
+    }
+
+    fn complete(&mut self, status: StatusCode) {
+        self.done = true;
+        let (started, queue_wait, shed) = self.progress.take();
+        let outcome = match shed {
+            Some(shed) => {
+                // Shed by the queue: the work never started, so no remaining_at_start_ms.
+                if let Some(wait) = queue_wait {
+                    self.span
+                        .record(crate::semconv::QUEUE_WAIT_MS, saturating_ms(wait));
+                }
+                shed
+            }
+            None => {
+                self.record_start(started, queue_wait);
+                match outcome_for_status(status) {
+                    // Answered, but after the caller stopped waiting.
+                    Outcome::Ok if self.deadline.is_some_and(|d| d.is_expired()) => {
+                        Outcome::DeadlineExceeded
+                    }
+                    other => other,
+                }
+            }
+        };
+        self.span
+            .record("http.response.status_code", status.as_u16());
+        if status.is_server_error() {
+            self.span.record("otel.status_code", "ERROR");
+        }
+        self.span.record(crate::semconv::OUTCOME, outcome.as_str());
+    }
+
+    fn failed(&mut self) {
+        self.done = true;
+        let (started, queue_wait, _) = self.progress.take();
+        self.record_start(started, queue_wait);
+        self.span.record("otel.status_code", "ERROR");
+        self.span
+            .record(crate::semconv::OUTCOME, Outcome::Error.as_str());
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if !self.done {
+            let (started, queue_wait, _) = self.progress.take();
+            self.record_start(started, queue_wait);
+            self.span
+                .record(crate::semconv::OUTCOME, Outcome::Cancelled.as_str());
+        }
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for BudgetService<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Send,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResB: Default + Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResB, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        let arrival = Instant::now();
+        let span = server_span(&req);
+        if self.config.trace_context {
+            trace_context::set_parent_from(&span, req.headers());
+        }
+
+        let received = if has_absolute_deadline(&req) {
+            carrier::read_headers(req.headers(), carrier::now_unix_ms())
+        } else {
+            carrier::read_headers(req.headers(), 0)
+        };
+        span.record(crate::semconv::SOURCE, received.source().as_str());
+        let mut deadline = None;
+        match &received {
+            Received::Budget { budget, .. } => {
+                span.record(crate::semconv::RECEIVED_MS, saturating_ms(*budget));
+                deadline = Some(Deadline::at(arrival + *budget));
+            }
+            Received::Invalid { value, .. } => {
+                span.record(crate::semconv::INVALID_VALUE, value.as_str());
+            }
+            Received::None => {}
+        }
+        if let (None, Some(default)) = (deadline, self.config.default_budget) {
+            if received.source() == BudgetSource::None {
+                span.record(crate::semconv::SOURCE, BudgetSource::Default.as_str());
+            }
+            span.record(crate::semconv::DEFAULT_MS, saturating_ms(default));
+            deadline = Some(Deadline::at(arrival + default));
+        }
+        let source = match (received.source(), deadline) {
+            (BudgetSource::None, Some(_)) => BudgetSource::Default,
+            (source, _) => source,
+        };
+
+        let progress = HopProgress::default();
+        let extensions = req.extensions_mut();
+        extensions.insert(HopBudget {
+            deadline,
+            source,
+            received: received.budget(),
+            arrival,
+        });
+        extensions.insert(progress.clone());
+        if let Some(deadline) = deadline {
+            extensions.insert(deadline);
+        }
+
+        let mut finish = Finish {
+            span: span.clone(),
+            progress,
+            deadline,
+            arrival,
+            done: false,
+        };
+
+        if self.config.shed_expired_on_arrival && deadline.is_some_and(|d| d.is_expired()) {
+            finish.progress.shed(Outcome::ShedExpired);
+            finish.complete(StatusCode::GATEWAY_TIMEOUT);
+            return Box::pin(std::future::ready(Ok(status_response(
+                StatusCode::GATEWAY_TIMEOUT,
+            ))));
+        }
+
+        let inner = {
+            let _entered = span.enter();
+            match deadline {
+                Some(d) => d.sync_scope(|| self.inner.call(req)),
+                None => self.inner.call(req),
+            }
+        };
+        let work = async move {
+            let result = match deadline {
+                Some(d) => d.scope(inner).instrument(span).await,
+                None => inner.instrument(span).await,
+            };
+            match &result {
+                Ok(response) => finish.complete(response.status()),
+                Err(_) => finish.failed(),
+            }
+            result
+        };
+        if self.config.cancel_on_disconnect {
+            Box::pin(work)
+        } else {
+            let handle = tokio::spawn(work);
+            Box::pin(async move {
+                match handle.await {
+                    Ok(result) => result,
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => Ok(status_response(StatusCode::INTERNAL_SERVER_ERROR)),
+                }
+            })
+        }
+    }
+}
+
+/// Only read the wall clock when an absolute deadline needs it.
+fn has_absolute_deadline<B>(req: &Request<B>) -> bool {
+    req.headers().contains_key(carrier::X_REQUEST_DEADLINE)
+}
+
+/// An empty response with `status`.
+pub(crate) fn status_response<B: Default>(status: StatusCode) -> Response<B> {
+    let mut response = Response::new(B::default());
+    *response.status_mut() = status;
+    response
+}
