@@ -1,4 +1,71 @@
 //! deadline-budget: propagate a deadline budget hop by hop through tokio/tower services.
+//!
+//! A **budget** is how many milliseconds the original caller is still willing to wait. Each hop
+//! reads it from the request ([`carrier`]: `x-budget-ms`, `grpc-timeout`, `connect-timeout-ms`,
+//! `x-request-deadline`, `x-envoy-expected-rq-timeout-ms`), turns it into a [`Deadline`] on
+//! tokio's monotonic clock, and gives each outgoing call `min(sla, remaining - margin)`, never
+//! more than its caller will wait. Along the way it records the span attributes of the budget
+//! contract ([`semconv`]) through `tracing`, so `tracing-opentelemetry` exports them and
+//! budget-top (whose pure [`analysis`] also lives here) can show where the budget went.
+//!
+//! The parts:
+//! - [`BudgetLayer`] (server): reads the budget or assigns an edge default, puts the deadline in
+//!   the request extensions and in [`Deadline::current`], answers 504 when it is spent on
+//!   arrival, records the SERVER span, cancels the handler when the caller goes away, and
+//!   continues the caller's W3C trace.
+//! - [`BudgetClient`] (client): applies the call rule, refuses calls not worth making, writes
+//!   `x-budget-ms` / `grpc-timeout` / `traceparent`, applies the timeout, records the CLIENT span.
+//! - [`DeadlineQueueLayer`]: bounded concurrency and queue; 503 when full, 504 for an item that
+//!   expired while waiting (it never runs), cancelled callers leave the queue.
+//!
+//! # Example
+//!
+//! An axum service with the server layer, a queue and one outgoing call. The request below
+//! arrives with 30 ms left, less than the 50 ms worth calling with, so the outgoing call is
+//! refused without touching the network.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use axum::{Router, extract::State, routing::get};
+//! use deadline_budget::{BudgetClient, BudgetLayer, CallOptions, Deadline, DeadlineQueueLayer};
+//! use tower::ServiceExt as _;
+//!
+//! async fn checkout(State(client): State<BudgetClient>) -> String {
+//!     // The deadline the server layer read from the request (or the edge default).
+//!     let left = Deadline::current().map(|d| d.remaining_ms());
+//!     let options = CallOptions::new()
+//!         .sla(Duration::from_millis(400))
+//!         .margin(Duration::from_millis(10));
+//!     match client.send(client.get("http://127.0.0.1:9/charge"), &options).await {
+//!         Ok(response) => format!("charge answered {}", response.status()),
+//!         Err(error) => format!("{left:?} ms left: {error}"),
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let client = BudgetClient::new(reqwest::Client::new());
+//! let app = Router::new()
+//!     .route("/checkout", get(checkout))
+//!     .with_state(client)
+//!     // Inner first: the queue sees the deadline the budget layer set.
+//!     .layer(DeadlineQueueLayer::new(8, 32))
+//!     .layer(BudgetLayer::new().default_budget(Duration::from_millis(1500)));
+//!
+//! // In a real service: axum::serve(listener, app).await
+//! let request = http::Request::get("/checkout")
+//!     .header("x-budget-ms", "30")
+//!     .body(axum::body::Body::empty())
+//!     .unwrap();
+//! let response = app.oneshot(request).await.unwrap();
+//! let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+//! assert!(String::from_utf8_lossy(&body).contains("call refused"));
+//! # }
+//! ```
+//!
+//! Task-locals do not cross `tokio::spawn`: pass [`Deadline::current`] into spawned tasks and
+//! give it to [`CallOptions::deadline`], or wrap the task in [`Deadline::scope`].
 
 pub mod analysis;
 pub mod budget;
