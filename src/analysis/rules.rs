@@ -30,6 +30,12 @@
 //! - `retry_over_budget` (sum rule) compares the sum of the attempts' `forwarded_ms` with what
 //!   remained at the first attempt, once at least two attempts forwarded something; it is
 //!   reported once per call, on the attempt that tipped the sum.
+//! - `clock_skew` for absolute deadlines: with `deadline_unix_ms`, it is compared with arrival +
+//!   budget on the hop's clock; without it, a hop whose `budget.source` is `x-request-deadline`
+//!   compares what it received with what its caller forwarded. A receiver clock more than
+//!   `absolute_deadline_tolerance_ms` behind also gives `budget_reset`: the callee really does
+//!   believe it has longer than its caller waits.
+//! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
 
 use super::chain::{Chain, Link, NONE, Tree};
 use super::chain_analysis::{ChainAnalysis, ChainSummary, KindSet, Options, Row};
@@ -246,7 +252,12 @@ impl Walk<'_> {
             _ => {}
         }
 
-        if let Some(r) = f.remaining_at_start_ms
+        // Without `remaining_at_start_ms`, a queue wait that used up the budget says the same.
+        let at_start = f.remaining_at_start_ms.or_else(|| {
+            let (q, b) = (f.queue_wait_ms?, budget?);
+            Some(b.saturating_sub(q))
+        });
+        if let Some(r) = at_start
             && r <= 0
             && !is_shed(f.outcome)
         {
@@ -377,6 +388,24 @@ impl Walk<'_> {
                 );
                 let numbers = Numbers {
                     received: f.received_ms,
+                    ..Numbers::default()
+                };
+                self.push(i, FindingKind::ClockSkew, message, numbers);
+            }
+        } else if f.source == Some(BudgetSource::XRequestDeadline)
+            && let (Some(r), Some(fw)) = (f.received_ms, forwarded)
+        {
+            // The caller meant `fw` ms; an absolute deadline read on another clock gave `r`.
+            let diff = r.saturating_sub(fw);
+            if diff.saturating_abs() > self.opts.skew_threshold_ms {
+                let caller = &spans[p as usize].service;
+                let message = format!(
+                    "received {r} ms from an absolute deadline but {caller} meant {fw} ms: the clocks differ by about {} ms",
+                    diff.saturating_abs()
+                );
+                let numbers = Numbers {
+                    received: Some(r),
+                    forwarded: Some(fw),
                     ..Numbers::default()
                 };
                 self.push(i, FindingKind::ClockSkew, message, numbers);

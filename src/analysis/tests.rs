@@ -369,14 +369,23 @@ fn budget_reset_when_a_hop_received_more_than_its_caller_forwarded() {
         kinds(&analyse(spans.clone())),
         vec![(FindingKind::BudgetReset, sid(5))]
     );
-    // x-request-deadline: differences up to the skew threshold are the clocks' fault.
+    // x-request-deadline: differences up to the skew threshold are the clocks' fault (and past
+    // it, clock_skew says so too).
     spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
-    spans[4].budget.received_ms = Some(1805);
+    spans[4].budget.received_ms = Some(1800);
     assert_eq!(kinds(&analyse(spans.clone())), vec![]);
+    spans[4].budget.received_ms = Some(1805);
+    assert_eq!(
+        kinds(&analyse(spans.clone())),
+        vec![(FindingKind::ClockSkew, sid(5))]
+    );
     spans[4].budget.received_ms = Some(1806);
     assert_eq!(
         kinds(&analyse(spans)),
-        vec![(FindingKind::BudgetReset, sid(5))]
+        vec![
+            (FindingKind::BudgetReset, sid(5)),
+            (FindingKind::ClockSkew, sid(5))
+        ]
     );
 }
 
@@ -931,4 +940,53 @@ mod properties {
             prop_assert_eq!(analyse(unique), forward);
         }
     }
+}
+
+#[test]
+fn clock_skew_when_an_absolute_deadline_gives_the_callee_another_budget() {
+    let mut spans = healthy();
+    // inventory's clock is 2 s behind orders': the absolute deadline reads as 2 s more.
+    spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
+    spans[4].budget.received_ms = Some(2795);
+    let a = analyse(spans.clone());
+    assert_eq!(
+        kinds(&a),
+        vec![
+            (FindingKind::BudgetReset, sid(5)),
+            (FindingKind::ClockSkew, sid(5))
+        ]
+    );
+    assert_eq!(
+        a.findings[1].message,
+        "received 2795 ms from an absolute deadline but orders meant 800 ms: the clocks differ by about 1995 ms"
+    );
+    // 2 s ahead: the callee believes it has nothing left; no reset, still skew.
+    spans[4].budget.received_ms = Some(-1200);
+    assert_eq!(
+        kinds(&analyse(spans.clone())),
+        vec![(FindingKind::ClockSkew, sid(5))]
+    );
+    // Within a second: nothing.
+    spans[4].budget.received_ms = Some(790);
+    assert_eq!(kinds(&analyse(spans)), vec![]);
+}
+
+#[test]
+fn ran_after_expiry_from_a_queue_wait_that_used_up_the_budget() {
+    let mut s = span(1, None, "inventory", SpanKind::Consumer, 0, 450);
+    s.budget.received_ms = Some(200);
+    s.budget.source = Some(BudgetSource::XBudgetMs);
+    s.budget.queue_wait_ms = Some(250);
+    let a = analyse([s]);
+    assert_eq!(
+        kinds(&a),
+        vec![
+            (FindingKind::RanAfterExpiry, sid(1)),
+            (FindingKind::QueuePressure, sid(1))
+        ]
+    );
+    assert_eq!(
+        (a.findings[0].remaining_ms, a.findings[0].wasted_ms),
+        (Some(-50), Some(200))
+    );
 }
