@@ -1,1 +1,273 @@
-//! budget-demo: demo services and scenarios for budget-top.
+//! budget-demo: real instrumented services on loopback that teach deadline budget propagation.
+//!
+//! Each scenario starts a few services, each on its own thread with its own tokio runtime,
+//! listener on 127.0.0.1 and OpenTelemetry pipeline (its own `service.name`), exporting spans
+//! over OTLP/gRPC; a load generator drives the edge. The services are built only with the
+//! `deadline-budget` library's public API: they are the example a Rust user copies.
+
+mod args;
+mod host;
+mod latency;
+mod load;
+mod scenario;
+mod telemetry;
+mod topology;
+
+pub use args::{DemoArgs, parse_duration};
+pub use latency::Latencies;
+pub use load::{LoadCounts, LoadPlan, LoadStats};
+pub use scenario::{Scenario, Timing, Topology, UnknownScenario};
+
+/// What can go wrong starting or steering the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A socket, thread or runtime could not be created.
+    #[error("demo: {0}")]
+    Io(#[from] std::io::Error),
+    /// A service's OTLP exporter could not be built.
+    #[error("service {service}: cannot build the OTLP exporter: {message}")]
+    Telemetry {
+        /// The service.
+        service: String,
+        /// What the exporter said.
+        message: String,
+    },
+    /// An HTTP client could not be built.
+    #[error("demo: cannot build an HTTP client: {0}")]
+    Client(String),
+    /// A service thread ended before it was listening.
+    #[error("service {0} stopped while starting")]
+    ServiceDied(&'static str),
+    /// `set_latency` named a service this scenario does not run.
+    #[error("no service {service:?} in this scenario; it runs: {running}")]
+    UnknownService {
+        /// The name asked for.
+        service: String,
+        /// The services that run.
+        running: String,
+    },
+}
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use host::ServiceHost;
+use load::Load;
+
+/// Everything a demo run needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoConfig {
+    /// The scenario to run.
+    pub scenario: Scenario,
+    /// Where every service exports its spans over OTLP/gRPC (`http://host:port`).
+    pub otlp_endpoint: String,
+    /// The traffic; its `burst` is ignored (the scenario decides it: `burst` sends 40 at once).
+    pub load: LoadPlan,
+    /// Scales every budget, SLA and work time (1.0: the workshop's figures).
+    pub timing: Timing,
+    /// Work times to set at start, overriding the scenario's own (service name, ms, unscaled).
+    pub latencies: Vec<(String, u64)>,
+}
+
+impl DemoConfig {
+    /// A scenario with the workshop's figures and default traffic (about 3 requests a second,
+    /// unbounded), exporting to `otlp_endpoint`.
+    pub fn new(scenario: Scenario, otlp_endpoint: impl Into<String>) -> Self {
+        Self {
+            scenario,
+            otlp_endpoint: otlp_endpoint.into(),
+            load: LoadPlan::default(),
+            timing: Timing::default(),
+            latencies: Vec::new(),
+        }
+    }
+}
+
+/// One running service, for display.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceInfo {
+    /// Its `service.name`.
+    pub name: &'static str,
+    /// Where it listens (127.0.0.1).
+    pub addr: SocketAddr,
+    /// Its current local work time, in ms (already scaled).
+    pub latency_ms: u64,
+}
+
+/// The entry point: `Demo::start(config).await` runs a scenario until `shutdown`.
+#[derive(Debug)]
+pub struct Demo;
+
+impl Demo {
+    /// Every scenario, in the order the workshop teaches them.
+    pub fn scenarios() -> &'static [Scenario] {
+        &Scenario::ALL
+    }
+
+    /// Start the scenario's services and its load. Returns once every service listens.
+    pub async fn start(config: DemoConfig) -> Result<DemoHandle, DemoError> {
+        let running = Running::start(config.clone()).await?;
+        Ok(DemoHandle { config, running })
+    }
+}
+
+/// A running demo: steer it (latency, scenario) and stop it.
+#[derive(Debug)]
+pub struct DemoHandle {
+    config: DemoConfig,
+    running: Running,
+}
+
+impl DemoHandle {
+    /// The scenario running now.
+    pub fn scenario(&self) -> Scenario {
+        self.config.scenario
+    }
+
+    /// Its one-line lesson, for the screen.
+    pub fn lesson(&self) -> &'static str {
+        self.config.scenario.lesson()
+    }
+
+    /// The running services, edge first.
+    pub fn services(&self) -> Vec<ServiceInfo> {
+        self.running
+            .services
+            .iter()
+            .map(|s| ServiceInfo {
+                name: s.name(),
+                addr: s.addr(),
+                latency_ms: self.running.latencies.get(s.name()).unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// The URL the load generator calls (the edge service).
+    pub fn edge_url(&self) -> String {
+        self.running.edge_url.clone()
+    }
+
+    /// The latency knobs (share them with a screen: changes apply to the next piece of work).
+    pub fn latencies(&self) -> Latencies {
+        self.running.latencies.clone()
+    }
+
+    /// Set the local work time of `service` to `ms` (not scaled: this is what the service does
+    /// from now on).
+    pub fn set_latency(&self, service: &str, ms: u64) -> Result<(), DemoError> {
+        if self.running.latencies.set(service, ms) {
+            Ok(())
+        } else {
+            Err(DemoError::UnknownService {
+                service: service.to_owned(),
+                running: self
+                    .running
+                    .latencies
+                    .snapshot()
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+    }
+
+    /// What the load generator has seen so far.
+    pub fn load_counts(&self) -> LoadCounts {
+        self.running.load.stats().counts()
+    }
+
+    /// Wait until the load generator sent every request and got every answer (never, for
+    /// unbounded load: race it with a timer or a signal).
+    pub async fn load_finished(&self) {
+        self.running.load.finished().await;
+    }
+
+    /// Stop the current scenario (as `shutdown` does) and start another on the same endpoint
+    /// with the same traffic settings.
+    pub async fn switch_scenario(&mut self, scenario: Scenario) -> Result<(), DemoError> {
+        let mut config = self.config.clone();
+        config.scenario = scenario;
+        config.latencies.clear();
+        let next = Running::start(config.clone()).await?;
+        let previous = std::mem::replace(&mut self.running, next);
+        previous.stop().await;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Stop the load, stop every service (listeners closed, in-flight requests given a short
+    /// drain), flush every exporter and join every thread.
+    pub async fn shutdown(self) {
+        self.running.stop().await;
+    }
+}
+
+#[derive(Debug)]
+struct Running {
+    services: Vec<ServiceHost>,
+    load: Load,
+    latencies: Latencies,
+    edge_url: String,
+}
+
+impl Running {
+    async fn start(config: DemoConfig) -> Result<Self, DemoError> {
+        let blueprint = topology::Blueprint::new(config.scenario, config.timing);
+        let latencies = blueprint.latencies();
+        for (service, ms) in &config.latencies {
+            latencies.set(service, *ms);
+        }
+        let endpoint = config.otlp_endpoint.clone();
+        let knobs = latencies.clone();
+        // Starting a service waits (briefly, on a std channel) for its thread to listen.
+        let started = tokio::task::spawn_blocking(move || blueprint.start(&endpoint, &knobs))
+            .await
+            .map_err(|e| DemoError::Io(std::io::Error::other(e)))??;
+        let services = started.hosts;
+        let edge_url = format!("{}{}", services[0].url(), started.edge_path);
+        let mut plan = config.load.clone();
+        plan.burst = topology::burst_size(config.scenario);
+        if plan.burst > 1 {
+            // A burst is followed by a pause long enough for the queue to drain.
+            let gap = topology::burst_gap(config.timing).as_secs_f64();
+            plan.rate = plan.rate.min(1.0 / gap);
+        }
+        let load = match Load::start(edge_url.clone(), plan) {
+            Ok(load) => load,
+            Err(e) => {
+                stop_services(services).await;
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            services,
+            load,
+            latencies,
+            edge_url,
+        })
+    }
+
+    async fn stop(self) {
+        let Running { services, load, .. } = self;
+        let _ = tokio::task::spawn_blocking(move || load.join()).await;
+        stop_services(services).await;
+    }
+}
+
+async fn stop_services(services: Vec<ServiceHost>) {
+    // Signal all first, so they drain in parallel, then join each (flushing its exporter).
+    for service in &services {
+        service.signal_stop();
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        for service in services {
+            service.join();
+        }
+    })
+    .await;
+}
+
+/// How long to wait after the load finished before spans of the last requests have all been
+/// exported: the batch processors export every 200 ms.
+pub const EXPORT_SETTLE: Duration = Duration::from_millis(400);

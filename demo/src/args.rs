@@ -1,0 +1,162 @@
+//! The command-line arguments of a demo run, shared by `budget-demo` and `budget-top demo`
+//! (which flattens [`DemoArgs`] into its own subcommand).
+
+use std::time::Duration;
+
+use crate::{DemoConfig, LoadPlan, Scenario, Timing};
+
+/// Options of a demo run.
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+pub struct DemoArgs {
+    /// The scenario to run.
+    #[arg(long, value_enum, default_value_t = Scenario::Propagate)]
+    pub scenario: Scenario,
+    /// Requests per second sent to the edge service (the burst scenarios send 40 at once,
+    /// every 5 s at most).
+    #[arg(long, default_value_t = 3.0)]
+    pub rate: f64,
+    /// Relative jitter of the gap between requests, 0 to 1.
+    #[arg(long, default_value_t = 0.3)]
+    pub jitter: f64,
+    /// Stop the load after this many requests (default: no limit).
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Scale every budget, SLA and work time (1 = the workshop's figures; 0.25 runs four times
+    /// faster).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Set a service's local work time at start, in ms (repeatable): `--latency settlement=1500`.
+    #[arg(long = "latency", value_name = "SERVICE=MS", value_parser = parse_latency)]
+    pub latencies: Vec<(String, u64)>,
+}
+
+impl Default for DemoArgs {
+    fn default() -> Self {
+        Self {
+            scenario: Scenario::Propagate,
+            rate: 3.0,
+            jitter: 0.3,
+            requests: None,
+            time_scale: 1.0,
+            latencies: Vec::new(),
+        }
+    }
+}
+
+impl DemoArgs {
+    /// The run these arguments describe, exporting to `otlp_endpoint`, sending load for at most
+    /// `duration` (the `--for` of the caller).
+    pub fn config(
+        &self,
+        otlp_endpoint: impl Into<String>,
+        duration: Option<Duration>,
+    ) -> DemoConfig {
+        DemoConfig {
+            scenario: self.scenario,
+            otlp_endpoint: otlp_endpoint.into(),
+            load: LoadPlan {
+                rate: self.rate,
+                jitter: self.jitter,
+                requests: self.requests,
+                duration,
+                ..LoadPlan::default()
+            },
+            timing: Timing::new(self.time_scale),
+            latencies: self.latencies.clone(),
+        }
+    }
+}
+
+fn parse_latency(text: &str) -> Result<(String, u64), String> {
+    let (service, ms) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected SERVICE=MS, got {text:?}"))?;
+    let ms = ms
+        .trim()
+        .trim_end_matches("ms")
+        .parse::<u64>()
+        .map_err(|_| format!("expected a number of ms after '=', got {ms:?}"))?;
+    Ok((service.trim().to_owned(), ms))
+}
+
+/// Parse a duration like `15s`, `500ms`, `2m` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("expected a duration like 15s or 500ms, got {text:?}"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?}: use ms, s, m or h"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        demo: DemoArgs,
+    }
+
+    #[test]
+    fn defaults_are_the_workshop() {
+        let cli = Cli::try_parse_from(["demo"]).unwrap();
+        assert_eq!(cli.demo, DemoArgs::default());
+        let config = cli.demo.config("http://127.0.0.1:4317", None);
+        assert_eq!(config.load.rate, 3.0);
+        assert_eq!(config.timing, Timing::default());
+    }
+
+    #[test]
+    fn scenario_and_latencies_parse() {
+        let cli = Cli::try_parse_from([
+            "demo",
+            "--scenario",
+            "no-cancel",
+            "--latency",
+            "settlement=1500",
+            "--latency",
+            "antifraud=90ms",
+            "--requests",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(cli.demo.scenario, Scenario::NoCancel);
+        assert_eq!(
+            cli.demo.latencies,
+            vec![
+                ("settlement".to_owned(), 1500),
+                ("antifraud".to_owned(), 90)
+            ]
+        );
+        assert_eq!(cli.demo.requests, Some(5));
+        assert!(Cli::try_parse_from(["demo", "--latency", "settlement"]).is_err());
+        assert!(Cli::try_parse_from(["demo", "--scenario", "nope"]).is_err());
+    }
+
+    #[test]
+    fn durations_parse_in_the_usual_units() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("3 weeks").is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! One OpenTelemetry pipeline per demo service: its own resource (`service.name`), its own
+//! `SdkTracerProvider` exporting over OTLP/gRPC, and a tracing subscriber that feeds it.
+//!
+//! Spans enter through `tracing` on the service's own thread (the subscriber is that thread's
+//! default, never the global one, so several services can live in one process), and leave through
+//! the batch processor's export thread to the configured OTLP endpoint.
+
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{SpanExporter, WithExportConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt as _;
+
+use crate::DemoError;
+
+/// How often a service's batch processor exports: short, so the screen follows the traffic.
+const EXPORT_DELAY: Duration = Duration::from_millis(200);
+
+/// A service's tracing pipeline: the provider to flush at shutdown and the subscriber to install
+/// as the default on the service's thread.
+pub(crate) struct Telemetry {
+    pub(crate) provider: SdkTracerProvider,
+    pub(crate) dispatch: tracing::Dispatch,
+}
+
+impl Telemetry {
+    /// Build the pipeline for `service` exporting to `endpoint` (`http://host:port`).
+    ///
+    /// Must run inside a tokio runtime that keeps running while spans are exported: the tonic
+    /// channel spawns its connection tasks onto it.
+    pub(crate) fn new(service: &str, endpoint: &str) -> Result<Self, DemoError> {
+        let exporter = SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .with_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| DemoError::Telemetry {
+                service: service.to_owned(),
+                message: e.to_string(),
+            })?;
+        let processor = BatchSpanProcessor::builder(exporter)
+            .with_batch_config(
+                BatchConfigBuilder::default()
+                    .with_scheduled_delay(EXPORT_DELAY)
+                    .with_max_queue_size(8192)
+                    .build(),
+            )
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .with_resource(
+                Resource::builder()
+                    .with_service_name(service.to_owned())
+                    .build(),
+            )
+            .build();
+        let tracer = provider.tracer(service.to_owned());
+        let otel = tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false);
+        // Only the demo's and the library's spans: hyper, h2 and tonic spans would be noise, and
+        // the exporter's own spans would feed back into the exporter.
+        let filter = Targets::new()
+            .with_default(LevelFilter::OFF)
+            .with_target("deadline_budget", LevelFilter::INFO)
+            .with_target("budget_demo", LevelFilter::INFO);
+        let subscriber = tracing_subscriber::registry().with(otel.with_filter(filter));
+        Ok(Self {
+            provider,
+            dispatch: tracing::Dispatch::new(subscriber),
+        })
+    }
+
+    /// Flush and stop the exporter. Blocks: call it off the runtime's own thread.
+    pub(crate) fn shutdown(self) {
+        // An export error at shutdown (collector already gone) loses spans but must not stop
+        // the other services from shutting down.
+        let _ = self.provider.shutdown();
+    }
+}

@@ -1,0 +1,2 @@
+//! Helpers shared by the demo's integration tests.
+pub mod sink;
