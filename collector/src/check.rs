@@ -1,0 +1,226 @@
+//! `budget-top check`: the analysis without the screen, for CI and scripts.
+//!
+//! Spans come from an OTLP/JSON-lines file (`--input`, gzip or not: what `record` and the
+//! OpenTelemetry Collector's file exporter write) or from the receivers until the input goes
+//! quiet (`--idle`) or for a fixed time (`--for`). The report goes to stdout as text or JSON;
+//! the exit status says whether a finding reached `--fail-on`.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, IsTerminal as _, Read, Write as _};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use deadline_budget::analysis::{Report, TraceId};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use tokio::time::Instant;
+
+use crate::cli::{CheckArgs, Format};
+use crate::ingest::{self, IngestCounts, decode};
+use crate::report_text;
+use crate::store::Store;
+
+/// The exit status for "bad usage or unreadable input".
+pub const EXIT_USAGE: u8 = 2;
+
+/// An error that means exit status 2, with a message that says what and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// Runs `check`; returns the exit status (0 or 1). Errors mean exit status 2.
+pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
+    let mut store = Store::new(max_spans);
+    let ingest_counts = match &args.input {
+        Some(path) => {
+            read_file(path, &mut store)?;
+            None
+        }
+        None => Some(listen(&args, &mut store).await?),
+    };
+    let report = store.report();
+    let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
+        .chains()
+        .map(|c| {
+            (
+                c.trace_id,
+                (c.summary.root_service.clone(), c.summary.root_name.clone()),
+            )
+        })
+        .collect();
+    let out = match args.format {
+        Format::Json => json_report(&report, ingest_counts)?,
+        Format::Text => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            report_text::render(&report, &roots, ingest_counts.as_ref(), color)
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .context("cannot write the report to stdout")?;
+    stdout
+        .flush()
+        .context("cannot write the report to stdout")?;
+    let fail = args.fail_on.severity();
+    Ok(u8::from(report.findings.iter().any(|f| f.severity >= fail)))
+}
+
+/// The JSON report of CONVENTIONS section 4; when listening, an extra `ingest` object says
+/// what the receivers accepted, refused and rejected.
+pub fn json_report(report: &Report, ingest: Option<IngestCounts>) -> anyhow::Result<String> {
+    let mut value = serde_json::to_value(report).context("cannot serialise the report")?;
+    if let (Some(counts), Some(object)) = (ingest, value.as_object_mut()) {
+        object.insert("ingest".into(), serde_json::to_value(counts)?);
+    }
+    let mut out = serde_json::to_string_pretty(&value)?;
+    out.push('\n');
+    Ok(out)
+}
+
+/// Opens a file of OTLP/JSON lines, gzip-compressed or not (detected by its magic bytes).
+pub fn open_lines(path: &Path) -> Result<Box<dyn std::io::BufRead>, InputError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| InputError(format!("{}: cannot open: {e}", path.display())))?;
+    let mut reader = BufReader::new(file);
+    let magic = reader
+        .fill_buf()
+        .map_err(|e| InputError(format!("{}: cannot read: {e}", path.display())))?;
+    if magic.starts_with(&[0x1f, 0x8b]) {
+        let decoder: Box<dyn Read> = Box::new(flate2::bufread::MultiGzDecoder::new(reader));
+        Ok(Box::new(BufReader::new(decoder)))
+    } else {
+        Ok(Box::new(reader))
+    }
+}
+
+/// Parses one line of a recording; `None` for a blank line.
+pub fn parse_line(
+    path: &Path,
+    number: usize,
+    line: &str,
+) -> Result<Option<ExportTraceServiceRequest>, InputError> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(line).map(Some).map_err(|e| {
+        InputError(format!(
+            "{}: line {number}: invalid OTLP/JSON ExportTraceServiceRequest: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Reads every line of `path` into the store. Spans with bad ids are skipped with a warning
+/// on stderr; a line that is not OTLP/JSON stops the check with its line number.
+pub fn read_file(path: &Path, store: &mut Store) -> Result<(), InputError> {
+    let mut lines = open_lines(path)?;
+    let mut interner = decode::Interner::default();
+    let mut line = String::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        number += 1;
+        let n = lines.read_line(&mut line).map_err(|e| {
+            InputError(format!(
+                "{}: line {number}: cannot read: {e}",
+                path.display()
+            ))
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        let Some(mut request) = parse_line(path, number, &line)? else {
+            continue;
+        };
+        let decoded = decode::decode_request(&mut request, &mut interner, false);
+        if decoded.rejected > 0 {
+            eprintln!(
+                "warning: {}: line {number}: {} span(s) skipped: {}",
+                path.display(),
+                decoded.rejected,
+                decoded.first_error.unwrap_or_default()
+            );
+        }
+        store.insert_spans(decoded.spans);
+    }
+}
+
+/// Listens until `--idle`/`--for`/Ctrl-C/SIGTERM, feeding the store.
+async fn listen(args: &CheckArgs, store: &mut Store) -> anyhow::Result<IngestCounts> {
+    let mut config = args.listen.ingest_config();
+    config.keep_attributes = false;
+    let mut ingest = ingest::start(config).await?;
+    eprintln!("listening: {}", ingest.describe());
+    let started = Instant::now();
+    let stop_at = args.for_.map(|d| started + d);
+    let mut last_span: Option<Instant> = None;
+    let mut signals = Signals::new()?;
+    loop {
+        let idle_at = match (args.idle, last_span) {
+            (Some(idle), Some(last)) => Some(last + idle),
+            _ => None,
+        };
+        let wake = [idle_at, stop_at].into_iter().flatten().min();
+        tokio::select! {
+            batch = ingest.receiver.recv() => {
+                let Some(batch) = batch else { break };
+                if !batch.spans.is_empty() {
+                    last_span = Some(Instant::now());
+                }
+                store.insert_batch(batch);
+            }
+            () = sleep_until(wake) => break,
+            () = signals.recv() => break,
+        }
+    }
+    ingest.shutdown();
+    // Whatever was answered with success is in the channel: take all of it.
+    ingest.receiver.close();
+    while let Some(batch) = ingest.receiver.recv().await {
+        store.insert_batch(batch);
+    }
+    Ok(ingest.stats.snapshot())
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ctrl-C and SIGTERM, as one stream.
+pub struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl std::fmt::Debug for Signals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Signals")
+    }
+}
+
+impl Signals {
+    /// Starts listening for both signals.
+    pub fn new() -> anyhow::Result<Self> {
+        Ok(Signals {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("cannot listen for SIGTERM")?,
+        })
+    }
+
+    /// Waits for Ctrl-C or SIGTERM.
+    pub async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = self.term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

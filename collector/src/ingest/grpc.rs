@@ -1,0 +1,71 @@
+//! OTLP/gRPC: the generated `TraceService`, gzip accepted, throttled with RESOURCE_EXHAUSTED.
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt as _};
+
+use super::{Admission, RETRY_AFTER, Shared};
+
+#[derive(Debug)]
+struct Receiver {
+    shared: Arc<Shared>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        match self.shared.admit(request.into_inner()) {
+            Admission::Accepted { rejected, message } => {
+                Ok(Response::new(response(rejected, message)))
+            }
+            Admission::Throttled => Err(Status::with_error_details(
+                Code::ResourceExhausted,
+                "budget-top is behind: retry later",
+                ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
+            )),
+        }
+    }
+}
+
+pub(super) fn response(rejected: u64, message: String) -> ExportTraceServiceResponse {
+    ExportTraceServiceResponse {
+        partial_success: (rejected > 0).then_some(ExportTracePartialSuccess {
+            rejected_spans: rejected as i64,
+            error_message: message,
+        }),
+    }
+}
+
+pub(super) fn spawn(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    max_body: usize,
+    token: CancellationToken,
+) {
+    let service = TraceServiceServer::new(Receiver { shared })
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(max_body);
+    tokio::spawn(async move {
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let result = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
+            .await;
+        if let Err(error) = result {
+            tracing::error!(%error, "OTLP/gRPC receiver stopped");
+        }
+    });
+}

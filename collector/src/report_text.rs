@@ -1,0 +1,177 @@
+//! The readable `check` report: totals, a table of findings per chain, a table of edges.
+//! Colour (ANSI) only when asked; every string from a span is stripped of control characters
+//! so nothing a service sends can move the cursor or change the terminal.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use deadline_budget::analysis::{Finding, Report, Severity, TraceId};
+
+use crate::ingest::IngestCounts;
+
+/// Renders the report. `roots` names each chain by its root span (service, name).
+pub fn render(
+    report: &Report,
+    roots: &HashMap<TraceId, (Arc<str>, Arc<str>)>,
+    ingest: Option<&IngestCounts>,
+    color: bool,
+) -> String {
+    let mut out = String::new();
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "{} traces, {} spans, {} hops; findings: {} error, {} warning, {} info",
+        s.traces,
+        s.spans,
+        s.hops,
+        paint(color, Some(Severity::Error), s.findings.error),
+        paint(color, Some(Severity::Warning), s.findings.warning),
+        s.findings.info
+    );
+    if let Some(i) = ingest {
+        let _ = writeln!(
+            out,
+            "received {} spans in {} requests; refused {} spans (store behind), rejected {} spans and {} requests (invalid)",
+            i.spans_accepted,
+            i.requests_accepted,
+            i.spans_refused,
+            i.spans_rejected,
+            i.requests_rejected
+        );
+    }
+
+    let mut by_chain: BTreeMap<TraceId, Vec<&Finding>> = BTreeMap::new();
+    for f in &report.findings {
+        by_chain.entry(f.trace_id).or_default().push(f);
+    }
+    if !by_chain.is_empty() {
+        out.push_str("\nFINDINGS\n");
+    }
+    for (trace_id, findings) in &by_chain {
+        let root = roots
+            .get(trace_id)
+            .map(|(service, name)| format!(" {} {}", clean(service), clean(name)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "chain {trace_id}{root}");
+        let rows: Vec<[String; 5]> = findings
+            .iter()
+            .map(|f| {
+                [
+                    f.severity.as_str().to_string(),
+                    f.kind.as_str().to_string(),
+                    clean(&f.service),
+                    clean(&f.span_name),
+                    clean(&f.message),
+                ]
+            })
+            .collect();
+        let widths = column_widths(&rows);
+        for (row, f) in rows.iter().zip(findings) {
+            let severity = format!("{:<w$}", row[0], w = widths[0]);
+            let _ = writeln!(
+                out,
+                "  {}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+                paint(color, Some(f.severity), severity),
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                w1 = widths[1],
+                w2 = widths[2],
+                w3 = widths[3],
+            );
+        }
+    }
+
+    if !report.edges.is_empty() {
+        out.push_str("\nEDGES\n");
+        let mut rows = vec![[
+            "CALLER".to_string(),
+            "CALLEE".to_string(),
+            "CALLS".to_string(),
+            "FINDINGS".to_string(),
+            String::new(),
+        ]];
+        for e in &report.edges {
+            let findings: Vec<String> =
+                e.findings.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            rows.push([
+                clean(&e.caller),
+                clean(&e.callee),
+                e.calls.to_string(),
+                if findings.is_empty() {
+                    "-".into()
+                } else {
+                    findings.join(", ")
+                },
+                String::new(),
+            ]);
+        }
+        let widths = column_widths(&rows);
+        for row in &rows {
+            let _ = writeln!(
+                out,
+                "  {:<w0$}  {:<w1$}  {:>w2$}  {}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2],
+            );
+        }
+    }
+    if report.findings.is_empty() {
+        out.push_str("\nno findings\n");
+    }
+    out
+}
+
+fn column_widths(rows: &[[String; 5]]) -> [usize; 5] {
+    let mut widths = [0; 5];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    widths
+}
+
+fn paint(color: bool, severity: Option<Severity>, text: impl std::fmt::Display) -> String {
+    let code = match severity {
+        Some(Severity::Error) => "31",
+        Some(Severity::Warning) => "33",
+        _ => return text.to_string(),
+    };
+    if color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// Control characters (escape sequences, newlines, tabs) become spaces; long values are cut.
+pub fn clean(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().nth(200).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_strings_cannot_reach_the_terminal_as_escapes() {
+        assert_eq!(clean("a\x1b[2Jb\nc"), "a [2Jb c");
+        assert_eq!(clean(&"x".repeat(300)).chars().count(), 201);
+    }
+}

@@ -1,0 +1,317 @@
+//! The trace store: request chains assembled from spans as they arrive, analysed on demand.
+//!
+//! One loop owns it (no lock between ingest and render): it feeds [`Store::insert_batch`] with
+//! what ingest sends, calls [`Store::analyse_dirty`] on its tick, and the screen and the check
+//! report read chain summaries, a chain's analysis, edges and counts. Chains assemble in any
+//! order across batches; a chain is marked dirty when a span joins it and analysed again on the
+//! next tick. Retention is bounded by `max_spans`: the oldest chains (by first arrival) are
+//! evicted first, so memory stays flat under any load.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use deadline_budget::analysis::{
+    Chain, ChainAnalysis, ChainSummary, EdgeAggregate, EdgeReport, EdgeStats, Finding, Inserted,
+    Options, Report, SeverityCounts, Span, SpanId, Summary, TraceId,
+};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+
+use crate::ingest::Batch;
+
+/// The default for `--max-spans`.
+pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
+
+/// One line of the chain list: a chain's latest summary.
+#[derive(Clone, Copy, Debug)]
+pub struct ChainEntry<'a> {
+    /// The trace.
+    pub trace_id: TraceId,
+    /// The chain at a glance, from its latest analysis.
+    pub summary: &'a ChainSummary,
+    /// Whether spans joined the chain since that analysis.
+    pub stale: bool,
+}
+
+/// Store-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreCounters {
+    /// Spans held now.
+    pub spans_held: u64,
+    /// Chains held now.
+    pub chains_held: u64,
+    /// Spans that replaced a copy already held (the same span sent twice).
+    pub spans_duplicate: u64,
+    /// Chains evicted to stay under `max_spans`.
+    pub chains_evicted: u64,
+    /// Spans evicted with them.
+    pub spans_evicted: u64,
+    /// Spans not kept because their chain alone already held `max_spans`.
+    pub spans_over_limit: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    chain: Chain,
+    /// Raw attributes by span, only for spans the ingest kept them for.
+    attributes: HashMap<SpanId, Box<[KeyValue]>>,
+    analysis: Option<Arc<ChainAnalysis>>,
+    dirty: bool,
+}
+
+/// The store. See the module documentation.
+#[derive(Debug)]
+pub struct Store {
+    chains: HashMap<TraceId, Entry>,
+    /// Trace ids by first arrival, oldest first. Chains leave only by eviction, from the front.
+    order: VecDeque<TraceId>,
+    max_spans: usize,
+    counters: StoreCounters,
+    options: Options,
+    /// Sums of the analysed chains' edges.
+    edges: EdgeStats,
+    /// Sums of the analysed chains' severity counts.
+    findings: SeverityCounts,
+    /// Sum of the analysed chains' hops.
+    hops: u64,
+    dirty: Vec<TraceId>,
+}
+
+impl Store {
+    /// An empty store that holds at most `max_spans` spans (at least one).
+    pub fn new(max_spans: usize) -> Self {
+        Store {
+            chains: HashMap::new(),
+            order: VecDeque::new(),
+            max_spans: max_spans.max(1),
+            counters: StoreCounters::default(),
+            options: Options::default(),
+            edges: EdgeStats::new(),
+            findings: SeverityCounts::default(),
+            hops: 0,
+            dirty: Vec::new(),
+        }
+    }
+
+    /// The same store with other analysis options.
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Adds a batch from ingest (its spans and, if kept, their raw attributes).
+    pub fn insert_batch(&mut self, batch: Batch) {
+        let mut attributes = batch.attributes.into_iter();
+        for span in batch.spans {
+            let attrs = attributes.next();
+            self.insert_span(span, attrs);
+        }
+    }
+
+    /// Adds spans without raw attributes.
+    pub fn insert_spans(&mut self, spans: impl IntoIterator<Item = Span>) {
+        for span in spans {
+            self.insert_span(span, None);
+        }
+    }
+
+    fn insert_span(&mut self, span: Span, attributes: Option<Box<[KeyValue]>>) {
+        let trace_id = span.trace_id;
+        let span_id = span.span_id;
+        if !self.chains.contains_key(&trace_id) {
+            self.make_room(1);
+            self.order.push_back(trace_id);
+            self.chains.insert(
+                trace_id,
+                Entry {
+                    chain: Chain::new(trace_id),
+                    attributes: HashMap::new(),
+                    analysis: None,
+                    dirty: false,
+                },
+            );
+            self.counters.chains_held += 1;
+        } else if self
+            .chains
+            .get(&trace_id)
+            .is_some_and(|e| e.chain.len() >= self.max_spans)
+        {
+            self.counters.spans_over_limit += 1;
+            return;
+        } else {
+            self.make_room_except(1, trace_id);
+        }
+        let Some(entry) = self.chains.get_mut(&trace_id) else {
+            return;
+        };
+        match entry.chain.insert(span) {
+            Inserted::New => {
+                self.counters.spans_held += 1;
+            }
+            Inserted::Replaced => self.counters.spans_duplicate += 1,
+            Inserted::OtherTrace => return,
+        }
+        if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
+            entry.attributes.insert(span_id, attrs);
+        }
+        if !entry.dirty {
+            entry.dirty = true;
+            self.dirty.push(trace_id);
+        }
+    }
+
+    /// Evicts the oldest chains until `extra` more spans fit.
+    fn make_room(&mut self, extra: usize) {
+        while self.counters.spans_held as usize + extra > self.max_spans {
+            let Some(oldest) = self.order.pop_front() else {
+                return;
+            };
+            self.evict(oldest);
+        }
+    }
+
+    /// As [`Store::make_room`], but never evicts `keep` (the chain being added to).
+    fn make_room_except(&mut self, extra: usize, keep: TraceId) {
+        while self.counters.spans_held as usize + extra > self.max_spans {
+            let Some(i) = self.order.iter().position(|id| *id != keep) else {
+                return;
+            };
+            if let Some(oldest) = self.order.remove(i) {
+                self.evict(oldest);
+            }
+        }
+    }
+
+    fn evict(&mut self, trace_id: TraceId) {
+        let Some(entry) = self.chains.remove(&trace_id) else {
+            return;
+        };
+        let n = entry.chain.len() as u64;
+        self.counters.spans_held -= n;
+        self.counters.chains_held -= 1;
+        self.counters.chains_evicted += 1;
+        self.counters.spans_evicted += n;
+        if let Some(analysis) = entry.analysis {
+            self.subtract(&analysis);
+        }
+    }
+
+    fn subtract(&mut self, analysis: &ChainAnalysis) {
+        let s = &analysis.summary;
+        self.findings.error -= s.findings.error;
+        self.findings.warning -= s.findings.warning;
+        self.findings.info -= s.findings.info;
+        self.hops -= u64::from(s.hops);
+        self.edges.remove(analysis);
+    }
+
+    fn add(&mut self, analysis: &ChainAnalysis) {
+        let s = &analysis.summary;
+        self.findings.error += s.findings.error;
+        self.findings.warning += s.findings.warning;
+        self.findings.info += s.findings.info;
+        self.hops += u64::from(s.hops);
+        self.edges.add(analysis);
+    }
+
+    /// Analyses every chain a span joined since the last call; returns how many.
+    pub fn analyse_dirty(&mut self) -> usize {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut analysed = 0;
+        for trace_id in dirty {
+            let Some(entry) = self.chains.get_mut(&trace_id) else {
+                continue; // evicted since
+            };
+            entry.dirty = false;
+            let fresh = Arc::new(entry.chain.analyse(&self.options));
+            let old = entry.analysis.replace(fresh.clone());
+            if let Some(old) = old {
+                self.subtract(&old);
+            }
+            self.add(&fresh);
+            analysed += 1;
+        }
+        analysed
+    }
+
+    /// Whether some chain waits for [`Store::analyse_dirty`].
+    pub fn has_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Chain summaries, newest chain (by first arrival) first. Chains not analysed yet are
+    /// skipped.
+    pub fn chains(&self) -> impl Iterator<Item = ChainEntry<'_>> + '_ {
+        self.order.iter().rev().filter_map(|id| {
+            let entry = self.chains.get(id)?;
+            let analysis = entry.analysis.as_ref()?;
+            Some(ChainEntry {
+                trace_id: *id,
+                summary: &analysis.summary,
+                stale: entry.dirty,
+            })
+        })
+    }
+
+    /// The spans of one chain.
+    pub fn chain(&self, trace_id: TraceId) -> Option<&Chain> {
+        self.chains.get(&trace_id).map(|e| &e.chain)
+    }
+
+    /// The latest analysis of one chain (possibly stale: see [`Store::has_dirty`]).
+    pub fn analysis(&self, trace_id: TraceId) -> Option<Arc<ChainAnalysis>> {
+        self.chains.get(&trace_id)?.analysis.clone()
+    }
+
+    /// The raw attributes of one span, when ingest kept them.
+    pub fn attributes(&self, trace_id: TraceId, span_id: SpanId) -> Option<&[KeyValue]> {
+        self.chains
+            .get(&trace_id)?
+            .attributes
+            .get(&span_id)
+            .map(|a| &a[..])
+    }
+
+    /// Caller -> callee aggregates over every analysed chain held, by (caller, callee).
+    pub fn edges(&self) -> Vec<&EdgeAggregate> {
+        self.edges.sorted()
+    }
+
+    /// The same edges as the report's `edges` array.
+    pub fn edge_reports(&self) -> Vec<EdgeReport> {
+        self.edges.to_reports()
+    }
+
+    /// Findings by severity over every analysed chain held.
+    pub fn finding_counts(&self) -> SeverityCounts {
+        self.findings
+    }
+
+    /// Store-wide counters.
+    pub fn counters(&self) -> StoreCounters {
+        self.counters
+    }
+
+    /// The whole report over every chain held: analyses what is dirty first. Findings are in
+    /// trace order, then as the analysis ordered them within a chain.
+    pub fn report(&mut self) -> Report {
+        self.analyse_dirty();
+        let mut ids: Vec<TraceId> = self.chains.keys().copied().collect();
+        ids.sort_unstable();
+        let mut findings: Vec<Finding> = Vec::new();
+        for id in &ids {
+            if let Some(analysis) = self.chains.get(id).and_then(|e| e.analysis.as_ref()) {
+                findings.extend(analysis.findings.iter().cloned());
+            }
+        }
+        Report {
+            summary: Summary {
+                traces: self.counters.chains_held,
+                spans: self.counters.spans_held,
+                hops: self.hops,
+                findings: self.findings,
+            },
+            findings,
+            edges: self.edge_reports(),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! `budget-top check --input FILE`: exit codes 0/1/2, gzip files, text and JSON reports.
+
+use std::io::Write as _;
+
+use deadline_budget::semconv as k;
+
+use crate::support::{
+    CLIENT, SERVER, finding_names, int, json_line, request, reset_chain, run, scratch, span, string,
+};
+
+/// A healthy chain: the budget shrinks hop by hop, queue pressure on `worker` (a warning).
+fn pressure_chain(t: u8) -> String {
+    json_line(&request(vec![
+        (
+            "api",
+            vec![
+                span(
+                    t,
+                    1,
+                    0,
+                    "POST /jobs",
+                    SERVER,
+                    0,
+                    300,
+                    vec![
+                        string(k::SOURCE, "default"),
+                        int(k::DEFAULT_MS, 1000),
+                        int(k::REMAINING_AT_START_MS, 1000),
+                        string(k::OUTCOME, "ok"),
+                    ],
+                ),
+                span(
+                    t,
+                    2,
+                    1,
+                    "POST worker",
+                    CLIENT,
+                    5,
+                    290,
+                    vec![
+                        int(k::REMAINING_MS, 995),
+                        int(k::FORWARDED_MS, 990),
+                        int(k::TIMEOUT_MS, 990),
+                    ],
+                ),
+            ],
+        ),
+        (
+            "worker",
+            vec![span(
+                t,
+                3,
+                2,
+                "POST /work",
+                SERVER,
+                10,
+                280,
+                vec![
+                    int(k::RECEIVED_MS, 990),
+                    string(k::SOURCE, "x-budget-ms"),
+                    int(k::QUEUE_WAIT_MS, 600),
+                    int(k::REMAINING_AT_START_MS, 390),
+                    string(k::OUTCOME, "ok"),
+                ],
+            )],
+        ),
+    ]))
+}
+
+fn write(dir: &std::path::Path, name: &str, lines: &[String]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn exit_status_follows_fail_on() {
+    let dir = scratch("check_exit_status");
+    let warning_only = write(&dir, "warning.jsonl", &[pressure_chain(1)]);
+    let out = run(&["check", "--input", &warning_only, "--format", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        finding_names(&out.json()),
+        vec![(
+            "queue_pressure".into(),
+            "worker".into(),
+            "POST /work".into()
+        )]
+    );
+    let out = run(&["check", "--input", &warning_only, "--fail-on", "warning"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+
+    let with_error = write(
+        &dir,
+        "error.jsonl",
+        &[pressure_chain(1), String::new(), json_line(&reset_chain(2))],
+    );
+    let out = run(&["check", "--input", &with_error, "--format", "json"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let report = out.json();
+    assert_eq!(report["summary"]["traces"], 2);
+    assert_eq!(report["summary"]["findings"]["error"], 1);
+    assert_eq!(report["summary"]["findings"]["warning"], 1);
+    assert!(
+        report.get("ingest").is_none(),
+        "no receivers, no ingest counts"
+    );
+}
+
+#[test]
+fn text_report_has_a_table_per_chain_and_per_edge_without_colour_when_piped() {
+    let dir = scratch("check_text");
+    let file = write(&dir, "chains.jsonl", &[json_line(&reset_chain(3))]);
+    let out = run(&["check", "--input", &file]);
+    assert_eq!(out.code, Some(1));
+    let text = &out.stdout;
+    assert!(text.contains("1 traces, 5 spans"), "{text}");
+    assert!(
+        text.contains(&format!("chain {} frontend GET /checkout", "03".repeat(16))),
+        "{text}"
+    );
+    assert!(text.contains("error  budget_reset  orders"), "{text}");
+    assert!(
+        text.contains("EDGES") && text.contains("orders    inventory"),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+}
+
+#[test]
+fn gzip_files_are_read() {
+    let dir = scratch("check_gzip");
+    let path = dir.join("chains.jsonl.gz");
+    let mut encoder = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::default(),
+    );
+    writeln!(encoder, "{}", json_line(&reset_chain(4))).unwrap();
+    encoder.finish().unwrap();
+    let out = run(&[
+        "check",
+        "--input",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.json()["summary"]["spans"], 5);
+}
+
+#[test]
+fn unreadable_input_exits_2_saying_what_and_where() {
+    let dir = scratch("check_bad_input");
+    let file = write(
+        &dir,
+        "bad.jsonl",
+        &[pressure_chain(1), "{\"resourceSpans\": [oops".into()],
+    );
+    let out = run(&["check", "--input", &file]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("bad.jsonl: line 2: invalid OTLP/JSON"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = run(&[
+        "check",
+        "--input",
+        dir.join("missing.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr.contains("missing.jsonl: cannot open"),
+        "{}",
+        out.stderr
+    );
+
+    let out = run(&["check", "--format", "yaml"]);
+    assert_eq!(out.code, Some(2), "bad usage: {out:?}");
+}
+
+#[test]
+fn spans_with_bad_ids_in_a_file_are_skipped_with_a_warning() {
+    let dir = scratch("check_bad_ids");
+    let mut req = reset_chain(5);
+    req.resource_spans[0].scope_spans[0].spans[0].trace_id = vec![1; 5];
+    let file = write(&dir, "ids.jsonl", &[json_line(&req)]);
+    let out = run(&["check", "--input", &file, "--format", "json"]);
+    assert_eq!(out.json()["summary"]["spans"], 4);
+    assert!(
+        out.stderr.contains(
+            "line 1: 1 span(s) skipped: span \"GET /checkout\": trace_id must be 16 bytes, got 5"
+        ),
+        "{}",
+        out.stderr
+    );
+}

@@ -1,0 +1,10 @@
+//! budget-top's integration tests: one binary, helpers in `support`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod check_file;
+mod e2e_otlp;
+mod ingest_hostile;
+mod python_sdk;
+mod record;
+mod store;
+mod support;

@@ -1,0 +1,130 @@
+//! The OpenTelemetry Python SDK's stock OTLP exporters (gRPC and HTTP, from PyPI) send chains
+//! to `budget-top check`, which classifies them. The test installs what it needs itself into a
+//! venv under the target dir; it skips (loudly) only when there is no python3 at all.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{finding_names, listen};
+
+/// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`).
+const PACKAGES: [&str; 3] = [
+    "opentelemetry-sdk==1.45.2",
+    "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+    "opentelemetry-exporter-otlp-proto-http==1.45.2",
+];
+
+fn python3() -> Option<PathBuf> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then(|| PathBuf::from("python3"))
+}
+
+/// A venv with the pinned packages; reused while the pins match.
+fn venv(python: &Path) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-otel-venv");
+    let marker = dir.join("budget-top-pins.txt");
+    let pins = PACKAGES.join("\n");
+    let bin = dir.join("bin").join("python");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(pins.as_str()) && bin.exists() {
+        return bin;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let status = Command::new(python)
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "python3 -m venv {} failed", dir.display());
+    let out = Command::new(&bin)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(PACKAGES)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pip install failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&marker, pins).unwrap();
+    bin
+}
+
+fn export_and_check(python: &Path, transport: &str) {
+    let check = listen(&["check", "--idle", "2s", "--format", "json"]);
+    let addr = if transport == "grpc" {
+        check.grpc
+    } else {
+        check.http
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/export_chains.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(transport)
+        .arg(addr.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python exporter failed ({transport}):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let finished = check.wait(Duration::from_secs(60));
+    assert_eq!(finished.code, Some(1), "{finished:?}");
+    let report = finished.json();
+    assert_eq!(
+        finding_names(&report),
+        vec![
+            (
+                "budget_reset".into(),
+                "py-backend".into(),
+                "GET /data".into()
+            ),
+            (
+                "budget_reset".into(),
+                "py-orders".into(),
+                "GET inventory".into()
+            ),
+        ],
+        "{transport}: {report:#}"
+    );
+    assert_eq!(report["summary"]["spans"], 8, "{report:#}");
+    let captured = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["service"] == "py-backend")
+        .unwrap();
+    assert_eq!(
+        (
+            captured["received_ms"].as_i64(),
+            captured["forwarded_ms"].as_i64()
+        ),
+        (Some(5000), Some(400)),
+        "{captured}"
+    );
+}
+
+#[test]
+fn python_sdk_exporters_over_grpc_and_http_are_classified() {
+    let Some(python) = python3() else {
+        eprintln!(
+            "\n*** SKIPPED python_sdk_exporters_over_grpc_and_http_are_classified: python3 is not installed ***\n"
+        );
+        return;
+    };
+    let venv_python = venv(&python);
+    export_and_check(&venv_python, "grpc");
+    export_and_check(&venv_python, "http");
+}

@@ -1,0 +1,63 @@
+//! `budget-top record`, stopped by SIGTERM, then `check --input` on the recording.
+
+use std::time::Duration;
+
+use prost::Message as _;
+
+use crate::support::{listen, reset_chain, run, scratch};
+
+#[test]
+fn record_then_check_the_recording() {
+    let dir = scratch("record_then_check");
+    let path = dir.join("rec.jsonl");
+    let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let response = http
+            .post(format!("http://{}/v1/traces", recorder.http))
+            .header("content-type", "application/x-protobuf")
+            .body(reset_chain(1).encode_to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut grpc = opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient::connect(
+            format!("http://{}", recorder.grpc),
+        )
+        .await
+        .unwrap();
+        grpc.export(reset_chain(2)).await.unwrap();
+    });
+    let finished = recorder.terminate(Duration::from_secs(30));
+    assert_eq!(
+        finished.code,
+        Some(0),
+        "SIGTERM flushes and exits 0: {finished:?}"
+    );
+    assert!(
+        finished
+            .stderr
+            .contains("recorded 2 request(s), 10 span(s)"),
+        "{}",
+        finished.stderr
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 2, "one OTLP/JSON line per request");
+
+    let out = run(&[
+        "check",
+        "--input",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, Some(1));
+    let report = out.json();
+    assert_eq!(report["summary"]["traces"], 2);
+    assert_eq!(report["summary"]["spans"], 10);
+    assert_eq!(report["summary"]["findings"]["error"], 2);
+}

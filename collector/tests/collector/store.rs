@@ -1,0 +1,110 @@
+//! The store: chains assembled in any order across batches, re-analysed when spans join,
+//! bounded retention with edges and counts kept exact.
+
+use budget_top::ingest::decode::{Interner, decode_request};
+use budget_top::store::Store;
+use deadline_budget::analysis::{Span, TraceId};
+
+use crate::support::reset_chain;
+
+fn spans(t: u8) -> Vec<Span> {
+    decode_request(&mut reset_chain(t), &mut Interner::default(), false).spans
+}
+
+#[test]
+fn a_chain_assembles_in_any_order_and_is_reanalysed_when_spans_join() {
+    let mut store = Store::new(100);
+    let mut chain = spans(1);
+    chain.reverse();
+    // Child first: the call with the reset arrives before its parents.
+    let rest = chain.split_off(2);
+    store.insert_spans(chain);
+    assert_eq!(store.analyse_dirty(), 1);
+    let id = TraceId([1; 16]);
+    assert!(store.chains().next().is_some());
+    store.insert_spans(rest.clone());
+    assert!(store.chains().next().unwrap().stale);
+    assert_eq!(store.analyse_dirty(), 1);
+    let analysis = store.analysis(id).unwrap();
+    assert_eq!(analysis.summary.spans, 5);
+    assert_eq!(&*analysis.summary.root_service, "frontend");
+    assert_eq!(analysis.findings.len(), 1);
+    assert_eq!(store.finding_counts().error, 1);
+    // The same spans again: duplicates, not new spans, and the counts do not double.
+    store.insert_spans(rest);
+    store.analyse_dirty();
+    assert_eq!(store.counters().spans_held, 5);
+    assert_eq!(store.counters().spans_duplicate, 3);
+    assert_eq!(store.finding_counts().error, 1);
+    let edge = store
+        .edges()
+        .into_iter()
+        .find(|e| &*e.caller == "orders")
+        .unwrap();
+    assert_eq!((edge.calls, &*edge.callee), (1, "inventory"));
+}
+
+#[test]
+fn retention_is_bounded_and_evicts_the_oldest_chains_first() {
+    let mut store = Store::new(12);
+    for t in 1..=10u8 {
+        store.insert_spans(spans(t));
+        store.analyse_dirty();
+        assert!(store.counters().spans_held <= 12);
+    }
+    let held: Vec<TraceId> = store.chains().map(|c| c.trace_id).collect();
+    assert_eq!(
+        held,
+        vec![TraceId([10; 16]), TraceId([9; 16])],
+        "newest first, oldest evicted"
+    );
+    let counters = store.counters();
+    assert_eq!(
+        (
+            counters.chains_evicted,
+            counters.spans_evicted,
+            counters.chains_held
+        ),
+        (8, 40, 2)
+    );
+    // Aggregates follow eviction: only the two held chains count.
+    assert_eq!(store.finding_counts().error, 2);
+    let edge = store
+        .edges()
+        .into_iter()
+        .find(|e| &*e.caller == "orders")
+        .unwrap();
+    assert_eq!(edge.calls, 2);
+    let report = store.report();
+    assert_eq!(
+        (
+            report.summary.traces,
+            report.summary.spans,
+            report.findings.len()
+        ),
+        (2, 10, 2)
+    );
+}
+
+#[test]
+fn one_chain_bigger_than_the_limit_is_capped_not_grown() {
+    let mut store = Store::new(3);
+    store.insert_spans(spans(1));
+    assert_eq!(store.counters().spans_held, 3);
+    assert_eq!(store.counters().spans_over_limit, 2);
+}
+
+#[test]
+fn raw_attributes_are_kept_for_the_detail_view() {
+    let mut request = reset_chain(1);
+    let decoded = decode_request(&mut request, &mut Interner::default(), true);
+    let span = decoded.spans[3].clone();
+    let mut store = Store::new(100);
+    store.insert_batch(budget_top::ingest::Batch {
+        spans: decoded.spans,
+        attributes: decoded.attributes,
+        raw: None,
+    });
+    let attrs = store.attributes(span.trace_id, span.span_id).unwrap();
+    assert!(attrs.iter().any(|kv| kv.key == "budget.forwarded_ms"));
+}

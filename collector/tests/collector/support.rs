@@ -1,0 +1,362 @@
+//! Helpers: run the real `budget-top` binary, build OTLP requests, read reports.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_arguments,
+    dead_code
+)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use serde_json::Value as Json;
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_budget-top")
+}
+
+/// A scratch directory under the target dir, fresh for `name`.
+#[track_caller]
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running `budget-top` that listens on port 0 and told us where.
+pub struct Listening {
+    child: Child,
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    stderr_rest: mpsc::Receiver<String>,
+}
+
+/// What a finished run left.
+#[derive(Debug)]
+pub struct Finished {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    #[track_caller]
+    pub fn json(&self) -> Json {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Starts `budget-top ARGS --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for the
+/// "listening: grpc A, http B" line.
+#[track_caller]
+pub fn listen(args: &[&str]) -> Listening {
+    let mut child = Command::new(bin())
+        .args(args)
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("budget-top did not print its listening line");
+    let rest = line
+        .strip_prefix("listening: ")
+        .unwrap_or_else(|| panic!("unexpected first stderr line: {line}"));
+    let mut grpc = None;
+    let mut http = None;
+    for part in rest.split(", ") {
+        let (proto, addr) = part.split_once(' ').unwrap();
+        match proto {
+            "grpc" => grpc = Some(addr.parse().unwrap()),
+            "http" => http = Some(addr.parse().unwrap()),
+            other => panic!("unknown receiver {other}"),
+        }
+    }
+    Listening {
+        child,
+        grpc: grpc.unwrap(),
+        http: http.unwrap(),
+        stderr_rest: rx,
+    }
+}
+
+impl Listening {
+    /// Waits for the process to exit by itself (e.g. `--idle`), killing it after `limit`.
+    #[track_caller]
+    pub fn wait(mut self, limit: Duration) -> Finished {
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stdout = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        let mut stderr = String::new();
+        while let Ok(line) = self.stderr_rest.recv_timeout(Duration::from_secs(5)) {
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        let finished = Finished {
+            code: status.and_then(|s| s.code()),
+            stdout,
+            stderr,
+        };
+        assert!(
+            status.is_some(),
+            "budget-top did not stop within {limit:?}: {finished:?}"
+        );
+        finished
+    }
+
+    /// Sends SIGTERM, then waits.
+    #[track_caller]
+    pub fn terminate(self, limit: Duration) -> Finished {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success());
+        self.wait(limit)
+    }
+}
+
+/// Runs `budget-top ARGS` to completion.
+#[track_caller]
+pub fn run(args: &[&str]) -> Finished {
+    let out = Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Finished {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The (kind, service, span_name) of every finding in a JSON report, sorted.
+#[track_caller]
+pub fn finding_names(report: &Json) -> Vec<(String, String, String)> {
+    let mut names: Vec<_> = report["findings"]
+        .as_array()
+        .expect("findings array")
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().to_string(),
+                f["service"].as_str().unwrap().to_string(),
+                f["span_name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+pub fn int(key: &str, v: i64) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::IntValue(v)),
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn string(key: &str, v: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(v.into())),
+        }),
+        ..Default::default()
+    }
+}
+
+pub const SERVER: i32 = 2;
+pub const CLIENT: i32 = 3;
+/// A fixed base time: 2026-11-29T00:00:00Z in ns.
+pub const T0: u64 = 1_764_374_400_000_000_000;
+pub const MS: u64 = 1_000_000;
+
+/// One OTLP span: trace `t`, span `s`, parent `p` (0 = none), start/end in ms after [`T0`].
+pub fn span(
+    t: u8,
+    s: u8,
+    p: u8,
+    name: &str,
+    kind: i32,
+    start_ms: u64,
+    end_ms: u64,
+    attrs: Vec<KeyValue>,
+) -> Span {
+    Span {
+        trace_id: vec![t; 16],
+        span_id: vec![s; 8],
+        parent_span_id: if p == 0 { Vec::new() } else { vec![p; 8] },
+        name: name.into(),
+        kind,
+        start_time_unix_nano: T0 + start_ms * MS,
+        end_time_unix_nano: T0 + end_ms * MS,
+        attributes: attrs,
+        ..Default::default()
+    }
+}
+
+/// A request with one resource per (service, spans).
+pub fn request(services: Vec<(&str, Vec<Span>)>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: services
+            .into_iter()
+            .map(|(service, spans)| ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![string("service.name", service)],
+                    ..Default::default()
+                }),
+                scope_spans: vec![ScopeSpans {
+                    spans,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// A chain whose `orders` forwards 3000 ms with only 700 ms left: exactly one `budget_reset`.
+pub fn reset_chain(t: u8) -> ExportTraceServiceRequest {
+    use deadline_budget::semconv as k;
+    request(vec![
+        (
+            "frontend",
+            vec![
+                span(
+                    t,
+                    1,
+                    0,
+                    "GET /checkout",
+                    SERVER,
+                    0,
+                    100,
+                    vec![
+                        string(k::SOURCE, "default"),
+                        int(k::DEFAULT_MS, 1000),
+                        int(k::REMAINING_AT_START_MS, 1000),
+                        string(k::OUTCOME, "ok"),
+                    ],
+                ),
+                span(
+                    t,
+                    2,
+                    1,
+                    "GET orders",
+                    CLIENT,
+                    5,
+                    95,
+                    vec![
+                        int(k::REMAINING_MS, 995),
+                        int(k::FORWARDED_MS, 995),
+                        int(k::TIMEOUT_MS, 995),
+                    ],
+                ),
+            ],
+        ),
+        (
+            "orders",
+            vec![
+                span(
+                    t,
+                    3,
+                    2,
+                    "GET /orders",
+                    SERVER,
+                    10,
+                    90,
+                    vec![
+                        int(k::RECEIVED_MS, 995),
+                        string(k::SOURCE, "x-budget-ms"),
+                        int(k::REMAINING_AT_START_MS, 990),
+                        string(k::OUTCOME, "ok"),
+                    ],
+                ),
+                span(
+                    t,
+                    4,
+                    3,
+                    "GET inventory",
+                    CLIENT,
+                    20,
+                    80,
+                    vec![
+                        int(k::REMAINING_MS, 700),
+                        int(k::FORWARDED_MS, 3000),
+                        int(k::TIMEOUT_MS, 3000),
+                    ],
+                ),
+            ],
+        ),
+        (
+            "inventory",
+            vec![span(
+                t,
+                5,
+                4,
+                "GET /stock",
+                SERVER,
+                25,
+                75,
+                vec![
+                    int(k::RECEIVED_MS, 3000),
+                    string(k::SOURCE, "x-budget-ms"),
+                    int(k::REMAINING_AT_START_MS, 2995),
+                    string(k::OUTCOME, "ok"),
+                ],
+            )],
+        ),
+    ])
+}
+
+/// The same chain as one OTLP/JSON line.
+pub fn json_line(request: &ExportTraceServiceRequest) -> String {
+    serde_json::to_string(request).unwrap()
+}
