@@ -1,0 +1,615 @@
+//! The live screen's loop and its state.
+//!
+//! One loop owns the [`State`] (the chains and the UI state) and everything else sends it
+//! messages: span batches arrive on a bounded channel from ingest (or a replay, or the demo),
+//! keys and mouse events come from crossterm's `EventStream`, and a frame tick redraws only when
+//! something changed, so a firehose of spans never means a redraw per span. Rendering is the pure
+//! function [`crate::view::render`] of the state into a ratatui `Buffer`; the loop is generic over
+//! the ratatui `Backend` so tests drive it with `TestBackend`.
+
+// A path attribute, so the tests and benches can include this file as a module of their own.
+#[path = "app/data.rs"]
+pub mod data;
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use std::sync::Arc;
+
+use budget_top::ingest::Batch;
+use budget_top::store::Store;
+use deadline_budget::analysis::{ChainAnalysis, SpanId, TraceId};
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::layout::{Position, Rect};
+use tokio::sync::mpsc;
+
+pub use data::{ListQuery, ScreenData};
+
+use crate::view;
+
+/// How often the loop considers a redraw.
+pub const FRAME: Duration = Duration::from_millis(100);
+
+/// Where the spans on screen come from: shown in the header.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Listening for OTLP.
+    #[default]
+    Live,
+    /// Playing back a recording (the file name).
+    Replay(String),
+    /// Running the demo services.
+    Demo,
+}
+
+/// What the demo shows on screen: the scenario and its lesson.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DemoStatus {
+    /// The scenario running now, e.g. "2/5 reset at orders".
+    pub scenario: String,
+    /// The lesson: what to look at and why, one or two sentences.
+    pub lesson: String,
+    /// The keys the demo answers to, e.g. "1-5 scenario  +/- inventory latency  w next step".
+    pub keys: String,
+}
+
+/// The demo's controls, plugged into the screen by `budget-top demo`: the screen hands it every
+/// key it does not use itself, and shows its status line.
+pub trait DemoControl: Send {
+    /// The scenario, lesson and key hints to show now.
+    fn status(&self) -> DemoStatus;
+    /// A key the screen did not use (digits, `+`, `-`, `[`, `]`, `w`, ...). Returns whether the
+    /// demo used it.
+    fn key(&mut self, key: char) -> bool;
+}
+
+/// The top-level views, in `Tab` order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum View {
+    /// The chain list (with the selected chain's waterfall below it when there is room).
+    #[default]
+    Chains,
+    /// The waterfall of one chain.
+    Waterfall,
+    /// Caller → callee links.
+    Edges,
+    /// Per-service Little's law and dead work.
+    Services,
+}
+
+/// Something drawn over the view.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overlay {
+    /// Nothing.
+    #[default]
+    None,
+    /// The legend (`?`).
+    Legend,
+    /// The detail of the selected span (Enter in the waterfall).
+    Detail,
+}
+
+/// The UI state: what is selected and shown. Changed only by the loop.
+#[derive(Clone, Debug, Default)]
+pub struct Ui {
+    /// The view.
+    pub view: View,
+    /// The overlay.
+    pub overlay: Overlay,
+    /// The chain list's filter, search and order.
+    pub query: ListQuery,
+    /// Typing a search (`/`): keys go to the search text.
+    pub searching: bool,
+    /// Index of the selected chain in the list.
+    pub selected: usize,
+    /// The selected chain's id, kept so the selection follows it as new chains arrive.
+    pub selected_id: Option<TraceId>,
+    /// Selected row of the waterfall (index into its rows).
+    pub span_row: usize,
+    /// Selected row of the edges or services table.
+    pub table_row: usize,
+    /// Paused: arriving spans wait until resumed.
+    pub paused: bool,
+    /// Colour allowed (false with `NO_COLOR`).
+    pub color: bool,
+    /// A one-line message (e.g. "starting the demo...").
+    pub message: Option<String>,
+    /// The user asked to start the demo from the empty screen; the lead wires what happens.
+    pub start_demo_requested: bool,
+    /// Quit.
+    pub quit: bool,
+}
+
+/// Everything the screen draws: the chains, the receiver facts and the UI state.
+#[derive(Debug)]
+pub struct State {
+    /// The chains and aggregates.
+    pub data: ScreenData,
+    /// The UI state.
+    pub ui: Ui,
+    /// The clock the screen reads (Unix ns): set by the loop, never read inside render.
+    pub now_unix_nano: u64,
+    /// Where the spans come from.
+    pub mode: Mode,
+    /// The OTLP/gRPC receiver address, when listening.
+    pub grpc_addr: Option<SocketAddr>,
+    /// The OTLP/HTTP receiver address, when listening.
+    pub http_addr: Option<SocketAddr>,
+    /// Spans the receivers refused because the screen could not keep up, plus spans dropped
+    /// while paused.
+    pub spans_dropped: u64,
+    /// The demo's status line, when the demo is running.
+    pub demo: Option<DemoStatus>,
+    /// Batches held back while paused.
+    held: Vec<Batch>,
+    held_spans: usize,
+    paused_drops: u64,
+}
+
+/// The most spans held back while paused; more are dropped (and counted).
+pub const MAX_HELD_SPANS: usize = 200_000;
+
+impl State {
+    /// A new screen state.
+    pub fn new(data: ScreenData, mode: Mode) -> Self {
+        State {
+            data,
+            ui: Ui {
+                color: color_allowed(),
+                ..Ui::default()
+            },
+            now_unix_nano: 0,
+            mode,
+            grpc_addr: None,
+            http_addr: None,
+            spans_dropped: 0,
+            demo: None,
+            held: Vec::new(),
+            held_spans: 0,
+            paused_drops: 0,
+        }
+    }
+
+    /// The selected chain, if any.
+    pub fn selected_chain(&self) -> Option<Arc<ChainAnalysis>> {
+        self.data
+            .visible
+            .get(self.ui.selected)
+            .and_then(|id| self.data.analysis(id))
+    }
+
+    /// Take in a batch of spans (held back while paused).
+    pub fn add_batch(&mut self, batch: Batch) {
+        if self.ui.paused {
+            if self.held_spans + batch.spans.len() > MAX_HELD_SPANS {
+                self.paused_drops += batch.spans.len() as u64;
+                self.spans_dropped += batch.spans.len() as u64;
+            } else {
+                self.held_spans += batch.spans.len();
+                self.held.push(batch);
+            }
+            return;
+        }
+        self.data.add_batch(batch, self.now_unix_nano);
+    }
+
+    /// Set the receivers' count of refused spans (the screen adds what it dropped while paused).
+    pub fn set_ingest_dropped(&mut self, n: u64) -> bool {
+        let total = n + self.paused_drops;
+        let changed = total != self.spans_dropped;
+        self.spans_dropped = total;
+        changed
+    }
+
+    /// Apply what arrived: analyse changed chains, reorder the list, keep the selection on the
+    /// same chain. Returns whether the screen changed.
+    pub fn settle(&mut self) -> bool {
+        if self.ui.paused {
+            return false;
+        }
+        let services = self.ui.view == View::Services;
+        let changed = self
+            .data
+            .settle(&self.ui.query, self.now_unix_nano, services);
+        if changed {
+            self.follow_selection();
+        }
+        changed
+    }
+
+    fn follow_selection(&mut self) {
+        let visible = &self.data.visible;
+        if let Some(id) = self.ui.selected_id
+            && let Some(i) = visible.iter().position(|v| *v == id)
+        {
+            self.ui.selected = i;
+            return;
+        }
+        self.ui.selected = self.ui.selected.min(visible.len().saturating_sub(1));
+        self.ui.selected_id = visible.get(self.ui.selected).copied();
+        self.ui.span_row = self.first_finding_row();
+    }
+
+    fn select(&mut self, index: usize) {
+        let len = self.data.visible.len();
+        if len == 0 {
+            return;
+        }
+        let index = index.min(len - 1);
+        if self.ui.selected_id != self.data.visible.get(index).copied() {
+            self.ui.selected = index;
+            self.ui.selected_id = self.data.visible.get(index).copied();
+            self.ui.span_row = self.first_finding_row();
+        }
+    }
+
+    /// The waterfall row of the selected chain's first finding (0 when none).
+    fn first_finding_row(&self) -> usize {
+        let Some(chain) = self.selected_chain() else {
+            return 0;
+        };
+        chain
+            .findings
+            .first()
+            .and_then(|f| chain.rows.iter().position(|r| r.span.span_id == f.span_id))
+            .unwrap_or(0)
+    }
+
+    fn selected_span(&self) -> Option<SpanId> {
+        let chain = self.selected_chain()?;
+        chain.rows.get(self.ui.span_row).map(|r| r.span.span_id)
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        let step = |cur: usize, len: usize| -> usize {
+            if len == 0 {
+                0
+            } else {
+                (cur as isize + delta).clamp(0, len as isize - 1) as usize
+            }
+        };
+        match self.ui.view {
+            View::Chains => self.select(step(self.ui.selected, self.data.visible.len())),
+            View::Waterfall => {
+                let len = self.selected_chain().map(|c| c.rows.len()).unwrap_or(0);
+                self.ui.span_row = step(self.ui.span_row, len);
+            }
+            View::Edges => {
+                self.ui.table_row = step(self.ui.table_row, self.data.store.edges().len())
+            }
+            View::Services => self.ui.table_row = step(self.ui.table_row, self.data.services.len()),
+        }
+    }
+
+    /// Jump to the next (or previous) finding of the selected chain in the waterfall.
+    fn next_finding(&mut self, forward: bool) {
+        let Some(chain) = self.selected_chain() else {
+            return;
+        };
+        let with: Vec<usize> = chain
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.findings.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        let cur = self.ui.span_row;
+        let next = if forward {
+            with.iter().find(|i| **i > cur).or(with.first())
+        } else {
+            with.iter().rev().find(|i| **i < cur).or(with.last())
+        };
+        if let Some(n) = next {
+            self.ui.span_row = *n;
+        }
+    }
+
+    /// Handle one key; `demo` gets the keys the screen does not use. Returns whether the
+    /// screen needs a redraw.
+    pub fn on_key(&mut self, key: KeyEvent, demo: &mut Option<Box<dyn DemoControl>>) -> bool {
+        if key.kind == KeyEventKind::Release {
+            return false;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d')) {
+            self.ui.quit = true;
+            return true;
+        }
+        if self.ui.searching {
+            match key.code {
+                KeyCode::Esc => {
+                    self.ui.searching = false;
+                    self.ui.query.search.clear();
+                }
+                KeyCode::Enter => self.ui.searching = false,
+                KeyCode::Backspace => {
+                    self.ui.query.search.pop();
+                }
+                KeyCode::Char(c) if !c.is_control() && self.ui.query.search.len() < 64 => {
+                    self.ui.query.search.push(c)
+                }
+                _ => return false,
+            }
+            self.ui.selected = 0;
+            self.ui.selected_id = None;
+            return true;
+        }
+        if self.ui.overlay != Overlay::None {
+            match key.code {
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?') | KeyCode::Char('q') => {
+                    self.ui.overlay = Overlay::None;
+                    return true;
+                }
+                _ => return false,
+            }
+        }
+        match key.code {
+            KeyCode::Char('q') => self.ui.quit = true,
+            KeyCode::Char('?') => self.ui.overlay = Overlay::Legend,
+            KeyCode::Char(' ') => self.toggle_pause(),
+            KeyCode::Char('/') => {
+                self.ui.searching = true;
+                self.ui.view = View::Chains;
+            }
+            KeyCode::Char('f') => {
+                self.ui.query.only_findings = !self.ui.query.only_findings;
+                self.ui.selected_id = None;
+            }
+            KeyCode::Char('s') => self.ui.query.sort = self.ui.query.sort.next(),
+            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
+            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
+            KeyCode::PageDown => self.move_by(10),
+            KeyCode::PageUp => self.move_by(-10),
+            KeyCode::Home | KeyCode::Char('g') => self.move_by(isize::MIN / 2),
+            KeyCode::End | KeyCode::Char('G') => self.move_by(isize::MAX / 2),
+            KeyCode::Char('n') if self.ui.view == View::Waterfall => self.next_finding(true),
+            KeyCode::Char('N') if self.ui.view == View::Waterfall => self.next_finding(false),
+            KeyCode::Enter => match self.ui.view {
+                View::Chains if self.selected_chain().is_some() => {
+                    self.ui.view = View::Waterfall;
+                    self.ui.span_row = self.first_finding_row();
+                }
+                View::Waterfall if self.selected_span().is_some() => {
+                    self.ui.overlay = Overlay::Detail
+                }
+                _ => return false,
+            },
+            KeyCode::Esc => match self.ui.view {
+                View::Waterfall | View::Edges | View::Services => self.ui.view = View::Chains,
+                View::Chains if !self.ui.query.search.is_empty() => self.ui.query.search.clear(),
+                View::Chains => return false,
+            },
+            KeyCode::Tab => self.cycle_view(true),
+            KeyCode::BackTab => self.cycle_view(false),
+            KeyCode::Char('d') if self.data.is_empty() && self.mode == Mode::Live => {
+                self.ui.start_demo_requested = true;
+                self.ui.message = Some("starting the demo...".into());
+            }
+            KeyCode::Char(c) => {
+                return match demo {
+                    Some(d) => {
+                        let used = d.key(c);
+                        if used {
+                            self.demo = Some(d.status());
+                        }
+                        used
+                    }
+                    None => false,
+                };
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn toggle_pause(&mut self) {
+        self.ui.paused = !self.ui.paused;
+        if !self.ui.paused {
+            self.held_spans = 0;
+            for batch in std::mem::take(&mut self.held) {
+                self.data.add_batch(batch, self.now_unix_nano);
+            }
+        }
+    }
+
+    fn cycle_view(&mut self, forward: bool) {
+        const ORDER: [View; 4] = [View::Chains, View::Waterfall, View::Edges, View::Services];
+        let i = ORDER.iter().position(|v| *v == self.ui.view).unwrap_or(0);
+        let n = if forward { (i + 1) % 4 } else { (i + 3) % 4 };
+        self.ui.view = ORDER[n];
+        self.ui.table_row = 0;
+    }
+
+    /// Handle a mouse event on a screen of size `area`. Returns whether to redraw.
+    pub fn on_mouse(&mut self, mouse: MouseEvent, area: Rect) -> bool {
+        match mouse.kind {
+            MouseEventKind::ScrollDown => self.move_by(3),
+            MouseEventKind::ScrollUp => self.move_by(-3),
+            MouseEventKind::Down(MouseButton::Left) => {
+                let pos = Position::new(mouse.column, mouse.row);
+                match view::hit(self, area, pos) {
+                    Some(view::Hit::Chain(i)) => {
+                        if self.ui.selected == i && self.ui.view == View::Chains {
+                            self.ui.view = View::Waterfall;
+                            self.ui.span_row = self.first_finding_row();
+                        }
+                        self.select(i);
+                    }
+                    Some(view::Hit::SpanRow(i)) => self.ui.span_row = i,
+                    Some(view::Hit::TableRow(i)) => self.ui.table_row = i,
+                    None => return false,
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Whether colour is allowed: `NO_COLOR` set to anything non-empty turns it off.
+pub fn color_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The wall clock in Unix ns.
+pub fn wall_clock() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// What the loop needs besides the state.
+pub struct Controls {
+    /// The demo's controls, in `budget-top demo`.
+    pub demo: Option<Box<dyn DemoControl>>,
+    /// Called once when the user asks for the demo from the empty screen.
+    pub start_demo: Option<Box<dyn FnMut() + Send>>,
+    /// Reads the receivers' count of spans dropped under load.
+    pub spans_dropped: Option<Box<dyn Fn() -> u64 + Send>>,
+    /// The clock (Unix ns); the wall clock unless a replay drives its own.
+    pub clock: Box<dyn FnMut() -> u64 + Send>,
+}
+
+impl Default for Controls {
+    fn default() -> Self {
+        Controls {
+            demo: None,
+            start_demo: None,
+            spans_dropped: None,
+            clock: Box::new(wall_clock),
+        }
+    }
+}
+
+impl std::fmt::Debug for Controls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controls")
+            .field("demo", &self.demo.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Run the screen until `q` (or the event stream ends, e.g. the pty closed): span batches from
+/// `spans`, terminal events from `events`, a redraw at most every [`FRAME`] and only when
+/// something changed.
+pub async fn run<B, E>(
+    terminal: &mut Terminal<B>,
+    state: &mut State,
+    mut spans: mpsc::Receiver<Batch>,
+    events: E,
+    mut controls: Controls,
+) -> anyhow::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    E: Stream<Item = io::Result<Event>> + Unpin,
+{
+    let mut events = events.fuse();
+    let mut tick = tokio::time::interval(FRAME);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut spans_open = true;
+    let mut dirty = true;
+    state.now_unix_nano = (controls.clock)();
+    if let Some(d) = controls.demo.as_ref() {
+        state.demo = Some(d.status());
+    }
+    loop {
+        tokio::select! {
+            batch = spans.recv(), if spans_open => match batch {
+                Some(batch) => state.add_batch(batch),
+                None => spans_open = false,
+            },
+            event = events.next() => match event {
+                Some(Ok(Event::Key(key))) => {
+                    dirty |= state.on_key(key, &mut controls.demo);
+                    if state.ui.start_demo_requested
+                        && let Some(mut start) = controls.start_demo.take()
+                    {
+                        start();
+                    }
+                }
+                Some(Ok(Event::Mouse(mouse))) => {
+                    let size = terminal.size()?;
+                    dirty |= state.on_mouse(mouse, Rect::new(0, 0, size.width, size.height));
+                }
+                Some(Ok(Event::Resize(..))) => {
+                    terminal.autoresize()?;
+                    dirty = true;
+                }
+                Some(Ok(_)) => {}
+                // The terminal went away (pty closed): stop, the caller restores what it can.
+                Some(Err(_)) | None => break,
+            },
+            _ = tick.tick() => {
+                state.now_unix_nano = (controls.clock)();
+                if let Some(read) = controls.spans_dropped.as_ref() {
+                    dirty |= state.set_ingest_dropped(read());
+                }
+                if let Some(d) = controls.demo.as_ref() {
+                    let status = d.status();
+                    if state.demo.as_ref() != Some(&status) {
+                        state.demo = Some(status);
+                        dirty = true;
+                    }
+                }
+                dirty |= state.settle();
+                if dirty {
+                    terminal.draw(|frame| {
+                        let area = frame.area();
+                        view::render(state, area, frame.buffer_mut());
+                    })?;
+                    dirty = false;
+                }
+            }
+        }
+        if state.ui.quit {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// How the real screen starts.
+#[derive(Debug, Default)]
+pub struct LiveConfig {
+    /// Where the spans come from.
+    pub mode: Mode,
+    /// The OTLP/gRPC receiver address, shown in the header.
+    pub grpc_addr: Option<SocketAddr>,
+    /// The OTLP/HTTP receiver address, shown in the header.
+    pub http_addr: Option<SocketAddr>,
+    /// The most spans held (oldest chains evicted first); 0 for the store's default.
+    pub max_spans: usize,
+}
+
+/// Take over the terminal, run the screen on span batches from `spans`, and restore the
+/// terminal on return, on Ctrl-C, on SIGTERM and on panic.
+pub async fn run_live(
+    config: LiveConfig,
+    spans: mpsc::Receiver<Batch>,
+    controls: Controls,
+) -> anyhow::Result<()> {
+    let max = if config.max_spans == 0 {
+        budget_top::store::DEFAULT_MAX_SPANS
+    } else {
+        config.max_spans
+    };
+    let mut state = State::new(ScreenData::new(Store::new(max)), config.mode);
+    state.grpc_addr = config.grpc_addr;
+    state.http_addr = config.http_addr;
+    let mut term = crate::term::Term::enter()?;
+    let events = crossterm::event::EventStream::new();
+    let result = tokio::select! {
+        r = run(term.terminal(), &mut state, spans, events, controls) => r,
+        _ = crate::term::shutdown_signal() => Ok(()),
+    };
+    term.leave()?;
+    result
+}

@@ -1,0 +1,288 @@
+//! What the screen holds: the collector's [`Store`] (chains, analyses, edges) plus what only the
+//! screen needs: the chain list in the chosen order and filter, the per-service figures of the
+//! services view, and per-second rates for the header.
+//!
+//! Spans enter through [`ScreenData::add_batch`] (cheap: the store only marks chains dirty)
+//! and the loop calls [`ScreenData::settle`] on its frame tick, which analyses the dirty chains
+//! once and rebuilds the list. Nothing here knows ratatui or tokio.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use budget_top::ingest::Batch;
+use budget_top::store::Store;
+use deadline_budget::analysis::{ChainAnalysis, Distribution, Span, TraceId};
+
+/// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
+pub const RATE_WINDOW_SECS: u64 = 10;
+
+/// The order of the chain list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// Newest first.
+    #[default]
+    Time,
+    /// Longest first.
+    Duration,
+    /// Most wasted work first.
+    Waste,
+}
+
+impl SortBy {
+    /// The next order, for the `s` key.
+    pub fn next(self) -> Self {
+        match self {
+            SortBy::Time => SortBy::Duration,
+            SortBy::Duration => SortBy::Waste,
+            SortBy::Waste => SortBy::Time,
+        }
+    }
+    /// A word for the header.
+    pub fn label(self) -> &'static str {
+        match self {
+            SortBy::Time => "newest",
+            SortBy::Duration => "longest",
+            SortBy::Waste => "most waste",
+        }
+    }
+}
+
+/// Which chains the list shows, and in what order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only chains with at least one finding.
+    pub only_findings: bool,
+    /// Case-insensitive search in any span's service or operation; empty shows all.
+    pub search: String,
+    /// The order.
+    pub sort: SortBy,
+}
+
+/// One service over the chains held.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceStats {
+    /// Hops handled.
+    pub hops: u64,
+    /// Sum of hop durations, ms.
+    pub work_ms: i64,
+    /// Work done for callers who had given up (`ran_after_expiry`, `orphaned_work`), ms.
+    pub wasted_ms: i64,
+    /// Queue waits.
+    pub queue_wait: Distribution,
+    /// Hops that started in the last `RATE_WINDOW_SECS`.
+    pub recent_hops: u64,
+    /// Their summed duration, ms.
+    pub recent_ms: i64,
+}
+
+impl ServiceStats {
+    /// λ (hops/s), W (mean ms in the service) and L = λW (requests in flight), by Little's law
+    /// over the last `RATE_WINDOW_SECS`.
+    pub fn littles_law(&self) -> (f64, f64, f64) {
+        let lambda = self.recent_hops as f64 / RATE_WINDOW_SECS as f64;
+        let w = if self.recent_hops == 0 {
+            0.0
+        } else {
+            self.recent_ms as f64 / self.recent_hops as f64
+        };
+        (lambda, w, lambda * w / 1000.0)
+    }
+    /// The share (0..=1) of this service's work done for callers who had given up.
+    pub fn dead_share(&self) -> f64 {
+        if self.work_ms <= 0 {
+            0.0
+        } else {
+            (self.wasted_ms as f64 / self.work_ms as f64).clamp(0.0, 1.0)
+        }
+    }
+}
+
+/// Per-second sums over a short window, for "per second" figures in the header.
+#[derive(Clone, Debug, Default)]
+pub struct RateWindow {
+    buckets: VecDeque<(u64, i64)>,
+}
+
+impl RateWindow {
+    /// Add `amount` in the second of `now`.
+    pub fn add(&mut self, now_unix_nano: u64, amount: i64) {
+        let s = now_unix_nano / 1_000_000_000;
+        match self.buckets.back_mut() {
+            Some((sec, v)) if *sec == s => *v += amount,
+            _ => self.buckets.push_back((s, amount)),
+        }
+        while self
+            .buckets
+            .front()
+            .is_some_and(|(sec, _)| *sec + RATE_WINDOW_SECS * 2 < s)
+        {
+            self.buckets.pop_front();
+        }
+    }
+    /// Mean per second over the `RATE_WINDOW_SECS` whole seconds before `now`.
+    pub fn per_second(&self, now_unix_nano: u64) -> f64 {
+        let s = now_unix_nano / 1_000_000_000;
+        let from = s.saturating_sub(RATE_WINDOW_SECS);
+        let sum: i64 = self
+            .buckets
+            .iter()
+            .filter(|(sec, _)| *sec >= from && *sec < s)
+            .map(|(_, v)| v)
+            .sum();
+        sum as f64 / RATE_WINDOW_SECS as f64
+    }
+}
+
+/// The store and the screen's views of it.
+#[derive(Debug)]
+pub struct ScreenData {
+    /// The collector's store: chains, analyses, edges.
+    pub store: Store,
+    /// The chain list: trace ids in the order and filter of the last query.
+    pub visible: Vec<TraceId>,
+    /// The services, worst dead-work share first (recomputed while the services view is open).
+    pub services: Vec<(Arc<str>, ServiceStats)>,
+    /// Spans per second.
+    pub span_rate: RateWindow,
+    /// Newly found wasted ms per second.
+    pub waste_rate: RateWindow,
+    wasted_total: i64,
+    query_applied: Option<ListQuery>,
+    services_second: Option<u64>,
+}
+
+impl ScreenData {
+    /// Wrap a store.
+    pub fn new(store: Store) -> Self {
+        ScreenData {
+            store,
+            visible: Vec::new(),
+            services: Vec::new(),
+            span_rate: RateWindow::default(),
+            waste_rate: RateWindow::default(),
+            wasted_total: 0,
+            query_applied: None,
+            services_second: None,
+        }
+    }
+
+    /// Whether no chain is held.
+    pub fn is_empty(&self) -> bool {
+        self.store.counters().chains_held == 0
+    }
+
+    /// The latest analysis of a chain.
+    pub fn analysis(&self, id: &TraceId) -> Option<Arc<ChainAnalysis>> {
+        self.store.analysis(*id)
+    }
+
+    /// Take in a batch from ingest, received at `now`.
+    pub fn add_batch(&mut self, batch: Batch, now_unix_nano: u64) {
+        self.span_rate.add(now_unix_nano, batch.spans.len() as i64);
+        self.store.insert_batch(batch);
+    }
+
+    /// Take in spans without raw attributes (replay, tests), received at `now`.
+    pub fn add_spans(&mut self, spans: Vec<Span>, now_unix_nano: u64) {
+        self.span_rate.add(now_unix_nano, spans.len() as i64);
+        self.store.insert_spans(spans);
+    }
+
+    /// Analyse what changed, rebuild the list (and the services table when `services` is
+    /// wanted, at most once a second). Returns whether the screen changed.
+    pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
+        let analysed = self.store.analyse_dirty();
+        let mut changed = analysed > 0 || self.query_applied.as_ref() != Some(query);
+        if changed {
+            self.rebuild_list(query, now_unix_nano);
+        }
+        let second = now_unix_nano / 1_000_000_000;
+        if services && (self.services_second != Some(second) || self.services.is_empty()) {
+            self.rebuild_services(now_unix_nano);
+            self.services_second = Some(second);
+            changed = true;
+        }
+        changed
+    }
+
+    fn rebuild_list(&mut self, query: &ListQuery, now_unix_nano: u64) {
+        let needle = query.search.to_lowercase();
+        let mut wasted_total = 0;
+        let mut rows: Vec<(TraceId, u64, i64, i64)> = Vec::new();
+        for entry in self.store.chains() {
+            let s = entry.summary;
+            wasted_total += s.wasted_ms;
+            if query.only_findings && s.worst.is_none() {
+                continue;
+            }
+            if !needle.is_empty() && !self.matches(entry.trace_id, &needle) {
+                continue;
+            }
+            rows.push((
+                entry.trace_id,
+                s.start_unix_nano,
+                s.duration_ms,
+                s.wasted_ms,
+            ));
+        }
+        match query.sort {
+            SortBy::Time => rows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0))),
+            SortBy::Duration => {
+                rows.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)))
+            }
+            SortBy::Waste => {
+                rows.sort_unstable_by(|a, b| b.3.cmp(&a.3).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)))
+            }
+        }
+        self.visible = rows.into_iter().map(|r| r.0).collect();
+        let delta = wasted_total - self.wasted_total;
+        if delta > 0 && self.query_applied.is_some() {
+            self.waste_rate.add(now_unix_nano, delta);
+        }
+        self.wasted_total = wasted_total;
+        self.query_applied = Some(query.clone());
+    }
+
+    fn matches(&self, id: TraceId, needle: &str) -> bool {
+        self.store.chain(id).is_some_and(|c| {
+            c.spans().iter().any(|s| {
+                s.service.to_lowercase().contains(needle) || s.name.to_lowercase().contains(needle)
+            })
+        })
+    }
+
+    fn rebuild_services(&mut self, now_unix_nano: u64) {
+        let from = now_unix_nano.saturating_sub(RATE_WINDOW_SECS * 1_000_000_000);
+        let mut by: HashMap<Arc<str>, ServiceStats> = HashMap::new();
+        for entry in self.store.chains() {
+            let Some(a) = self.store.analysis(entry.trace_id) else {
+                continue;
+            };
+            for row in a.rows.iter().filter(|r| r.span.kind.is_hop()) {
+                let s = by.entry(row.span.service.clone()).or_default();
+                s.hops += 1;
+                s.work_ms += row.duration_ms;
+                if let Some(q) = row.span.budget.queue_wait_ms {
+                    s.queue_wait.add(q);
+                }
+                if row.span.start_unix_nano >= from && row.span.start_unix_nano < now_unix_nano {
+                    s.recent_hops += 1;
+                    s.recent_ms += row.duration_ms;
+                }
+            }
+            for f in &a.findings {
+                if let Some(w) = f.wasted_ms.filter(|w| *w > 0) {
+                    by.entry(f.service.clone()).or_default().wasted_ms += w;
+                }
+            }
+        }
+        let mut rows: Vec<_> = by.into_iter().collect();
+        rows.sort_by(|a, b| {
+            b.1.dead_share()
+                .total_cmp(&a.1.dead_share())
+                .then(b.1.hops.cmp(&a.1.hops))
+                .then(a.0.cmp(&b.0))
+        });
+        self.services = rows;
+    }
+}

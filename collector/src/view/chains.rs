@@ -1,0 +1,221 @@
+//! The chain list: one row per request chain, newest first (or by the chosen order), with the
+//! edge budget, the time used, the hops and the worst finding coloured by severity.
+//!
+//! Only the rows on screen are touched, so the cost of a frame does not grow with the number
+//! of chains held.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+
+use super::text::{clean, clock, ms};
+use super::theme::{Theme, severity_glyph};
+use super::{put, put_right, scroll_offset};
+use crate::app::State;
+
+struct Columns {
+    start: u16,
+    root: u16,
+    budget: u16,
+    used: u16,
+    hops: u16,
+    wasted: u16,
+    worst: u16,
+    trace: u16,
+}
+
+fn columns(width: u16) -> Columns {
+    let wide = width >= 120;
+    let wider = width >= 160;
+    let wasted = if wide { 9 } else { 0 };
+    let trace = if width >= 190 {
+        33
+    } else if wider {
+        17
+    } else {
+        0
+    };
+    let worst = if wide { 24 } else { 18 };
+    let fixed = 2 + 13 + 8 + 8 + 5 + worst + wasted + trace;
+    Columns {
+        start: 13,
+        root: width.saturating_sub(fixed).max(8),
+        budget: 8,
+        used: 8,
+        hops: 5,
+        wasted,
+        worst,
+        trace,
+    }
+}
+
+/// The list row at screen row `y`, if a chain is drawn there.
+pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
+    let rows = area.height.saturating_sub(1) as usize;
+    if y <= area.y {
+        return None;
+    }
+    let offset = scroll_offset(state.ui.selected, state.data.visible.len(), rows);
+    let i = offset + (y - area.y - 1) as usize;
+    (i < state.data.visible.len()).then_some(i)
+}
+
+/// Draw the list into `area` (first row: column heads).
+pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height == 0 || area.width < 20 {
+        return;
+    }
+    let c = columns(area.width);
+    let head = theme.title();
+    let mut x = area.x + 2;
+    let y = area.y;
+    let mut col = |buf: &mut Buffer, s: &str, w: u16, right: bool| {
+        if right {
+            put_right(buf, x, y, s, w - 1, head);
+        } else {
+            put(buf, x, y, s, w, head);
+        }
+        x += w;
+    };
+    col(buf, "START", c.start, false);
+    col(buf, "ROOT SERVICE / OPERATION", c.root, false);
+    col(buf, "BUDGET", c.budget, true);
+    col(buf, "USED", c.used, true);
+    col(buf, "HOPS", c.hops, true);
+    if c.wasted > 0 {
+        col(buf, "WASTED", c.wasted, true);
+    }
+    col(buf, " WORST FINDING", c.worst, false);
+    if c.trace > 0 {
+        col(buf, "TRACE", c.trace, false);
+    }
+
+    let rows = area.height.saturating_sub(1) as usize;
+    let visible = &state.data.visible;
+    if visible.is_empty() {
+        let why = if state.ui.query.only_findings || !state.ui.query.search.is_empty() {
+            "no chain matches the filter (f toggles it, Esc clears the search)"
+        } else {
+            "no chains"
+        };
+        put(
+            buf,
+            area.x + 2,
+            area.y + 1,
+            why,
+            area.width.saturating_sub(2),
+            theme.dim(),
+        );
+        return;
+    }
+    let offset = scroll_offset(state.ui.selected, visible.len(), rows);
+    for (i, id) in visible.iter().enumerate().skip(offset).take(rows) {
+        let Some(chain) = state.data.analysis(id) else {
+            continue;
+        };
+        let s = &chain.summary;
+        let y = area.y + 1 + (i - offset) as u16;
+        let selected = i == state.ui.selected;
+        let row_style = if selected {
+            theme.selected()
+        } else {
+            theme.text()
+        };
+        buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
+        let worst = chain
+            .findings
+            .iter()
+            .map(|f| f.kind)
+            .max_by(|a, b| a.severity().cmp(&b.severity()).then(b.cmp(a)));
+        let mut x = area.x;
+        let marker = if selected { "▶" } else { " " };
+        put(buf, x, y, marker, 1, row_style);
+        x += 2;
+        put(
+            buf,
+            x,
+            y,
+            &clock(s.start_unix_nano),
+            c.start,
+            theme.dim().patch(row_style),
+        );
+        x += c.start;
+        let root = format!("{} {}", clean(&s.root_service), clean(&s.root_name));
+        put(buf, x, y, &root, c.root.saturating_sub(1), row_style);
+        x += c.root;
+        let budget = s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into());
+        put_right(buf, x, y, &budget, c.budget - 1, row_style);
+        x += c.budget;
+        let over = s.edge_budget_ms.is_some_and(|b| s.duration_ms > b);
+        let used_style = if over {
+            theme.late().patch(bg_of(row_style))
+        } else {
+            row_style
+        };
+        put_right(buf, x, y, &ms(s.duration_ms), c.used - 1, used_style);
+        x += c.used;
+        put_right(buf, x, y, &s.hops.to_string(), c.hops - 1, row_style);
+        x += c.hops;
+        if c.wasted > 0 {
+            let text = if s.wasted_ms > 0 {
+                ms(s.wasted_ms)
+            } else {
+                String::new()
+            };
+            put_right(
+                buf,
+                x,
+                y,
+                &text,
+                c.wasted - 1,
+                theme.late().patch(bg_of(row_style)),
+            );
+            x += c.wasted;
+        }
+        match worst {
+            Some(kind) => {
+                let sev = kind.severity();
+                let more = chain.findings.len().saturating_sub(1);
+                let label = if more > 0 {
+                    format!(" {} {} +{more}", severity_glyph(sev), kind.as_str())
+                } else {
+                    format!(" {} {}", severity_glyph(sev), kind.as_str())
+                };
+                put(
+                    buf,
+                    x,
+                    y,
+                    &label,
+                    c.worst,
+                    theme.severity(sev).patch(bg_of(row_style)),
+                );
+            }
+            None => {
+                put(
+                    buf,
+                    x,
+                    y,
+                    " ok",
+                    c.worst,
+                    theme.dim().patch(bg_of(row_style)),
+                );
+            }
+        }
+        x += c.worst;
+        if c.trace > 0 {
+            let t = id.to_string();
+            put(
+                buf,
+                x,
+                y,
+                &t[..16.min(t.len())],
+                c.trace,
+                theme.dim().patch(bg_of(row_style)),
+            );
+        }
+    }
+}
+
+/// Only the background and modifiers of the selection, so a coloured cell keeps its colour.
+fn bg_of(style: ratatui::style::Style) -> ratatui::style::Style {
+    ratatui::style::Style { fg: None, ..style }
+}

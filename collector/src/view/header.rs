@@ -1,0 +1,210 @@
+//! The header (where spans come in, how fast, what was found) and the footer (keys, the search
+//! prompt, the demo's lesson).
+
+use deadline_budget::analysis::Severity;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+
+use super::put;
+use super::text::{clean, count, rate};
+use super::theme::{Theme, severity_glyph};
+use crate::app::{Mode, State, View};
+
+/// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
+pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height == 0 {
+        return;
+    }
+    let right = area.x + area.width;
+    let w = |x: u16| right.saturating_sub(x);
+    // Line 1: name, mode, receivers, paused.
+    let y = area.y;
+    let mut x = put(buf, area.x, y, "budget-top", area.width, theme.title());
+    let mode = match &state.mode {
+        Mode::Live => "live".to_string(),
+        Mode::Replay(file) => format!("replay {}", clean(file)),
+        Mode::Demo => "demo".to_string(),
+    };
+    x = put(buf, x + 1, y, &mode, w(x + 1), theme.accent());
+    let mut receivers = Vec::new();
+    if let Some(a) = state.grpc_addr {
+        receivers.push(format!("gRPC {a}"));
+    }
+    if let Some(a) = state.http_addr {
+        receivers.push(format!("HTTP {a}"));
+    }
+    if !receivers.is_empty() {
+        x = put(buf, x + 2, y, &receivers.join("  "), w(x + 2), theme.dim());
+    }
+    if state.ui.paused {
+        let badge = " PAUSED (space resumes) ";
+        let bw = badge.chars().count() as u16;
+        let bx = right.saturating_sub(bw).max(x + 1);
+        put(buf, bx, y, badge, w(bx), theme.alert());
+    }
+    if area.height < 2 {
+        return;
+    }
+    // Line 2: live figures.
+    let y = area.y + 1;
+    let now = state.now_unix_nano;
+    let d = &state.data;
+    let mut x = area.x;
+    let mut field = |buf: &mut Buffer, value: String, label: &str, style: Style| {
+        x = put(buf, x, y, &value, w(x), style);
+        x = put(buf, x + 1, y, label, w(x + 1), theme.dim());
+        x += 2;
+    };
+    field(
+        buf,
+        rate(d.span_rate.per_second(now)),
+        "spans/s",
+        theme.accent(),
+    );
+    field(
+        buf,
+        count(d.store.counters().chains_held),
+        "chains",
+        theme.accent(),
+    );
+    let dropped_style = if state.spans_dropped > 0 {
+        theme.severity(Severity::Error)
+    } else {
+        theme.text()
+    };
+    field(buf, count(state.spans_dropped), "dropped", dropped_style);
+    let sev = d.store.finding_counts();
+    for (s, n) in [
+        (Severity::Error, sev.error),
+        (Severity::Warning, sev.warning),
+        (Severity::Info, sev.info),
+    ] {
+        let style = if n > 0 {
+            theme.severity(s)
+        } else {
+            theme.dim()
+        };
+        let label = if area.width >= 100 { s.as_str() } else { "" };
+        field(
+            buf,
+            format!("{} {}", severity_glyph(s), count(n)),
+            label,
+            style,
+        );
+    }
+    let waste = d.waste_rate.per_second(now);
+    let waste_style = if waste > 0.0 {
+        theme.severity(Severity::Error)
+    } else {
+        theme.text()
+    };
+    field(buf, rate(waste), "wasted ms/s", waste_style);
+    if area.height < 3 {
+        return;
+    }
+    // Line 3: tabs, then the list's filter and order.
+    let y = area.y + 2;
+    let mut x = area.x;
+    for (view, name) in [
+        (View::Chains, "Chains"),
+        (View::Waterfall, "Waterfall"),
+        (View::Edges, "Edges"),
+        (View::Services, "Services"),
+    ] {
+        let style = if state.ui.view == view {
+            theme.selected()
+        } else {
+            theme.dim()
+        };
+        x = put(buf, x, y, &format!(" {name} "), w(x), style);
+        x = put(buf, x, y, "│", w(x), theme.dim());
+    }
+    let mut info = format!(" sort: {}", state.ui.query.sort.label());
+    if state.ui.query.only_findings {
+        info.push_str("  filter: only findings");
+    }
+    if !state.ui.query.search.is_empty() {
+        info.push_str(&format!("  search: {}", clean(&state.ui.query.search)));
+    }
+    let evicted = state.data.store.counters().chains_evicted;
+    if evicted > 0 {
+        info.push_str(&format!("  evicted: {}", count(evicted)));
+    }
+    put(buf, x, y, &info, w(x), theme.dim());
+}
+
+/// Draw the footer: the search prompt while searching, else the message or the key hints; the
+/// demo's scenario and lesson above them.
+pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height == 0 {
+        return;
+    }
+    let last = area.y + area.height - 1;
+    if let Some(demo) = &state.demo
+        && area.height >= 3
+    {
+        let y = area.y;
+        let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
+        let x = put(
+            buf,
+            x,
+            y,
+            &clean(&demo.scenario),
+            area.width.saturating_sub(x - area.x),
+            theme.title(),
+        );
+        let kx = x + 2;
+        if kx < area.x + area.width {
+            put(
+                buf,
+                kx,
+                y,
+                &clean(&demo.keys),
+                area.x + area.width - kx,
+                theme.dim(),
+            );
+        }
+        put(
+            buf,
+            area.x,
+            y + 1,
+            &clean(&demo.lesson),
+            area.width,
+            theme.text(),
+        );
+    }
+    let line = if state.ui.searching {
+        format!(
+            "/{}▏  Enter keeps  Esc clears",
+            clean(&state.ui.query.search)
+        )
+    } else if let Some(m) = &state.ui.message {
+        clean(m).into_owned()
+    } else {
+        hints(state).to_string()
+    };
+    let style = if state.ui.searching {
+        theme.title()
+    } else {
+        theme.dim()
+    };
+    put(buf, area.x, last, &line, area.width, style);
+}
+
+fn hints(state: &State) -> &'static str {
+    if state.data.is_empty() {
+        return "d demo  ? legend  q quit";
+    }
+    match state.ui.view {
+        View::Chains => {
+            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  space pause  ? legend  q quit"
+        }
+        View::Waterfall => {
+            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  space pause  ? legend  q quit"
+        }
+        View::Edges | View::Services => {
+            "↑↓/jk move  Tab view  Esc chains  space pause  ? legend  q quit"
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The overlays: the legend (`?`), which explains every highlight in plain words, and the detail
+//! of one span with all its budget facts and findings.
+
+use deadline_budget::analysis::{FindingKind, Span};
+use deadline_budget::semconv;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span as TextSpan};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::text::{clean, ms};
+use super::theme::{Theme, severity_glyph};
+use super::{boxed, waterfall};
+use crate::app::State;
+
+/// A finding kind in plain words: what happened and why it matters.
+pub fn meaning(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::BudgetReset => {
+            "Reset: a service forwarded more time than it had left, so the next one works to a deadline nobody is waiting for."
+        }
+        FindingKind::BudgetDropped => {
+            "Dropped: the budget was not passed on, so everything downstream works with no deadline at all."
+        }
+        FindingKind::RanAfterExpiry => {
+            "Ran after expiry: work started when the budget was already gone; its result can only be thrown away."
+        }
+        FindingKind::OrphanedWork => {
+            "Orphaned work: this hop kept working after its caller had stopped waiting; that time was spent for nobody."
+        }
+        FindingKind::ShedExpired => {
+            "Shed (expired): a queued request was dropped because its deadline had passed. The right behaviour."
+        }
+        FindingKind::ShedFull => {
+            "Shed (full): rejected at once because the queue was full, instead of waiting uselessly. The right behaviour."
+        }
+        FindingKind::QueuePressure => {
+            "Queue pressure: waiting in the queue took more than half of the budget this hop received."
+        }
+        FindingKind::RetryOverBudget => {
+            "Retry over budget: the retries together asked for more time than remained, or one started after the deadline."
+        }
+        FindingKind::ClockSkew => {
+            "Clock skew: an absolute deadline and the relative budget disagree by over a second, or a child starts before its parent."
+        }
+    }
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+/// Draw the legend.
+pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
+    let rect = centered(area, 100, 40);
+    let inner = boxed(buf, rect, "legend  (Esc closes)", theme);
+    let glyph = |g: &'static str, style, text: &'static str| {
+        Line::from(vec![
+            TextSpan::styled(format!(" {g:<3}"), style),
+            TextSpan::raw(text),
+        ])
+    };
+    let mut lines = vec![
+        Line::styled(
+            "The waterfall: one row per hop (a service handling the request) and call",
+            theme.title(),
+        ),
+        glyph(
+            "╌┃",
+            theme.budget(),
+            "the budget a hop received, up to its deadline",
+        ),
+        glyph(
+            "░",
+            theme.queue(),
+            "time the request waited in the hop's queue",
+        ),
+        glyph("█", theme.work(), "work inside the budget"),
+        glyph(
+            "▓",
+            theme.late(),
+            "work past the deadline: done for a caller who had given up",
+        ),
+        glyph("━", theme.call(), "a call to the next service"),
+        glyph(
+            "┄",
+            theme.budget(),
+            "the budget the call forwarded (red: more than remained)",
+        ),
+        glyph("│", theme.queue(), "what remained when the call was sent"),
+        glyph("✕", theme.late(), "the call forwarded no budget (dropped)"),
+        glyph(
+            "⊘",
+            theme.queue(),
+            "shed or refused: the request was turned away on purpose",
+        ),
+        glyph("┊", theme.dim(), "the original caller's deadline"),
+        Line::styled("Findings", theme.title()),
+    ];
+    for kind in FindingKind::ALL {
+        let sev = kind.severity();
+        lines.push(Line::from(vec![
+            TextSpan::styled(
+                format!(" {} {:<18}", severity_glyph(sev), kind.as_str()),
+                theme.severity(sev),
+            ),
+            TextSpan::raw(meaning(kind)),
+        ]));
+    }
+    lines.push(Line::styled("Keys", theme.title()));
+    lines.push(Line::raw(
+        " ↑↓ j k move · Enter open · Esc back · Tab next view · n/N next finding · / search",
+    ));
+    lines.push(Line::raw(" f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit"));
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}
+
+/// Draw the detail of the selected waterfall row.
+pub fn render_detail(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let Some(chain) = state.selected_chain() else {
+        return;
+    };
+    let Some(row) = chain.rows.get(state.ui.span_row) else {
+        return;
+    };
+    let span = &row.span;
+    let rect = centered(area, 90, 34);
+    let inner = boxed(
+        buf,
+        rect,
+        &format!(
+            "{} {}  (Esc closes)",
+            clean(&span.service),
+            clean(&span.name)
+        ),
+        theme,
+    );
+    let mut lines = Vec::new();
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            TextSpan::styled(format!("{k:<32}"), theme.dim()),
+            TextSpan::raw(v),
+        ])
+    };
+    let rel = |ns: u64| ms((ns.saturating_sub(chain.summary.start_unix_nano) / 1_000_000) as i64);
+    lines.push(kv("kind", format!("{:?}", span.kind)));
+    lines.push(kv("trace id", span.trace_id.to_string()));
+    lines.push(kv("span id", span.span_id.to_string()));
+    lines.push(kv(
+        "parent span id",
+        span.parent_span_id
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "-".into()),
+    ));
+    lines.push(kv(
+        "start (from chain start)",
+        format!("+{}", rel(span.start_unix_nano)),
+    ));
+    lines.push(kv("duration", ms(span.duration_ms())));
+    lines.push(kv("status", format!("{:?}", span.status)));
+    for (k, v) in facts(span) {
+        lines.push(kv(k, v));
+    }
+    if let Some(attrs) = state.data.store.attributes(chain.trace_id, span.span_id) {
+        lines.push(Line::styled("attributes", theme.title()));
+        for a in attrs {
+            lines.push(kv(
+                &clean(&a.key),
+                clean(&any_value(a.value.as_ref())).into_owned(),
+            ));
+        }
+    }
+    let findings: Vec<_> = waterfall::findings_of(&chain, span.span_id).collect();
+    if !findings.is_empty() {
+        lines.push(Line::styled("findings", theme.title()));
+    }
+    for f in findings {
+        lines.push(Line::from(vec![
+            TextSpan::styled(
+                format!("{} {} ", severity_glyph(f.severity), f.kind.as_str()),
+                theme.severity(f.severity),
+            ),
+            TextSpan::raw(clean(&f.message).into_owned()),
+        ]));
+        lines.push(Line::styled(format!("  {}", meaning(f.kind)), theme.dim()));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}
+
+/// The span's budget facts that are present, under the contract's attribute names.
+fn facts(span: &Span) -> Vec<(&'static str, String)> {
+    let b = &span.budget;
+    let mut out = Vec::new();
+    let mut num = |k: &'static str, v: Option<i64>| {
+        if let Some(v) = v {
+            out.push((k, format!("{v} ms")));
+        }
+    };
+    num(semconv::RECEIVED_MS, b.received_ms);
+    num(semconv::DEFAULT_MS, b.default_ms);
+    num(semconv::QUEUE_WAIT_MS, b.queue_wait_ms);
+    num(semconv::REMAINING_AT_START_MS, b.remaining_at_start_ms);
+    num(semconv::REMAINING_MS, b.remaining_ms);
+    num(semconv::FORWARDED_MS, b.forwarded_ms);
+    num(semconv::TIMEOUT_MS, b.timeout_ms);
+    num(semconv::SLA_MS, b.sla_ms);
+    if let Some(s) = b.source {
+        out.push((semconv::SOURCE, s.as_str().to_string()));
+    }
+    if let Some(o) = b.outcome {
+        out.push((semconv::OUTCOME, o.as_str().to_string()));
+    }
+    if let Some(a) = b.attempt {
+        out.push((semconv::ATTEMPT, a.to_string()));
+    }
+    if let Some(d) = b.deadline_unix_ms {
+        out.push(("deadline (absolute, Unix ms)", d.to_string()));
+    }
+    if let Some(v) = b.http_status {
+        out.push(("http.response.status_code", v.to_string()));
+    }
+    if let Some(v) = b.rpc_status {
+        out.push(("rpc status code", v.to_string()));
+    }
+    if let Some(v) = &b.error_type {
+        out.push(("error.type", clean(v).into_owned()));
+    }
+    out
+}
+
+/// An OTLP attribute value as text.
+fn any_value(v: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    match v.and_then(|v| v.value.as_ref()) {
+        None => String::new(),
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(Value::BoolValue(b)) => b.to_string(),
+        Some(Value::IntValue(i)) => i.to_string(),
+        Some(Value::DoubleValue(d)) => d.to_string(),
+        Some(Value::BytesValue(b)) => format!("{} bytes", b.len()),
+        Some(Value::ArrayValue(a)) => {
+            let items: Vec<String> = a.values.iter().map(|v| any_value(Some(v))).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Some(Value::KvlistValue(l)) => {
+            let items: Vec<String> = l
+                .values
+                .iter()
+                .map(|kv| format!("{}={}", kv.key, any_value(kv.value.as_ref())))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        #[allow(unreachable_patterns)]
+        Some(_) => "?".into(),
+    }
+}

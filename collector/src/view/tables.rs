@@ -1,0 +1,315 @@
+//! The edges view (caller → callee: which link breaks propagation) and the services view (per
+//! service: λ, W, L = λW by Little's law, queue wait, and the share of work done for callers who
+//! had given up).
+
+use std::sync::Arc;
+
+use deadline_budget::analysis::Severity;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+
+use super::text::{clean, count, ms, opt_ms, rate};
+use super::theme::Theme;
+use super::{put, put_right, scroll_offset};
+use crate::app::data::ServiceStats;
+use crate::app::{State, View};
+use deadline_budget::analysis::{EdgeAggregate, FindingKind};
+
+/// How many of an edge's calls broke propagation: resets, drops and work after expiry.
+fn broken(e: &EdgeAggregate) -> u64 {
+    [
+        FindingKind::BudgetReset,
+        FindingKind::BudgetDropped,
+        FindingKind::RanAfterExpiry,
+        FindingKind::OrphanedWork,
+    ]
+    .into_iter()
+    .map(|k| e.findings.get(k))
+    .sum()
+}
+
+/// The edges, worst first (most broken calls, then most calls), names breaking ties.
+pub fn edge_rows(state: &State) -> Vec<&EdgeAggregate> {
+    let mut rows = state.data.store.edges();
+    rows.sort_by(|a, b| {
+        broken(b)
+            .cmp(&broken(a))
+            .then(b.calls.cmp(&a.calls))
+            .then((&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)))
+    });
+    rows
+}
+
+/// The services, as the last settle ordered them (most dead work first).
+pub fn service_rows(state: &State) -> &[(Arc<str>, ServiceStats)] {
+    &state.data.services
+}
+
+fn table_len(state: &State) -> usize {
+    match state.ui.view {
+        View::Edges => state.data.store.edges().len(),
+        _ => state.data.services.len(),
+    }
+}
+
+/// The table row at screen row `y`.
+pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
+    let rows = area.height.saturating_sub(3) as usize;
+    if y < area.y + 1 {
+        return None;
+    }
+    let offset = scroll_offset(state.ui.table_row, table_len(state), rows);
+    let i = offset + (y - area.y - 1) as usize;
+    (i < table_len(state) && ((y - area.y - 1) as usize) < rows).then_some(i)
+}
+
+struct Table<'a> {
+    heads: &'a [(&'a str, u16)],
+    first_w: u16,
+}
+
+impl Table<'_> {
+    fn head(&self, buf: &mut Buffer, area: Rect, first: &str, theme: Theme) {
+        put(buf, area.x + 2, area.y, first, self.first_w, theme.title());
+        let mut x = area.x + 2 + self.first_w;
+        for (h, w) in self.heads {
+            put_right(buf, x, area.y, h, w - 1, theme.title());
+            x += w;
+        }
+    }
+    fn cells(
+        &self,
+        buf: &mut Buffer,
+        area: Rect,
+        y: u16,
+        first: &str,
+        cells: &[(String, ratatui::style::Style)],
+        row_style: ratatui::style::Style,
+    ) {
+        put(
+            buf,
+            area.x + 2,
+            y,
+            first,
+            self.first_w.saturating_sub(1),
+            row_style,
+        );
+        let mut x = area.x + 2 + self.first_w;
+        for ((_, w), (text, style)) in self.heads.iter().zip(cells) {
+            put_right(
+                buf,
+                x,
+                y,
+                text,
+                w - 1,
+                style.patch(ratatui::style::Style {
+                    fg: None,
+                    ..row_style
+                }),
+            );
+            x += w;
+        }
+    }
+}
+
+fn first_width(area: Rect, heads: &[(&str, u16)]) -> u16 {
+    let rest: u16 = heads.iter().map(|(_, w)| *w).sum();
+    area.width.saturating_sub(rest + 3).max(10)
+}
+
+/// Draw the edges view.
+pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height < 3 {
+        return;
+    }
+    let wide = area.width >= 120;
+    let heads: &[(&str, u16)] = if wide {
+        &[
+            ("CALLS", 9),
+            ("RESETS", 8),
+            ("DROPS", 7),
+            ("EXPIRED", 9),
+            ("OTHER", 7),
+            ("RCV p50", 9),
+            ("RCV p99", 9),
+            ("WASTED", 9),
+        ]
+    } else {
+        &[
+            ("CALLS", 7),
+            ("RESET", 6),
+            ("DROP", 5),
+            ("EXPD", 5),
+            ("p50", 7),
+            ("p99", 7),
+            ("WASTE", 7),
+        ]
+    };
+    let t = Table {
+        heads,
+        first_w: first_width(area, heads),
+    };
+    t.head(buf, area, "CALLER → CALLEE", theme);
+    let rows = edge_rows(state);
+    let body = area.height.saturating_sub(3) as usize;
+    let offset = scroll_offset(state.ui.table_row, rows.len(), body);
+    let err = theme.severity(Severity::Error);
+    let flag = |n: u64| {
+        (
+            if n > 0 { count(n) } else { "·".into() },
+            if n > 0 { err } else { theme.dim() },
+        )
+    };
+    for (i, e) in rows.iter().enumerate().skip(offset).take(body) {
+        let y = area.y + 1 + (i - offset) as u16;
+        let row_style = if i == state.ui.table_row {
+            theme.selected()
+        } else {
+            theme.text()
+        };
+        buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
+        if i == state.ui.table_row {
+            put(buf, area.x, y, "▶", 1, row_style);
+        }
+        let name = format!("{} → {}", clean(&e.caller), clean(&e.callee));
+        let n = |k| e.findings.get(k);
+        let expired = n(FindingKind::RanAfterExpiry) + n(FindingKind::OrphanedWork);
+        let mut cells = vec![
+            (count(e.calls), theme.text()),
+            flag(n(FindingKind::BudgetReset)),
+            flag(n(FindingKind::BudgetDropped)),
+            flag(expired),
+        ];
+        if wide {
+            let other = e.findings.total() - broken(e);
+            cells.push((
+                if other > 0 { count(other) } else { "·".into() },
+                theme.severity(Severity::Warning),
+            ));
+        }
+        cells.push((opt_ms(e.received.p50()), theme.text()));
+        cells.push((opt_ms(e.received.p99()), theme.text()));
+        cells.push((
+            if e.wasted_ms > 0 {
+                ms(e.wasted_ms)
+            } else {
+                "·".into()
+            },
+            if e.wasted_ms > 0 { err } else { theme.dim() },
+        ));
+        t.cells(buf, area, y, &name, &cells, row_style);
+    }
+    if rows.is_empty() {
+        put(
+            buf,
+            area.x + 2,
+            area.y + 1,
+            "no calls seen yet",
+            area.width,
+            theme.dim(),
+        );
+    }
+    let note = if wide {
+        "RESETS forwarded more than remained · DROPS forwarded none · EXPIRED work after the deadline or after the caller gave up · p50/p99 of the budget received"
+    } else {
+        "RESET fwd > left · DROP fwd none · EXPD work for nobody · p50/p99 budget received"
+    };
+    put(
+        buf,
+        area.x + 1,
+        area.y + area.height - 1,
+        note,
+        area.width.saturating_sub(1),
+        theme.dim(),
+    );
+}
+
+/// Draw the services view.
+pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height < 3 {
+        return;
+    }
+    let wide = area.width >= 120;
+    let heads: &[(&str, u16)] = if wide {
+        &[
+            ("λ /s", 9),
+            ("W", 9),
+            ("L = λW", 9),
+            ("QUEUE p50", 11),
+            ("QUEUE p99", 11),
+            ("HOPS", 9),
+            ("DEAD WORK", 11),
+            ("", 22),
+        ]
+    } else {
+        &[
+            ("λ/s", 7),
+            ("W", 8),
+            ("L", 6),
+            ("Q p50", 7),
+            ("Q p99", 7),
+            ("DEAD", 7),
+        ]
+    };
+    let t = Table {
+        heads,
+        first_w: first_width(area, heads),
+    };
+    t.head(buf, area, "SERVICE", theme);
+    let rows = service_rows(state);
+    let body = area.height.saturating_sub(3) as usize;
+    let offset = scroll_offset(state.ui.table_row, rows.len(), body);
+    for (i, (name, s)) in rows.iter().enumerate().skip(offset).take(body) {
+        let y = area.y + 1 + (i - offset) as u16;
+        let row_style = if i == state.ui.table_row {
+            theme.selected()
+        } else {
+            theme.text()
+        };
+        buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
+        if i == state.ui.table_row {
+            put(buf, area.x, y, "▶", 1, row_style);
+        }
+        let (lambda, w, l) = s.littles_law();
+        let dead = s.dead_share();
+        let dead_style = if dead >= 0.25 {
+            theme.severity(Severity::Error)
+        } else if dead > 0.0 {
+            theme.severity(Severity::Warning)
+        } else {
+            theme.dim()
+        };
+        let mut cells = vec![
+            (rate(lambda), theme.text()),
+            (format!("{}ms", w.round() as i64), theme.text()),
+            (format!("{l:.1}"), theme.accent()),
+            (opt_ms(s.queue_wait.p50()), theme.text()),
+            (opt_ms(s.queue_wait.p99()), theme.text()),
+        ];
+        if wide {
+            cells.push((count(s.hops), theme.text()));
+        }
+        cells.push((format!("{:.0}%", dead * 100.0), dead_style));
+        if wide {
+            let filled = (dead * 20.0).round() as usize;
+            cells.push((
+                format!("{}{}", "▓".repeat(filled), "░".repeat(20 - filled.min(20))),
+                dead_style,
+            ));
+        }
+        t.cells(buf, area, y, &clean(name), &cells, row_style);
+    }
+    let note = if wide {
+        "λ arrivals/s and W mean time in service over the last 10 s; L = λ×W requests in flight (Little's law); DEAD WORK = share of work for callers who had given up"
+    } else {
+        "L = λ×W (Little's law), last 10 s · DEAD = work for callers who gave up"
+    };
+    put(
+        buf,
+        area.x + 1,
+        area.y + area.height - 1,
+        note,
+        area.width.saturating_sub(1),
+        theme.dim(),
+    );
+}

@@ -1,0 +1,563 @@
+//! The waterfall of one chain: one row per hop and call, indented by depth, on a time axis.
+//!
+//! A hop's row shows the budget it received as a dashed bar up to its deadline (`┃`), the queue
+//! wait (`░`) and the work (`█`); work past the deadline is `▓` and red. A call's row shows the
+//! call (`━`) and the budget it forwarded (`┄`); a reset (forwarded more than remained) is red
+//! from what remained (`│`) to what it forwarded, a dropped budget is `✕` at the call. The
+//! original caller's deadline is the dotted column `┊`. Below, the selected row's finding is
+//! explained in words.
+
+use deadline_budget::analysis::{ChainAnalysis, Finding, Outcome, Row, Span, SpanId};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span as TextSpan};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::popup::meaning;
+use super::text::{clean, ms};
+use super::theme::{Theme, severity_glyph};
+use super::{put, put_right, scroll_offset};
+use crate::app::State;
+
+/// Budget a hop worked to: received, or its own default.
+pub fn hop_budget_ms(span: &Span) -> Option<i64> {
+    span.budget.received_ms.or(span.budget.default_ms)
+}
+
+/// Tolerance of the reset rule, ms (`CONVENTIONS.md` section 3).
+const TOL_MS: i64 = 5;
+
+struct Geometry {
+    label_w: u16,
+    nums_w: u16,
+    tl_x: u16,
+    tl_w: u16,
+    t0: u64,
+    horizon_ms: i64,
+}
+
+impl Geometry {
+    fn col(&self, at_ms: i64) -> i64 {
+        if self.horizon_ms <= 0 {
+            return 0;
+        }
+        (at_ms.max(0) as i128 * self.tl_w as i128 / self.horizon_ms as i128) as i64
+    }
+    fn ms_of(&self, row: &Row) -> (i64, i64) {
+        (row.offset_ms, row.offset_ms + row.duration_ms.max(0))
+    }
+}
+
+fn geometry(chain: &ChainAnalysis, area: Rect) -> Geometry {
+    let label_w = (area.width * 30 / 100).clamp(20, 48);
+    let nums_w = if area.width >= 120 { 18 } else { 12 };
+    let tl_x = area.x + label_w + nums_w + 1;
+    let tl_w = area.width.saturating_sub(label_w + nums_w + 2).max(1);
+    let t0 = chain.summary.start_unix_nano;
+    let dur = chain.summary.duration_ms.max(1);
+    let mut far = dur;
+    for r in &chain.rows {
+        let (s, start) = (&r.span, r.offset_ms);
+        if s.kind.is_hop()
+            && let Some(b) = hop_budget_ms(s)
+        {
+            far = far.max(start + b);
+        }
+        if s.kind.is_call()
+            && let Some(f) = s.budget.forwarded_ms
+        {
+            far = far.max(start + f);
+        }
+    }
+    // A huge reset would squeeze the real work into one cell: show at most 4 times the chain.
+    let horizon_ms = far.min(dur * 4).max(1);
+    Geometry {
+        label_w,
+        nums_w,
+        tl_x,
+        tl_w,
+        t0,
+        horizon_ms,
+    }
+}
+
+fn panel_height(area: Rect) -> u16 {
+    if area.height >= 30 {
+        7
+    } else if area.height >= 14 {
+        5
+    } else {
+        0
+    }
+}
+
+/// The waterfall row at screen row `y`.
+pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
+    let chain = state.selected_chain()?;
+    let n = chain.rows.len();
+    let body = area.height.saturating_sub(2 + panel_height(area)) as usize;
+    if y < area.y + 2 || (y - area.y - 2) as usize >= body {
+        return None;
+    }
+    let offset = scroll_offset(state.ui.span_row, n, body);
+    let i = offset + (y - area.y - 2) as usize;
+    (i < n).then_some(i)
+}
+
+/// The findings about one span.
+pub fn findings_of(chain: &ChainAnalysis, span: SpanId) -> impl Iterator<Item = &Finding> {
+    chain.findings.iter().filter(move |f| f.span_id == span)
+}
+
+/// Draw the selected chain's waterfall.
+pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height < 3 || area.width < 40 {
+        return;
+    }
+    let Some(chain) = state.selected_chain() else {
+        put(
+            buf,
+            area.x + 2,
+            area.y,
+            "no chain selected",
+            area.width,
+            theme.dim(),
+        );
+        return;
+    };
+    let g = geometry(&chain, area);
+    let rows = &chain.rows;
+    let s = &chain.summary;
+
+    // Title line.
+    let y = area.y;
+    let title = format!(
+        "─ {} {}  budget {}  used {}  {} hops  {} findings  trace {} ",
+        clean(&s.root_service),
+        clean(&s.root_name),
+        s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into()),
+        ms(s.duration_ms),
+        s.hops,
+        chain.findings.len(),
+        chain.trace_id,
+    );
+    for x in area.x..area.x + area.width {
+        put(buf, x, y, "─", 1, theme.dim());
+    }
+    put(buf, area.x, y, &title, area.width, theme.title());
+
+    // Axis line.
+    let y = area.y + 1;
+    put(buf, area.x + 2, y, "HOP / CALL", g.label_w, theme.dim());
+    put_right(
+        buf,
+        area.x + g.label_w,
+        y,
+        "BUDGET ms",
+        g.nums_w,
+        theme.dim(),
+    );
+    draw_axis(&g, buf, y, theme);
+
+    // Rows.
+    let panel_h = panel_height(area);
+    let body = area.height.saturating_sub(2 + panel_h) as usize;
+    let offset = scroll_offset(state.ui.span_row, rows.len(), body);
+    let edge_deadline = rows
+        .iter()
+        .find(|r| r.span.kind.is_hop() && hop_budget_ms(&r.span).is_some())
+        .map(|r| r.offset_ms + hop_budget_ms(&r.span).unwrap_or(0));
+    for (i, row) in rows.iter().enumerate().skip(offset).take(body) {
+        let y = area.y + 2 + (i - offset) as u16;
+        let selected = i == state.ui.span_row;
+        draw_row(row, &g, buf, area, y, selected, edge_deadline, theme);
+    }
+
+    if panel_h > 0 {
+        let panel = Rect::new(area.x, area.y + area.height - panel_h, area.width, panel_h);
+        draw_explanation(
+            &chain,
+            rows.get(state.ui.span_row).map(|r| &r.span),
+            panel,
+            buf,
+            theme,
+        );
+    }
+}
+
+fn draw_axis(g: &Geometry, buf: &mut Buffer, y: u16, theme: Theme) {
+    let step = nice_step(g.horizon_ms, g.tl_w);
+    let mut t = 0;
+    let mut next_free = g.tl_x;
+    while t <= g.horizon_ms {
+        let x = g.tl_x + g.col(t) as u16;
+        if x >= g.tl_x + g.tl_w {
+            break;
+        }
+        if x >= next_free {
+            let label = format!("┆{}", ms(t));
+            let end = put(buf, x, y, &label, g.tl_x + g.tl_w - x, theme.dim());
+            next_free = end + 1;
+        }
+        t += step;
+    }
+}
+
+/// A round tick step (1, 2, 5 × 10^n ms) that puts a label every 10 or so cells.
+fn nice_step(horizon_ms: i64, width: u16) -> i64 {
+    let ticks = (width as i64 / 10).max(1);
+    let raw = (horizon_ms / ticks).max(1);
+    let mut p = 1;
+    while p * 10 <= raw {
+        p *= 10;
+    }
+    for m in [1, 2, 5, 10] {
+        if p * m >= raw {
+            return p * m;
+        }
+    }
+    p * 10
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_row(
+    row: &Row,
+    g: &Geometry,
+    buf: &mut Buffer,
+    area: Rect,
+    y: u16,
+    selected: bool,
+    edge_deadline: Option<i64>,
+    theme: Theme,
+) {
+    let span = &row.span;
+    let row_style = if selected {
+        theme.selected()
+    } else {
+        theme.text()
+    };
+    buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
+    put(
+        buf,
+        area.x,
+        y,
+        if selected { "▶" } else { " " },
+        1,
+        row_style,
+    );
+    let worst = row.worst();
+    if let Some(sev) = worst {
+        put(
+            buf,
+            area.x + 1,
+            y,
+            severity_glyph(sev),
+            1,
+            theme.severity(sev),
+        );
+    }
+    // Label.
+    let indent = " ".repeat(row.depth.min(12) as usize);
+    let label = if span.kind.is_call() {
+        format!("{indent}→ {}", clean(&span.name))
+    } else {
+        format!("{indent}{} {}", clean(&span.service), clean(&span.name))
+    };
+    let label_style = if span.kind.is_call() {
+        theme.call()
+    } else {
+        theme.title()
+    };
+    put(
+        buf,
+        area.x + 2,
+        y,
+        &label,
+        g.label_w.saturating_sub(3),
+        label_style.patch(bg(row_style)),
+    );
+
+    // Numbers.
+    let b = &span.budget;
+    let nx = area.x + g.label_w;
+    let late = theme.late().patch(bg(row_style));
+    if span.kind.is_hop() {
+        let (text, style) = match (b.source, hop_budget_ms(span)) {
+            (Some(src), _) if !src.has_budget() => (src.as_str().to_string(), theme.dim()),
+            (Some(deadline_budget::analysis::BudgetSource::Default), Some(v)) => {
+                (format!("own {}", short(v)), theme.text())
+            }
+            (_, Some(v)) => (format!("rcv {}", short(v)), theme.text()),
+            (_, None) => ("none".to_string(), theme.dim()),
+        };
+        let text = match b.queue_wait_ms {
+            Some(q) if g.nums_w >= 18 && q > 0 => format!("{text} q{}", short(q)),
+            _ => text,
+        };
+        put_right(buf, nx, y, &text, g.nums_w, style.patch(bg(row_style)));
+    } else if span.kind.is_call() {
+        let (text, style) = match (b.forwarded_ms, b.remaining_ms) {
+            _ if b.outcome == Some(Outcome::Refused) => ("refused".to_string(), theme.dim()),
+            (Some(f), Some(r)) if f > r + TOL_MS => {
+                (format!("fwd {}>{}", short(f), short(r)), late)
+            }
+            (Some(f), _) => (format!("fwd {}", short(f)), theme.text()),
+            (None, Some(_)) => ("fwd ✕ none".to_string(), late),
+            (None, None) => (String::new(), theme.text()),
+        };
+        put_right(buf, nx, y, &text, g.nums_w, style.patch(bg(row_style)));
+    }
+
+    // Timeline.
+    let (s, e) = g.ms_of(row);
+    let cells = g.tl_w as i64;
+    let fill = |buf: &mut Buffer, from: i64, to: i64, glyph: &str, style: ratatui::style::Style| {
+        let a = g.col(from).clamp(0, cells);
+        let z = g.col(to).clamp(0, cells);
+        for c in a..z.max(a + 1).min(cells) {
+            put(
+                buf,
+                g.tl_x + c as u16,
+                y,
+                glyph,
+                1,
+                style.patch(bg(row_style)),
+            );
+        }
+    };
+    if let Some(d) = edge_deadline
+        && g.col(d) < cells
+    {
+        put(
+            buf,
+            g.tl_x + g.col(d) as u16,
+            y,
+            "┊",
+            1,
+            theme.dim().patch(bg(row_style)),
+        );
+    }
+    if span.kind.is_hop() {
+        let budget = hop_budget_ms(span);
+        let deadline = budget.map(|v| s + v);
+        if let Some(d) = deadline {
+            fill(buf, s, d, "╌", theme.budget());
+        }
+        let q = b.queue_wait_ms.unwrap_or(0).clamp(0, e - s);
+        if q > 0 {
+            fill(buf, s, s + q, "░", theme.queue());
+        }
+        // Work, cell by cell so the part past the deadline turns red.
+        let a = g.col(s + q).clamp(0, cells);
+        let z = g.col(e).clamp(0, cells).max(a + 1).min(cells);
+        for c in a..z {
+            let cell_ms = if g.tl_w == 0 {
+                0
+            } else {
+                (c as i128 * g.horizon_ms as i128 / g.tl_w as i128) as i64
+            };
+            // Past the hop's own deadline, or past the original caller's: either way nobody
+            // is waiting for this work any more.
+            let past = deadline
+                .into_iter()
+                .chain(edge_deadline)
+                .any(|d| cell_ms >= d);
+            let (glyph, style) = if past {
+                ("▓", theme.late())
+            } else {
+                ("█", theme.work())
+            };
+            put(
+                buf,
+                g.tl_x + c as u16,
+                y,
+                glyph,
+                1,
+                style.patch(bg(row_style)),
+            );
+        }
+        if let Some(d) = deadline
+            && g.col(d) < cells
+            && g.col(d) >= z
+        {
+            put(
+                buf,
+                g.tl_x + g.col(d) as u16,
+                y,
+                "┃",
+                1,
+                theme.budget().patch(bg(row_style)),
+            );
+        }
+        if matches!(b.outcome, Some(Outcome::ShedFull | Outcome::ShedExpired)) {
+            put(
+                buf,
+                g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
+                y,
+                "⊘",
+                1,
+                theme.queue().patch(bg(row_style)),
+            );
+        }
+    } else if span.kind.is_call() {
+        if let Some(f) = b.forwarded_ms {
+            let r = b.remaining_ms.unwrap_or(f);
+            if f > r + TOL_MS {
+                fill(buf, e, s + r, "┄", theme.budget());
+                fill(buf, (s + r).max(e), s + f, "┄", theme.late());
+                if g.col(s + r) < cells {
+                    put(
+                        buf,
+                        g.tl_x + g.col(s + r) as u16,
+                        y,
+                        "│",
+                        1,
+                        theme.queue().patch(bg(row_style)),
+                    );
+                }
+            } else if s + f > e {
+                fill(buf, e, s + f, "┄", theme.budget());
+            }
+        }
+        fill(buf, s, e, "━", theme.call());
+        if b.forwarded_ms.is_none()
+            && b.remaining_ms.is_some()
+            && b.outcome != Some(Outcome::Refused)
+        {
+            put(
+                buf,
+                g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
+                y,
+                "✕",
+                1,
+                late,
+            );
+        }
+        if b.outcome == Some(Outcome::Refused) {
+            put(
+                buf,
+                g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
+                y,
+                "⊘",
+                1,
+                theme.dim().patch(bg(row_style)),
+            );
+        }
+    } else {
+        fill(buf, s, e, "─", theme.dim());
+    }
+}
+
+/// Milliseconds without the unit (the column head says ms), unless they are large.
+fn short(v: i64) -> String {
+    if v.abs() < 100_000 {
+        v.to_string()
+    } else {
+        ms(v)
+    }
+}
+
+fn bg(style: ratatui::style::Style) -> ratatui::style::Style {
+    ratatui::style::Style { fg: None, ..style }
+}
+
+fn draw_explanation(
+    chain: &ChainAnalysis,
+    span: Option<&Span>,
+    area: Rect,
+    buf: &mut Buffer,
+    theme: Theme,
+) {
+    for x in area.x..area.x + area.width {
+        put(buf, x, area.y, "─", 1, theme.dim());
+    }
+    let inner = Rect::new(
+        area.x + 1,
+        area.y + 1,
+        area.width.saturating_sub(2),
+        area.height - 1,
+    );
+    let total = chain.findings.len();
+    let here: Vec<&Finding> = span
+        .map(|s| findings_of(chain, s.span_id).collect())
+        .unwrap_or_default();
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    if total == 0 {
+        put(
+            buf,
+            area.x + 1,
+            area.y,
+            " no findings ",
+            area.width,
+            theme.title(),
+        );
+        lines.push(Line::from(
+            "Every hop kept within the budget it was given: nothing was reset, dropped or wasted.",
+        ));
+    } else if here.is_empty() {
+        put(
+            buf,
+            area.x + 1,
+            area.y,
+            &format!(" {total} findings in this chain "),
+            area.width,
+            theme.title(),
+        );
+        lines.push(Line::from(
+            "This row has no finding. n / N jump to the next / previous finding.",
+        ));
+        for f in chain
+            .findings
+            .iter()
+            .take(inner.height.saturating_sub(1) as usize)
+        {
+            lines.push(Line::from(vec![
+                TextSpan::styled(
+                    format!("{} {} ", severity_glyph(f.severity), f.kind.as_str()),
+                    theme.severity(f.severity),
+                ),
+                TextSpan::raw(clean(&f.message).into_owned()),
+            ]));
+        }
+    } else {
+        let first = here[0];
+        let pos = chain
+            .findings
+            .iter()
+            .position(|f| std::ptr::eq(f, first))
+            .unwrap_or(0)
+            + 1;
+        let title = format!(
+            " finding {pos}/{total}: {} {} ({}) at {} ",
+            severity_glyph(first.severity),
+            first.kind.as_str(),
+            first.severity,
+            clean(&first.service)
+        );
+        put(
+            buf,
+            area.x + 1,
+            area.y,
+            &title,
+            area.width,
+            theme.severity(first.severity),
+        );
+        for f in &here {
+            let mut parts = vec![TextSpan::styled(
+                clean(&f.message).into_owned(),
+                theme.title(),
+            )];
+            if let Some(w) = f.wasted_ms.filter(|w| *w > 0) {
+                parts.push(TextSpan::styled(
+                    format!("  ({} wasted)", ms(w)),
+                    theme.late(),
+                ));
+            }
+            lines.push(Line::from(parts));
+        }
+        lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .render(inner, buf);
+}

@@ -1,0 +1,327 @@
+//! The live screen, drawn into ratatui's `TestBackend`: every view at 80x24 and 200x60 from a
+//! fixed set of chains covering every finding kind, with the clock pinned, plus the keys.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The screen's modules belong to the binary; the tests include the same files.
+#[allow(dead_code, unused_imports)]
+#[path = "../src/app.rs"]
+mod app;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/term.rs"]
+mod term;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/view/mod.rs"]
+mod view;
+
+mod screen_support;
+
+use screen_support::*;
+
+#[test]
+fn fixtures_cover_every_finding_kind() {
+    let state = fixture_state(false);
+    let mut seen = std::collections::BTreeSet::new();
+    for id in &state.data.visible {
+        let a = state.data.analysis(id).unwrap();
+        for f in &a.findings {
+            seen.insert(f.kind);
+        }
+    }
+    for k in deadline_budget::analysis::FindingKind::ALL {
+        assert!(seen.contains(&k), "no fixture shows {k}");
+    }
+}
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::Color;
+
+use app::{Overlay, State, View};
+
+fn key(state: &mut State, code: KeyCode) -> bool {
+    state.on_key(KeyEvent::new(code, KeyModifiers::NONE), &mut None)
+}
+
+fn select_chain(state: &mut State, trace: u64) {
+    let i = state
+        .data
+        .visible
+        .iter()
+        .position(|id| *id == tid(trace))
+        .unwrap();
+    state.ui.view = View::Chains;
+    key(state, KeyCode::Home);
+    for _ in 0..i {
+        key(state, KeyCode::Char('j'));
+    }
+    assert_eq!(state.data.visible[state.ui.selected], tid(trace));
+}
+
+#[track_caller]
+fn snap(name: &str, state: &State, w: u16, h: u16) -> String {
+    let text = screen_text(&draw(state, w, h));
+    insta::assert_snapshot!(format!("{name}_{w}x{h}"), text);
+    text
+}
+
+#[test]
+fn chain_list_shows_newest_first_with_budget_and_worst_finding() {
+    let state = fixture_state(false);
+    for (w, h) in [(80, 24), (200, 60)] {
+        let text = snap("chains", &state, w, h);
+        assert!(text.contains("gateway POST /checkout"));
+        assert!(text.contains("budget_reset"));
+        assert!(text.contains("127.0.0.1:4317"));
+        // newest first: the hostile chain (started last) is above checkout (started first).
+        assert!(text.find("evil").unwrap() < text.find("POST /checkout").unwrap());
+    }
+}
+
+#[test]
+fn waterfall_explains_the_first_finding_in_words() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 1);
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.view, View::Waterfall);
+    for (w, h) in [(80, 24), (200, 60)] {
+        let text = snap("waterfall_checkout", &state, w, h);
+        assert!(
+            text.contains("forwarded 3000 ms with only 700 ms left"),
+            "{text}"
+        );
+        assert!(text.contains("fwd 3000>700"), "{text}");
+        assert!(
+            text.contains('▓'),
+            "work past the deadline is drawn: {text}"
+        );
+    }
+    // n moves to the next finding: inventory's orphaned work.
+    key(&mut state, KeyCode::Char('n'));
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("inventory worked 280 ms after orders stopped waiting"),
+        "{text}"
+    );
+}
+
+#[test]
+fn waterfall_of_every_fixture_chain_fits_80x24() {
+    let mut state = fixture_state(false);
+    for t in 2..=8 {
+        select_chain(&mut state, t);
+        state.ui.view = View::Waterfall;
+        snap(&format!("waterfall_chain{t}"), &state, 80, 24);
+    }
+}
+
+#[test]
+fn big_terminal_shows_list_and_waterfall_together() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 2);
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(text.contains("fwd ✕ none"), "{text}");
+    assert!(
+        text.contains("frontend had 790 ms left but forwarded no budget"),
+        "{text}"
+    );
+}
+
+#[test]
+fn edges_view_names_the_broken_links() {
+    let mut state = fixture_state(false);
+    key(&mut state, KeyCode::Tab);
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Edges);
+    for (w, h) in [(80, 24), (200, 60)] {
+        let text = snap("edges", &state, w, h);
+        assert!(text.contains("orders → inventory"));
+        assert!(text.contains("frontend → catalog"));
+    }
+}
+
+#[test]
+fn services_view_shows_littles_law_and_dead_work() {
+    let mut state = fixture_state(false);
+    key(&mut state, KeyCode::BackTab);
+    assert_eq!(state.ui.view, View::Services);
+    state.settle();
+    for (w, h) in [(80, 24), (200, 60)] {
+        let text = snap("services", &state, w, h);
+        assert!(text.contains("payments"));
+        assert!(text.contains("Little's law"), "{text}");
+    }
+    let payments = state
+        .data
+        .services
+        .iter()
+        .find(|(n, _)| &**n == "payments")
+        .unwrap();
+    assert!(
+        payments.1.dead_share() > 0.3,
+        "payments worked mostly for nobody"
+    );
+}
+
+#[test]
+fn detail_popup_and_legend() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 1);
+    key(&mut state, KeyCode::Enter);
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.overlay, Overlay::Detail);
+    let text = snap("detail", &state, 80, 24);
+    assert!(text.contains("budget.forwarded_ms"), "{text}");
+    snap("detail", &state, 200, 60);
+    key(&mut state, KeyCode::Esc);
+    assert_eq!(state.ui.overlay, Overlay::None);
+    key(&mut state, KeyCode::Char('?'));
+    assert_eq!(state.ui.overlay, Overlay::Legend);
+    snap("legend", &state, 80, 24);
+    let text = snap("legend", &state, 200, 60);
+    assert!(text.contains("orphaned_work"));
+}
+
+#[test]
+fn empty_state_tells_the_user_what_to_set() {
+    let mut state = empty_state();
+    for (w, h) in [(80, 24), (200, 60)] {
+        let text = snap("empty", &state, w, h);
+        assert!(text.contains("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317"));
+        assert!(text.contains("press d to start the demo"));
+    }
+    key(&mut state, KeyCode::Char('d'));
+    assert!(state.ui.start_demo_requested);
+}
+
+#[test]
+fn filter_search_and_sort_change_the_list() {
+    let mut state = fixture_state(false);
+    let all = state.data.visible.len();
+    key(&mut state, KeyCode::Char('f'));
+    state.settle();
+    assert_eq!(
+        state.data.visible.len(),
+        all - 2,
+        "the healthy and the hostile chains have no finding"
+    );
+    key(&mut state, KeyCode::Char('f'));
+    key(&mut state, KeyCode::Char('/'));
+    for c in "INVENT".chars() {
+        key(&mut state, KeyCode::Char(c));
+    }
+    key(&mut state, KeyCode::Enter);
+    state.settle();
+    assert_eq!(state.data.visible, vec![tid(1)]);
+    let text = snap("search", &state, 80, 24);
+    assert!(text.contains("search: INVENT"));
+    key(&mut state, KeyCode::Esc);
+    state.settle();
+    assert_eq!(state.data.visible.len(), all);
+    key(&mut state, KeyCode::Char('s'));
+    key(&mut state, KeyCode::Char('s'));
+    state.settle();
+    assert_eq!(
+        state.data.visible[0],
+        tid(3),
+        "most waste first: the payments chain"
+    );
+}
+
+#[test]
+fn control_characters_from_spans_never_reach_the_screen() {
+    let state = fixture_state(true);
+    let terminal = draw(&state, 200, 60);
+    let buf = terminal.backend().buffer();
+    for cell in buf.content() {
+        assert!(
+            !cell.symbol().chars().any(char::is_control),
+            "{:?}",
+            cell.symbol()
+        );
+    }
+    assert!(screen_text(&terminal).contains("evil[2J[31msvc"));
+}
+
+#[test]
+fn no_color_draws_without_colour_but_with_the_same_text() {
+    let plain = draw(&fixture_state(false), 200, 60);
+    let coloured = draw(&fixture_state(true), 200, 60);
+    assert_eq!(screen_text(&plain), screen_text(&coloured));
+    let uses = |t: &ratatui::Terminal<ratatui::backend::TestBackend>| {
+        t.backend()
+            .buffer()
+            .content()
+            .iter()
+            .any(|c| c.fg != Color::Reset || c.bg != Color::Reset)
+    };
+    assert!(!uses(&plain));
+    assert!(uses(&coloured));
+    // In colour, the worst finding is red.
+    let buf = coloured.backend().buffer();
+    let red = buf
+        .content()
+        .iter()
+        .filter(|c| c.fg == Color::Red && c.symbol() == "✖")
+        .count();
+    assert!(red >= 1);
+}
+
+#[test]
+fn pause_holds_arriving_spans_until_resumed() {
+    let mut state = fixture_state(false);
+    let before = state.data.visible.len();
+    key(&mut state, KeyCode::Char(' '));
+    assert!(state.ui.paused);
+    let mut c = ChainBuilder::new(99, 20_000);
+    c.hop(1, None, "late", "GET /late", 0, 10, Some(100));
+    state.add_batch(budget_top::ingest::Batch {
+        spans: c.spans,
+        attributes: Vec::new(),
+        raw: None,
+    });
+    state.settle();
+    assert_eq!(state.data.visible.len(), before);
+    assert!(screen_text(&draw(&state, 80, 24)).contains("PAUSED"));
+    key(&mut state, KeyCode::Char(' '));
+    state.settle();
+    assert_eq!(state.data.visible.len(), before + 1);
+    assert_eq!(state.data.visible[0], tid(99), "the new chain is on top");
+}
+
+#[test]
+fn selection_follows_its_chain_when_new_chains_arrive() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 3);
+    let mut c = ChainBuilder::new(50, 25_000);
+    c.hop(1, None, "new", "GET /new", 0, 10, Some(100));
+    state.data.add_spans(c.spans, NOW_NS);
+    state.settle();
+    assert_eq!(state.data.visible[state.ui.selected], tid(3));
+}
+
+#[test]
+fn mouse_click_selects_and_wheel_scrolls() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    use ratatui::layout::Rect;
+    let mut state = fixture_state(false);
+    let area = Rect::new(0, 0, 80, 24);
+    let click = |row| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 10,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // header 3 rows, list head 1 row: row 6 is the third chain.
+    assert!(state.on_mouse(click(6), area));
+    assert_eq!(state.ui.selected, 2);
+    assert!(state.on_mouse(click(6), area), "a second click opens it");
+    assert_eq!(state.ui.view, View::Waterfall);
+    state.ui.view = View::Chains;
+    let wheel = MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        column: 10,
+        row: 6,
+        modifiers: KeyModifiers::NONE,
+    };
+    state.on_mouse(wheel, area);
+    assert_eq!(state.ui.selected, 5);
+}
