@@ -316,7 +316,7 @@ where
             budget.forwarded_ms = Empty,
             budget.timeout_ms = Empty,
             budget.sla_ms = Empty,
-            budget.attempt = options.attempt,
+            budget.attempt = i64::from(options.attempt),
             budget.outcome = Empty,
         );
         if let Some(sla) = options.sla {
@@ -381,7 +381,7 @@ where
         match &result {
             Ok(response) => {
                 let status = response.status();
-                span.record("http.response.status_code", status.as_u16());
+                span.record("http.response.status_code", i64::from(status.as_u16()));
                 let outcome = match status.as_u16() {
                     503 => Some(Outcome::ShedFull),
                     504 => Some(Outcome::ShedExpired),

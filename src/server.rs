@@ -260,7 +260,7 @@ impl Finish {
             }
         };
         self.span
-            .record("http.response.status_code", status.as_u16());
+            .record("http.response.status_code", i64::from(status.as_u16()));
         if status.is_server_error() {
             self.span.record("otel.status_code", "ERROR");
         }

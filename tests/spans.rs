@@ -1,0 +1,285 @@
+//! The wire and the spans: two real axum servers on port 0, real reqwest clients, and the
+//! spans exported through tracing-opentelemetry into an in-memory exporter. Its own test binary:
+//! it sets a subscriber, and tracing's per-callsite interest cache must not be shared with
+//! tests running in parallel without one.
+// Test helpers outside #[test] functions unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use deadline_budget::{BudgetClient, BudgetLayer, CallOptions};
+use http::StatusCode;
+use opentelemetry::trace::{SpanKind, TracerProvider as _};
+use opentelemetry::{Key, Value};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use support::ms;
+use tracing_subscriber::layer::SubscriberExt as _;
+
+/// The `budget.*` attributes of a span.
+fn budget_attributes(span: &SpanData) -> BTreeMap<String, Value> {
+    span.attributes
+        .iter()
+        .filter(|kv| kv.key.as_str().starts_with("budget."))
+        .map(|kv| (kv.key.to_string(), kv.value.clone()))
+        .collect()
+}
+
+fn int(attributes: &BTreeMap<String, Value>, key: &str) -> i64 {
+    match attributes.get(key) {
+        Some(Value::I64(v)) => *v,
+        other => panic!("{key} is {other:?}, not an integer"),
+    }
+}
+
+fn keys(attributes: &BTreeMap<String, Value>) -> Vec<&str> {
+    attributes.keys().map(String::as_str).collect()
+}
+
+fn status(span: &SpanData) -> Option<i64> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == Key::from_static_str("http.response.status_code"))
+        .and_then(|kv| match kv.value {
+            Value::I64(v) => Some(v),
+            _ => None,
+        })
+}
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}")
+}
+
+/// Wait (bounded) until `n` spans were exported: the server span ends just after the
+/// response is handed to hyper.
+async fn exported(exporter: &InMemorySpanExporter, n: usize) -> Vec<SpanData> {
+    for _ in 0..200 {
+        let spans = exporter.get_finished_spans().unwrap();
+        if spans.len() >= n {
+            return spans;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    panic!(
+        "expected {n} spans, got {:?}",
+        exporter
+            .get_finished_spans()
+            .unwrap()
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    );
+}
+
+fn server_named<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
+    spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Server && s.name == name)
+        .unwrap_or_else(|| panic!("no SERVER span {name}"))
+}
+
+// Current-thread runtime: the thread-local default subscriber sees every task.
+#[tokio::test(flavor = "current_thread")]
+async fn spans_carry_the_contract_attributes() {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("library-test"))
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false);
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(otel));
+
+    let back = serve(
+        Router::new()
+            .route("/charge", get(|| async { "charged" }))
+            .layer(BudgetLayer::new()),
+    )
+    .await;
+    let client = BudgetClient::new(reqwest::Client::new());
+    let front = serve(
+        Router::new()
+            .route(
+                "/pay",
+                get(
+                    |State((client, back)): State<(BudgetClient, String)>| async move {
+                        let options = CallOptions::new().sla(ms(300));
+                        let response = client
+                            .send(client.get(format!("{back}/charge")), &options)
+                            .await
+                            .unwrap();
+                        response.status().as_u16().to_string()
+                    },
+                ),
+            )
+            .route(
+                "/refuse",
+                get(
+                    |State((client, back)): State<(BudgetClient, String)>| async move {
+                        let result = client
+                            .send(client.get(format!("{back}/charge")), &CallOptions::new())
+                            .await;
+                        format!("{}", result.is_err())
+                    },
+                ),
+            )
+            .with_state((client, back.clone()))
+            .layer(BudgetLayer::new().default_budget(ms(2000))),
+    )
+    .await;
+    let plain = reqwest::Client::new();
+
+    // 1. A chain: test -> front (1000 ms) -> back (capped at 300 ms).
+    let chain = plain
+        .get(format!("{front}/pay"))
+        .header("x-budget-ms", "1000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chain.text().await.unwrap(), "200");
+    let spans = exported(&exporter, 3).await;
+    let front_hop = server_named(&spans, "GET /pay");
+    let back_hop = server_named(&spans, "GET /charge");
+    let call = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Client)
+        .unwrap();
+
+    let a = budget_attributes(front_hop);
+    assert_eq!(
+        keys(&a),
+        [
+            "budget.outcome",
+            "budget.received_ms",
+            "budget.remaining_at_start_ms",
+            "budget.source"
+        ]
+    );
+    assert_eq!(a["budget.source"], Value::from("x-budget-ms"));
+    assert_eq!(a["budget.outcome"], Value::from("ok"));
+    assert_eq!(int(&a, "budget.received_ms"), 1000);
+    assert!((900..=1000).contains(&int(&a, "budget.remaining_at_start_ms")));
+    assert_eq!(status(front_hop), Some(200), "{:?}", front_hop.attributes);
+
+    let c = budget_attributes(call);
+    assert_eq!(
+        keys(&c),
+        [
+            "budget.attempt",
+            "budget.forwarded_ms",
+            "budget.remaining_ms",
+            "budget.sla_ms",
+            "budget.timeout_ms"
+        ]
+    );
+    assert_eq!(int(&c, "budget.attempt"), 1);
+    assert_eq!(int(&c, "budget.sla_ms"), 300);
+    assert_eq!(int(&c, "budget.timeout_ms"), 300);
+    assert_eq!(int(&c, "budget.forwarded_ms"), 300);
+    assert!((900..=1000).contains(&int(&c, "budget.remaining_ms")));
+
+    let b = budget_attributes(back_hop);
+    assert_eq!(int(&b, "budget.received_ms"), 300);
+    assert_eq!(b["budget.source"], Value::from("x-budget-ms"));
+    assert!((200..=300).contains(&int(&b, "budget.remaining_at_start_ms")));
+    assert_eq!(b["budget.outcome"], Value::from("ok"));
+
+    // One trace: back's SERVER span is the child of front's CLIENT span.
+    let trace = front_hop.span_context.trace_id();
+    assert_eq!(call.span_context.trace_id(), trace);
+    assert_eq!(call.parent_span_id, front_hop.span_context.span_id());
+    assert_eq!(back_hop.span_context.trace_id(), trace);
+    assert_eq!(back_hop.parent_span_id, call.span_context.span_id());
+    exporter.reset();
+
+    // 2. Too little left to call: the CLIENT span says refused and nothing is forwarded.
+    let refused = plain
+        .get(format!("{front}/refuse"))
+        .header("x-budget-ms", "30")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.text().await.unwrap(), "true");
+    let spans = exported(&exporter, 2).await;
+    let call = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Client)
+        .unwrap();
+    let c = budget_attributes(call);
+    assert_eq!(
+        keys(&c),
+        [
+            "budget.attempt",
+            "budget.outcome",
+            "budget.remaining_ms",
+            "budget.timeout_ms"
+        ]
+    );
+    assert_eq!(c["budget.outcome"], Value::from("refused"));
+    assert!((0..=30).contains(&int(&c, "budget.remaining_ms")));
+    exporter.reset();
+
+    // 3. No budget at the edge: the default.
+    plain.get(format!("{front}/refuse")).send().await.unwrap();
+    let spans = exported(&exporter, 2).await;
+    let a = budget_attributes(server_named(&spans, "GET /refuse"));
+    assert_eq!(
+        keys(&a),
+        [
+            "budget.default_ms",
+            "budget.outcome",
+            "budget.remaining_at_start_ms",
+            "budget.source"
+        ]
+    );
+    assert_eq!(a["budget.source"], Value::from("default"));
+    assert_eq!(int(&a, "budget.default_ms"), 2000);
+    assert!((1900..=2000).contains(&int(&a, "budget.remaining_at_start_ms")));
+    exporter.reset();
+
+    // 4. An invalid value: recorded raw, never trusted.
+    plain
+        .get(format!("{back}/charge"))
+        .header("x-budget-ms", "99999999999")
+        .send()
+        .await
+        .unwrap();
+    let spans = exported(&exporter, 1).await;
+    let b = budget_attributes(&spans[0]);
+    assert_eq!(
+        keys(&b),
+        ["budget.invalid_value", "budget.outcome", "budget.source"]
+    );
+    assert_eq!(b["budget.source"], Value::from("invalid"));
+    assert_eq!(b["budget.invalid_value"], Value::from("99999999999"));
+    assert_eq!(b["budget.outcome"], Value::from("ok"));
+    exporter.reset();
+
+    // 5. Spent on arrival: 504 at once, shed_expired, no work started.
+    let shed = plain
+        .get(format!("{back}/charge"))
+        .header("grpc-timeout", "0m")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shed.status(), StatusCode::GATEWAY_TIMEOUT);
+    let spans = exported(&exporter, 1).await;
+    let b = budget_attributes(&spans[0]);
+    assert_eq!(
+        keys(&b),
+        ["budget.outcome", "budget.received_ms", "budget.source"]
+    );
+    assert_eq!(b["budget.source"], Value::from("grpc-timeout"));
+    assert_eq!(b["budget.outcome"], Value::from("shed_expired"));
+    assert_eq!(status(&spans[0]), Some(504));
+}
