@@ -84,3 +84,154 @@ async fn propagate_is_one_trace_per_request_across_three_services_and_finds_noth
     }
     assert!(run.kinds().is_empty(), "{}", run.dump());
 }
+
+fn kinds(list: &[FindingKind]) -> BTreeSet<FindingKind> {
+    list.iter().copied().collect()
+}
+
+/// The error findings, except `orphaned_work` that is no longer than the hop's own transit
+/// delay: a callee's deadline starts when the request arrives, so it may end that much after its
+/// caller gave up (the analysis' 5 ms tolerance does not cover a burst's transit on a loaded
+/// debug build).
+fn errors_beyond_transit(run: &Run) -> BTreeSet<FindingKind> {
+    run.report
+        .findings
+        .iter()
+        .filter(|f| f.severity == deadline_budget::analysis::Severity::Error)
+        .filter(|f| {
+            f.kind != FindingKind::OrphanedWork || f.wasted_ms.unwrap_or(0) > transit_ms(run, f)
+        })
+        .map(|f| f.kind)
+        .collect()
+}
+
+/// How long after its CLIENT span started the hop of `finding` started, plus the tolerance.
+fn transit_ms(run: &Run, finding: &deadline_budget::analysis::Finding) -> i64 {
+    let hop = run
+        .spans
+        .iter()
+        .find(|s| s.span_id == finding.span_id.0)
+        .expect("the finding's span");
+    let client = run
+        .spans
+        .iter()
+        .find(|s| s.span_id == hop.parent_span_id)
+        .expect("the hop's caller");
+    (hop.start_unix_nano.saturating_sub(client.start_unix_nano) / 1_000_000) as i64 + 5
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_timeout_resets_the_budget_and_orders_works_for_nobody() {
+    let run = run(Scenario::FixedTimeout, 0.5, 3, 10.0).await;
+    assert_eq!(run.counts.timed_out, 3, "{:?}", run.counts);
+    assert_eq!(
+        run.kinds(),
+        kinds(&[FindingKind::BudgetReset, FindingKind::OrphanedWork]),
+        "{}",
+        run.dump()
+    );
+    let reset = run
+        .report
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::BudgetReset)
+        .unwrap();
+    assert_eq!(&*reset.service, "bff");
+    assert_eq!(reset.forwarded_ms, Some(1500), "3 s at half scale");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_header_is_budget_dropped_at_bff() {
+    let run = run(Scenario::DropHeader, 0.5, 3, 10.0).await;
+    assert_eq!(run.counts.ok, 3, "{:?}", run.counts);
+    assert_eq!(
+        run.kinds(),
+        kinds(&[FindingKind::BudgetDropped]),
+        "{}",
+        run.dump()
+    );
+    assert!(
+        run.report.findings.iter().all(|f| &*f.service == "bff"),
+        "{}",
+        run.dump()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cancel_is_orphaned_work_in_settlement() {
+    let run = run(Scenario::NoCancel, 0.5, 3, 10.0).await;
+    assert_eq!(run.counts.timed_out, 3, "{:?}", run.counts);
+    assert_eq!(
+        run.kinds(),
+        kinds(&[FindingKind::OrphanedWork]),
+        "{}",
+        run.dump()
+    );
+    for finding in &run.report.findings {
+        assert_eq!(&*finding.service, "settlement");
+        // settlement works 750 ms; pix-api gives up after about 450.
+        assert!(finding.wasted_ms.unwrap() >= 200, "{}", finding.message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_storm_is_retry_over_budget_and_nothing_worse() {
+    let run = run(Scenario::RetryStorm, 0.5, 3, 10.0).await;
+    assert_eq!(run.counts.timed_out, 3, "{:?}", run.counts);
+    assert_eq!(
+        run.kinds(),
+        kinds(&[FindingKind::RetryOverBudget]),
+        "{}",
+        run.dump()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_sheds_what_does_not_fit_and_never_runs_an_expired_item() {
+    let run = run(Scenario::Burst, 0.5, 40, 10.0).await;
+    // 4 run, 20 queue, 16 get 503 at once.
+    assert_eq!(run.counts.sent, 40);
+    assert_eq!(run.counts.shed_full, 16, "{:?}", run.counts);
+    assert_eq!(run.counts.ok + run.counts.timed_out, 24, "{:?}", run.counts);
+    let all = run.kinds();
+    assert!(all.contains(&FindingKind::ShedFull), "{}", run.dump());
+    assert!(all.contains(&FindingKind::ShedExpired), "{}", run.dump());
+    assert!(errors_beyond_transit(&run).is_empty(), "{}", run.dump());
+    let started: Vec<i64> = run
+        .spans
+        .iter()
+        .filter(|s| s.service == "orders" && s.kind == 2)
+        .filter_map(|s| s.attr("budget.remaining_at_start_ms"))
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(!started.is_empty());
+    assert!(
+        started.iter().all(|&left| left > 0),
+        "an item started expired: {started:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_dequeue_check_runs_expired_items() {
+    let run = run(Scenario::NoDequeueCheck, 0.5, 40, 10.0).await;
+    assert_eq!(run.counts.shed_full, 16, "{:?}", run.counts);
+    let all = run.kinds();
+    assert!(all.contains(&FindingKind::RanAfterExpiry), "{}", run.dump());
+    assert!(!all.contains(&FindingKind::ShedExpired), "{}", run.dump());
+    let errors = errors_beyond_transit(&run);
+    assert_eq!(
+        errors,
+        kinds(&[FindingKind::RanAfterExpiry, FindingKind::OrphanedWork]),
+        "{}",
+        run.dump()
+    );
+    let wasted = run
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::RanAfterExpiry)
+        .filter_map(|f| f.wasted_ms)
+        .max()
+        .unwrap();
+    assert!(wasted >= 100, "an expired item runs its 150 ms: {wasted}");
+}
