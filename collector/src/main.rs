@@ -11,6 +11,11 @@ use budget_top::cli::{Cli, Command};
 use budget_top::{check, record};
 use clap::Parser as _;
 
+// The live screen (screen engineer): `app::run_live` is the entry point.
+mod app;
+mod term;
+mod view;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -30,10 +35,11 @@ fn main() -> ExitCode {
             // DISPATCH POINT (demo engineer): `budget_demo::...` runs the scenarios here.
             Some(Command::Demo(_args)) => not_yet("demo"),
             // DISPATCH POINT (screen engineer): `app::run_live(..)` in replay mode plays a recording.
-            Some(Command::Replay(_args)) => not_yet("replay"),
-            // DISPATCH POINT (screen engineer): `app::run_live(..)`, the live screen, fed by
-            // `budget_top::ingest::start(cli.listen.ingest_config())`.
-            None => not_yet("the live screen"),
+            Some(Command::Replay(args)) => app::run_replay(args.file, args.speed, cli.max_spans)
+                .await
+                .map(|()| 0),
+            // The live screen (screen engineer's `app`), fed by the receivers.
+            None => live(cli.listen, cli.max_spans).await.map(|()| 0),
         }
     });
     match result {
@@ -43,6 +49,29 @@ fn main() -> ExitCode {
             ExitCode::from(check::EXIT_USAGE)
         }
     }
+}
+
+/// Starts the receivers and hands their batches and refusal count to the screen.
+async fn live(listen: budget_top::cli::Listen, max_spans: usize) -> anyhow::Result<()> {
+    let ingest = budget_top::ingest::start(listen.ingest_config()).await?;
+    let stats = ingest.stats.clone();
+    let controls = app::Controls {
+        spans_dropped: Some(Box::new(move || {
+            stats
+                .spans_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })),
+        ..app::Controls::default()
+    };
+    let config = app::LiveConfig {
+        mode: app::Mode::Live,
+        grpc_addr: ingest.grpc_addr,
+        http_addr: ingest.http_addr,
+        max_spans,
+    };
+    let result = app::run_live(config, ingest.receiver, controls).await;
+    ingest.shutdown_token.cancel();
+    result
 }
 
 fn not_yet(what: &str) -> anyhow::Result<u8> {

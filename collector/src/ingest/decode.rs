@@ -487,3 +487,69 @@ mod tests {
         assert_eq!(decoded.spans[0].kind, SpanKind::Server);
     }
 }
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+
+    fn one_span(span: otlp::Span, service: &str) -> ExportTraceServiceRequest {
+        ExportTraceServiceRequest {
+            resource_spans: vec![otlp::ResourceSpans {
+                resource: Some(opentelemetry_proto::tonic::resource::v1::Resource {
+                    attributes: vec![KeyValue {
+                        key: "service.name".into(),
+                        value: Some(AnyValue {
+                            value: Some(Value::StringValue(service.into())),
+                        }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                scope_spans: vec![otlp::ScopeSpans {
+                    spans: vec![span],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn absurd_content_is_bounded_not_trusted() {
+        let attrs: Vec<KeyValue> = (0..100_000)
+            .map(|i| KeyValue {
+                key: format!("k{i}"),
+                ..Default::default()
+            })
+            .collect();
+        let span = otlp::Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            parent_span_id: vec![2; 8], // its own parent: kept, the analysis cuts the loop
+            name: "é".repeat(10_000),
+            start_time_unix_nano: u64::MAX, // the year 2554
+            end_time_unix_nano: 0,          // ends before it starts
+            attributes: attrs,
+            ..Default::default()
+        };
+        let mut request = one_span(span, &"s".repeat(100_000));
+        let decoded = decode_request(&mut request, &mut Interner::default(), true);
+        let span = &decoded.spans[0];
+        assert!(span.name.len() <= MAX_NAME_BYTES && span.name.chars().all(|c| c == 'é'));
+        assert!(span.service.len() <= MAX_NAME_BYTES);
+        assert_eq!(span.duration_ms(), 0);
+        assert_eq!(decoded.attributes[0].len(), MAX_KEPT_ATTRIBUTES);
+    }
+
+    #[test]
+    fn the_interner_stays_bounded_under_ten_thousand_services_per_name() {
+        let mut interner = Interner::default();
+        for i in 0..(MAX_INTERNED + 10) {
+            let _ = interner.intern(&format!("service-{i}"));
+        }
+        assert!(interner.strings.len() <= MAX_INTERNED);
+        let a = interner.intern("orders");
+        let b = interner.intern("orders");
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

@@ -52,6 +52,7 @@ pub(super) fn spawn(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     max_body: usize,
+    timeout: std::time::Duration,
     token: CancellationToken,
 ) {
     let service = TraceServiceServer::new(Receiver { shared })
@@ -61,6 +62,9 @@ pub(super) fn spawn(
     tokio::spawn(async move {
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
         let result = tonic::transport::Server::builder()
+            // A request that trickles in is cut off instead of holding a slot forever.
+            .timeout(timeout)
+            .concurrency_limit_per_connection(64)
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
             .await;

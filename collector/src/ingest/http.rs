@@ -4,6 +4,7 @@
 
 use std::io::Read as _;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -38,15 +39,21 @@ struct RpcStatus {
 struct HttpState {
     shared: Arc<Shared>,
     max_body: usize,
+    body_timeout: Duration,
 }
 
 pub(super) fn spawn(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     max_body: usize,
+    body_timeout: Duration,
     token: CancellationToken,
 ) {
-    let app = router(shared, max_body);
+    let app = router(HttpState {
+        shared,
+        max_body,
+        body_timeout,
+    });
     tokio::spawn(async move {
         let result = axum::serve(listener, app)
             .with_graceful_shutdown(token.cancelled_owned())
@@ -57,11 +64,11 @@ pub(super) fn spawn(
     });
 }
 
-fn router(shared: Arc<Shared>, max_body: usize) -> axum::Router {
+fn router(state: HttpState) -> axum::Router {
     axum::Router::new()
         .route("/v1/traces", post(export))
         .layer(DefaultBodyLimit::disable())
-        .with_state(HttpState { shared, max_body })
+        .with_state(state)
 }
 
 async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
@@ -93,9 +100,19 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
         shared.reject_request();
         error_response(encoding, status, message)
     };
-    let body = match axum::body::to_bytes(body, state.max_body).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
+    let read = tokio::time::timeout(
+        state.body_timeout,
+        axum::body::to_bytes(body, state.max_body),
+    );
+    let body = match read.await {
+        Err(_elapsed) => {
+            return fail(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within {:?}", state.body_timeout),
+            );
+        }
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => {
             let too_large = std::error::Error::source(&error)
                 .is_some_and(|e| e.is::<http_body_util::LengthLimitError>())
                 || error.to_string().contains("length limit");

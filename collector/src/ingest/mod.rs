@@ -29,6 +29,8 @@ pub const DEFAULT_GRPC: &str = "127.0.0.1:4317";
 pub const DEFAULT_HTTP: &str = "127.0.0.1:4318";
 /// The default largest request body (compressed or not, and after decompression).
 pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
+/// The default for [`IngestConfig::body_timeout`].
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a throttled client is asked to wait before retrying.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -43,6 +45,8 @@ pub struct IngestConfig {
     pub max_body: usize,
     /// Batches that may wait in the channel before requests are refused.
     pub channel_capacity: usize,
+    /// Longest time a client may take to send a request body (a trickle is answered 408).
+    pub body_timeout: Duration,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
@@ -56,6 +60,7 @@ impl Default for IngestConfig {
             http: DEFAULT_HTTP.parse().ok(),
             max_body: DEFAULT_MAX_BODY,
             channel_capacity: 1024,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             keep_attributes: true,
             keep_raw: false,
         }
@@ -181,12 +186,24 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     let mut grpc_addr = None;
     if let Some(listener) = grpc_listener {
         grpc_addr = Some(listener.local_addr()?);
-        grpc::spawn(listener, shared.clone(), config.max_body, token.clone());
+        grpc::spawn(
+            listener,
+            shared.clone(),
+            config.max_body,
+            config.body_timeout,
+            token.clone(),
+        );
     }
     let mut http_addr = None;
     if let Some(listener) = http_listener {
         http_addr = Some(listener.local_addr()?);
-        http::spawn(listener, shared.clone(), config.max_body, token.clone());
+        http::spawn(
+            listener,
+            shared.clone(),
+            config.max_body,
+            config.body_timeout,
+            token.clone(),
+        );
     }
     Ok(Ingest {
         grpc_addr,

@@ -296,3 +296,138 @@ async fn a_port_in_use_names_the_address_and_the_flag() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_body_that_trickles_in_gets_408_and_others_are_served_meanwhile() {
+    let mut ingest = ingest::start(IngestConfig {
+        grpc: None,
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        body_timeout: Duration::from_millis(300),
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut slow = tokio::net::TcpStream::connect(ingest.http_addr.unwrap())
+        .await
+        .unwrap();
+    slow.write_all(
+        b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: 1000\r\n\r\nabc",
+    )
+    .await
+    .unwrap();
+    // While the slow client holds its request open, a good one is served.
+    assert_good_request_served(&mut ingest, 1).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "the slow request was never answered");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("request body not received within"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_grpc_gzip_bomb_is_refused_and_the_receiver_keeps_serving() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    let mut ingest = start(64 * 1024, 16).await;
+    let mut client = TraceServiceClient::connect(format!("http://{}", ingest.grpc_addr.unwrap()))
+        .await
+        .unwrap()
+        .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+    // 16 MiB of one letter: tiny once gzipped, far over the 64 KiB limit once inflated.
+    let mut bomb: ExportTraceServiceRequest = request(vec![(
+        "svc",
+        vec![span(1, 1, 0, "x", SERVER, 0, 1, vec![])],
+    )]);
+    bomb.resource_spans[0].scope_spans[0].spans[0].name = "a".repeat(16 << 20);
+    let error = client.export(bomb).await.unwrap_err();
+    assert!(
+        matches!(
+            error.code(),
+            tonic::Code::ResourceExhausted | tonic::Code::OutOfRange | tonic::Code::Internal
+        ),
+        "{error:?}"
+    );
+    // The same connection, gzip, a good request: served.
+    client.export(reset_chain(2)).await.unwrap();
+    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_pressure_every_span_answered_with_success_reaches_the_store() {
+    let mut ingest = start(ingest::DEFAULT_MAX_BODY, 2).await;
+    let url = url(&ingest);
+    // A slow owner loop: every accepted batch goes into the store.
+    let receiver = std::mem::replace(&mut ingest.receiver, tokio::sync::mpsc::channel(1).1);
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let owner = tokio::spawn(async move {
+        let mut receiver = receiver;
+        let mut store = budget_top::store::Store::new(1_000_000);
+        loop {
+            tokio::select! {
+                batch = receiver.recv() => match batch {
+                    Some(batch) => store.insert_batch(batch),
+                    None => break,
+                },
+                _ = &mut stopped => {
+                    // Like `check` at the end: close, then take whatever was accepted.
+                    receiver.close();
+                    while let Some(batch) = receiver.recv().await {
+                        store.insert_batch(batch);
+                    }
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        store.counters().spans_held
+    });
+    let client = reqwest::Client::new();
+    let mut sends = Vec::new();
+    for t in 1..=120u8 {
+        let (client, url) = (client.clone(), url.clone());
+        sends.push(tokio::spawn(async move {
+            let response = client
+                .post(url)
+                .header("content-type", "application/x-protobuf")
+                .body(reset_chain(t).encode_to_vec())
+                .send()
+                .await
+                .unwrap();
+            response.status()
+        }));
+    }
+    let mut ok = 0u64;
+    let mut refused = 0u64;
+    for send in sends {
+        match tokio::time::timeout(Duration::from_secs(60), send)
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            StatusCode::OK => ok += 1,
+            StatusCode::SERVICE_UNAVAILABLE => refused += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    let counts = ingest.stats.snapshot();
+    stop.send(()).unwrap();
+    let held = tokio::time::timeout(Duration::from_secs(60), owner)
+        .await
+        .unwrap()
+        .unwrap();
+    eprintln!("under pressure: {ok} accepted, {refused} refused");
+    assert_eq!(ok + refused, 120);
+    assert_eq!(
+        held,
+        ok * 5,
+        "every span answered 200 is in the store, nothing else"
+    );
+    assert_eq!(
+        (counts.spans_accepted, counts.spans_refused),
+        (ok * 5, refused * 5)
+    );
+}
