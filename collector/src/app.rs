@@ -18,7 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
@@ -44,7 +46,8 @@ pub enum Mode {
     Live,
     /// Playing back a recording (the file name).
     Replay(String),
-    /// Running the demo services.
+    /// Running the demo services (`budget-top demo` passes it with its [`DemoControl`]).
+    #[allow(dead_code)]
     Demo,
 }
 
@@ -124,6 +127,8 @@ pub struct Ui {
     pub start_demo_requested: bool,
     /// Quit.
     pub quit: bool,
+    /// The selection stays on the top row as chains arrive (until the user moves off it).
+    pub follow: bool,
 }
 
 /// Everything the screen draws: the chains, the receiver facts and the UI state.
@@ -162,6 +167,7 @@ impl State {
             data,
             ui: Ui {
                 color: color_allowed(),
+                follow: true,
                 ..Ui::default()
             },
             now_unix_nano: 0,
@@ -225,10 +231,27 @@ impl State {
 
     fn follow_selection(&mut self) {
         let visible = &self.data.visible;
+        if self.ui.follow && self.ui.view == View::Chains {
+            // The newest chain whose spans have all arrived (its root is not missing), so the
+            // preview does not show half a chain.
+            let complete = visible.iter().take(64).position(|id| {
+                self.data
+                    .analysis(id)
+                    .is_some_and(|a| a.summary.orphans == 0 && a.summary.hops > 0)
+            });
+            self.ui.selected = complete.unwrap_or(0);
+            self.ui.selected_id = visible.get(self.ui.selected).copied();
+            self.ui.span_row = self.first_finding_row();
+            return;
+        }
         if let Some(id) = self.ui.selected_id
             && let Some(i) = visible.iter().position(|v| *v == id)
         {
             self.ui.selected = i;
+            if self.ui.view == View::Chains {
+                // The preview shows the first finding; the chain may have grown since.
+                self.ui.span_row = self.first_finding_row();
+            }
             return;
         }
         self.ui.selected = self.ui.selected.min(visible.len().saturating_sub(1));
@@ -242,6 +265,7 @@ impl State {
             return;
         }
         let index = index.min(len - 1);
+        self.ui.follow = index == 0;
         if self.ui.selected_id != self.data.visible.get(index).copied() {
             self.ui.selected = index;
             self.ui.selected_id = self.data.visible.get(index).copied();
@@ -475,6 +499,9 @@ pub struct Controls {
     pub spans_dropped: Option<Box<dyn Fn() -> u64 + Send>>,
     /// The clock (Unix ns); the wall clock unless a replay drives its own.
     pub clock: Box<dyn FnMut() -> u64 + Send>,
+    /// A line to show in the footer, set by whoever feeds the screen (e.g. a replay's end or
+    /// error).
+    pub notice: Option<Arc<Mutex<Option<String>>>>,
 }
 
 impl Default for Controls {
@@ -484,6 +511,7 @@ impl Default for Controls {
             start_demo: None,
             spans_dropped: None,
             clock: Box::new(wall_clock),
+            notice: None,
         }
     }
 }
@@ -552,6 +580,13 @@ where
                 if let Some(read) = controls.spans_dropped.as_ref() {
                     dirty |= state.set_ingest_dropped(read());
                 }
+                if let Some(notice) = controls.notice.as_ref()
+                    && let Ok(mut n) = notice.lock()
+                    && let Some(text) = n.take()
+                {
+                    state.ui.message = Some(text);
+                    dirty = true;
+                }
                 if let Some(d) = controls.demo.as_ref() {
                     let status = d.status();
                     if state.demo.as_ref() != Some(&status) {
@@ -612,4 +647,104 @@ pub async fn run_live(
     };
     term.leave()?;
     result
+}
+
+/// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
+/// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
+/// reads). The screen's clock follows the recording, so rates and λ read as they were.
+pub async fn run_replay(file: PathBuf, speed: f64, max_spans: usize) -> anyhow::Result<()> {
+    // Fail before taking over the terminal when the file cannot be opened.
+    budget_top::check::open_lines(&file).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    let (tx, rx) = mpsc::channel::<Batch>(64);
+    let notice = Arc::new(Mutex::new(None));
+    let recording_t0 = Arc::new(AtomicU64::new(0));
+    let started = std::time::Instant::now();
+    let feeder = {
+        let (file, notice, recording_t0) = (file.clone(), notice.clone(), recording_t0.clone());
+        tokio::task::spawn_blocking(move || {
+            let text = match feed_recording(&file, speed, &tx, &recording_t0, started) {
+                Ok(n) => format!("replay finished: {n} spans from {}", file.display()),
+                Err(e) => format!("replay stopped: {e}"),
+            };
+            if let Ok(mut n) = notice.lock() {
+                *n = Some(text);
+            }
+        })
+    };
+    let clock_t0 = recording_t0.clone();
+    let pace = if speed > 0.0 && speed.is_finite() {
+        speed
+    } else {
+        1.0
+    };
+    let controls = Controls {
+        clock: Box::new(move || match clock_t0.load(Ordering::Relaxed) {
+            0 => wall_clock(),
+            t0 => t0 + (started.elapsed().as_nanos() as f64 * pace) as u64,
+        }),
+        notice: Some(notice),
+        ..Controls::default()
+    };
+    let config = LiveConfig {
+        mode: Mode::Replay(file.display().to_string()),
+        max_spans,
+        ..LiveConfig::default()
+    };
+    let result = run_live(config, rx, controls).await;
+    feeder.abort();
+    result
+}
+
+/// Read `file` and send its batches, sleeping so they arrive as they were recorded. Returns
+/// the spans sent; stops quietly when the screen has gone.
+fn feed_recording(
+    file: &std::path::Path,
+    speed: f64,
+    tx: &mpsc::Sender<Batch>,
+    recording_t0: &AtomicU64,
+    started: std::time::Instant,
+) -> Result<u64, String> {
+    use budget_top::ingest::decode;
+    let mut lines = budget_top::check::open_lines(file).map_err(|e| e.0)?;
+    let mut interner = decode::Interner::default();
+    let mut line = String::new();
+    let (mut number, mut sent) = (0usize, 0u64);
+    loop {
+        line.clear();
+        number += 1;
+        match lines.read_line(&mut line) {
+            Ok(0) => return Ok(sent),
+            Ok(_) => {}
+            Err(e) => return Err(format!("{}: line {number}: {e}", file.display())),
+        }
+        let Some(mut request) =
+            budget_top::check::parse_line(file, number, &line).map_err(|e| e.0)?
+        else {
+            continue;
+        };
+        let decoded = decode::decode_request(&mut request, &mut interner, true);
+        let Some(first) = decoded.spans.iter().map(|s| s.start_unix_nano).min() else {
+            continue;
+        };
+        let t0 = match recording_t0.compare_exchange(0, first, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => first,
+            Err(t0) => t0,
+        };
+        if speed > 0.0 && speed.is_finite() {
+            let due = Duration::from_nanos((first.saturating_sub(t0) as f64 / speed) as u64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait.min(Duration::from_secs(60)));
+            }
+        }
+        sent += decoded.spans.len() as u64;
+        let batch = Batch {
+            spans: decoded.spans,
+            attributes: decoded.attributes,
+            raw: None,
+        };
+        if tx.blocking_send(batch).is_err() {
+            return Ok(sent);
+        }
+    }
 }

@@ -190,11 +190,18 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
                 );
             }
             None => {
+                // A chain whose root has not arrived is still assembling: "ok" would be a
+                // promise it cannot make yet.
+                let text = if s.orphans > 0 {
+                    " … assembling"
+                } else {
+                    " ok"
+                };
                 put(
                     buf,
                     x,
                     y,
-                    " ok",
+                    text,
                     c.worst,
                     theme.dim().patch(bg_of(row_style)),
                 );

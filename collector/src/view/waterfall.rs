@@ -32,7 +32,6 @@ struct Geometry {
     nums_w: u16,
     tl_x: u16,
     tl_w: u16,
-    t0: u64,
     horizon_ms: i64,
 }
 
@@ -53,7 +52,6 @@ fn geometry(chain: &ChainAnalysis, area: Rect) -> Geometry {
     let nums_w = if area.width >= 120 { 18 } else { 12 };
     let tl_x = area.x + label_w + nums_w + 1;
     let tl_w = area.width.saturating_sub(label_w + nums_w + 2).max(1);
-    let t0 = chain.summary.start_unix_nano;
     let dur = chain.summary.duration_ms.max(1);
     let mut far = dur;
     for r in &chain.rows {
@@ -76,7 +74,6 @@ fn geometry(chain: &ChainAnalysis, area: Rect) -> Geometry {
         nums_w,
         tl_x,
         tl_w,
-        t0,
         horizon_ms,
     }
 }
