@@ -1,0 +1,91 @@
+//! What the server budget layer adds to one request: a oneshot axum router with and without
+//! `BudgetLayer`, with a budget header to decode, and with the queue as well. No subscriber is
+//! installed, so this is the layer's own cost (spans disabled), the case of a service that does
+//! not export traces; `with_otel` adds the cost of recording through tracing-opentelemetry.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use criterion::{Criterion, criterion_group, criterion_main};
+use deadline_budget::{BudgetLayer, DeadlineQueueLayer};
+use tower::ServiceExt;
+
+fn request() -> http::Request<Body> {
+    let mut request = http::Request::new(Body::empty());
+    *request.uri_mut() = http::Uri::from_static("/pay");
+    request
+        .headers_mut()
+        .insert("x-budget-ms", http::HeaderValue::from_static("1200"));
+    request
+}
+
+fn plain() -> Router {
+    Router::new().route("/pay", get(|| async { "paid" }))
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let routers = [
+        ("without_layer", plain()),
+        ("with_budget_layer", plain().layer(BudgetLayer::new())),
+        (
+            "with_budget_layer_and_queue",
+            plain()
+                .layer(DeadlineQueueLayer::new(64, 64))
+                .layer(BudgetLayer::new()),
+        ),
+    ];
+    let mut group = c.benchmark_group("server_layer");
+    for (name, router) in routers {
+        group.bench_function(name, |b| {
+            b.to_async(&runtime)
+                .iter(|| black_box(router.clone().oneshot(request())));
+        });
+    }
+    group.finish();
+
+    // The same with spans recorded and exported (to a no-op in-memory sink).
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("bench"))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false),
+    );
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let mut group = c.benchmark_group("server_layer_with_otel");
+    for (name, router) in [
+        ("without_layer", plain()),
+        ("with_budget_layer", plain().layer(BudgetLayer::new())),
+    ] {
+        group.bench_function(name, |b| {
+            b.to_async(&runtime).iter(|| {
+                exporter.reset();
+                black_box(router.clone().oneshot(request()))
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
