@@ -10,9 +10,20 @@
 //! the JSON report of section 4.
 //!
 //! ```
-//! use deadline_budget::analysis::{Chain, Options, Report};
-//! # fn spans() -> Vec<deadline_budget::analysis::Span> { Vec::new() }
-//! let report = Report::from_spans(spans(), &Options::default());
+//! use std::collections::HashMap;
+//! use deadline_budget::analysis::{Chain, EdgeStats, Options, Report, Span};
+//! # fn spans() -> Vec<Span> { Vec::new() }
+//! let options = Options::default();
+//! let mut chains = HashMap::new();
+//! for span in spans() {
+//!     chains.entry(span.trace_id).or_insert_with(|| Chain::new(span.trace_id)).insert(span);
+//! }
+//! let analyses: Vec<_> = chains.values().map(|c| c.analyse(&options)).collect();
+//! let mut edges = EdgeStats::new(); // the screen's per-edge table
+//! for a in &analyses {
+//!     edges.add(a);
+//! }
+//! let report = Report::from_analyses(&analyses); // section 4, for `budget-top check`
 //! assert_eq!(report.summary.traces, 0);
 //! ```
 

@@ -517,7 +517,7 @@ impl Walk<'_> {
         if start <= limit || ns(spans[p as usize].start_unix_nano) > limit {
             return;
         }
-        let late = ms(start - deadline);
+        let late = ms(start.saturating_sub(deadline));
         let numbers = Numbers {
             received: budget_of(&hop.budget),
             remaining: s.budget.remaining_ms.or(Some(-late)),
