@@ -990,3 +990,45 @@ fn ran_after_expiry_from_a_queue_wait_that_used_up_the_budget() {
         (Some(-50), Some(200))
     );
 }
+
+#[test]
+fn an_edge_with_its_own_default_a_short_queue_and_an_uninstrumented_client_is_fine() {
+    let mut edge = hop(1, None, "frontend", 0, 300, None);
+    edge.budget.source = Some(BudgetSource::Default);
+    edge.budget.default_ms = Some(2000);
+    edge.budget.remaining_at_start_ms = Some(1990);
+    edge.budget.queue_wait_ms = Some(10);
+    // orders is called by a client that writes no span, yet the budget arrived by grpc-timeout.
+    let mut orders = hop(2, Some(1), "orders", 20, 280, Some(1900));
+    orders.budget.source = Some(BudgetSource::GrpcTimeout);
+    let a = analyse([edge, orders]);
+    assert_eq!(kinds(&a), vec![]);
+    assert_eq!(a.summary.edge_budget_ms, Some(2000));
+    assert_eq!(a.summary.edge_budget_source, Some(BudgetSource::Default));
+    assert_eq!(
+        a.edges,
+        vec![EdgeSample {
+            caller: Arc::from("frontend"),
+            callee: Arc::from("orders"),
+            received_ms: Some(1900),
+            forwarded_ms: None,
+            findings: KindCounts::default(),
+            wasted_ms: 0,
+        }]
+    );
+}
+
+#[test]
+fn a_service_without_budget_attributes_is_not_blamed_for_what_it_does_not_say() {
+    // Stock OpenTelemetry spans only: no budget.* anywhere, and everything on time.
+    let spans = vec![
+        span(1, None, "frontend", SpanKind::Server, 0, 100),
+        span(2, Some(1), "frontend", SpanKind::Client, 10, 90),
+        span(3, Some(2), "orders", SpanKind::Server, 11, 89),
+        span(4, Some(3), "orders", SpanKind::Client, 20, 80),
+    ];
+    let a = analyse(spans);
+    assert_eq!(kinds(&a), vec![]);
+    assert_eq!(a.summary.edge_budget_ms, None);
+    assert_eq!(a.edges.len(), 1);
+}
