@@ -182,6 +182,9 @@ where
                         return Ok(status_response(StatusCode::SERVICE_UNAVAILABLE));
                     }
                     let _slot = QueuedSlot(&shared.queued);
+                    if let Some(p) = &progress {
+                        p.enqueued();
+                    }
                     match Arc::clone(&shared.running).acquire_owned().await {
                         Ok(permit) => permit,
                         // The semaphore is never closed.

@@ -51,6 +51,8 @@ pub(crate) struct HopProgress(Arc<Mutex<Progress>>);
 
 #[derive(Debug, Default)]
 struct Progress {
+    /// The request entered a queue (set by the queue when it has to wait).
+    enqueued: bool,
     /// Work started at (set by the queue at dequeue).
     started: Option<Instant>,
     /// Time spent queued (set by the queue).
@@ -60,6 +62,13 @@ struct Progress {
 }
 
 impl HopProgress {
+    /// The queue made the item wait for a slot.
+    pub(crate) fn enqueued(&self) {
+        if let Ok(mut p) = self.0.lock() {
+            p.enqueued = true;
+        }
+    }
+
     /// The queue dequeued the item at `started` after `waited`.
     pub(crate) fn dequeued(&self, started: Instant, waited: Duration) {
         if let Ok(mut p) = self.0.lock() {
@@ -80,6 +89,12 @@ impl HopProgress {
             Ok(p) => (p.started, p.queue_wait, p.outcome),
             Err(_) => (None, None, None),
         }
+    }
+
+    fn waiting(&self) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|p| p.enqueued && p.started.is_none())
     }
 }
 
@@ -199,6 +214,7 @@ fn server_span<B>(req: &Request<B>) -> tracing::Span {
         budget.queue_wait_ms = Empty,
         budget.remaining_at_start_ms = Empty,
         budget.outcome = Empty,
+        "http.request.header.x-request-deadline" = Empty,
     )
 }
 
@@ -280,8 +296,16 @@ impl Finish {
 impl Drop for Finish {
     fn drop(&mut self) {
         if !self.done {
-            let (started, queue_wait, _) = self.progress.take();
-            self.record_start(started, queue_wait);
+            if self.progress.waiting() {
+                // Cancelled while queued: the work never started; say how long it waited.
+                self.span.record(
+                    crate::semconv::QUEUE_WAIT_MS,
+                    saturating_ms(Instant::now().saturating_duration_since(self.arrival)),
+                );
+            } else {
+                let (started, queue_wait, _) = self.progress.take();
+                self.record_start(started, queue_wait);
+            }
             self.span
                 .record(crate::semconv::OUTCOME, Outcome::Cancelled.as_str());
         }
@@ -310,10 +334,17 @@ where
             trace_context::set_parent_from(&span, req.headers());
         }
 
-        let received = if has_absolute_deadline(&req) {
-            carrier::read_headers(req.headers(), carrier::now_unix_ms())
-        } else {
-            carrier::read_headers(req.headers(), 0)
+        let received = match req.headers().get(carrier::X_REQUEST_DEADLINE) {
+            Some(absolute) => {
+                // Captured as OpenTelemetry does, so the collector can compare the absolute
+                // deadline with the relative view (clock skew).
+                if let Ok(value) = absolute.to_str() {
+                    span.record(crate::semconv::HTTP_HEADER_REQUEST_DEADLINE, value);
+                }
+                carrier::read_headers(req.headers(), carrier::now_unix_ms())
+            }
+            // The wall clock is only needed for an absolute deadline.
+            None => carrier::read_headers(req.headers(), 0),
         };
         span.record(crate::semconv::SOURCE, received.source().as_str());
         let mut deadline = None;
@@ -399,11 +430,6 @@ where
             })
         }
     }
-}
-
-/// Only read the wall clock when an absolute deadline needs it.
-fn has_absolute_deadline<B>(req: &Request<B>) -> bool {
-    req.headers().contains_key(carrier::X_REQUEST_DEADLINE)
 }
 
 /// An empty response with `status`.

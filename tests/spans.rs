@@ -8,16 +8,18 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use deadline_budget::{BudgetClient, BudgetLayer, CallOptions};
+use deadline_budget::{BudgetClient, BudgetLayer, CallOptions, DeadlineQueueLayer};
 use http::StatusCode;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use support::ms;
+use support::{ms, settle};
+use tower::ServiceExt;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 /// The `budget.*` attributes of a span.
@@ -282,4 +284,113 @@ async fn spans_carry_the_contract_attributes() {
     assert_eq!(b["budget.source"], Value::from("grpc-timeout"));
     assert_eq!(b["budget.outcome"], Value::from("shed_expired"));
     assert_eq!(status(&spans[0]), Some(504));
+
+    // 6. The queue, in paused time through oneshot: 503 when full, 504 for an item that
+    //    expired while waiting, and the wait on each span.
+    exporter.reset();
+    tokio::time::pause();
+    let queue = DeadlineQueueLayer::new(1, 1);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let app = gated(queue.clone(), Arc::clone(&gate));
+    let first = tokio::spawn(app.clone().oneshot(request("/first", None)));
+    settle(|| queue.running() == 1).await;
+    let late = tokio::spawn(app.clone().oneshot(request("/late", Some("200"))));
+    settle(|| queue.queued() == 1).await;
+    let full = app.clone().oneshot(request("/full", None)).await.unwrap();
+    assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+    tokio::time::sleep(ms(500)).await;
+    gate.add_permits(1);
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        late.await.unwrap().unwrap().status(),
+        StatusCode::GATEWAY_TIMEOUT
+    );
+    let spans = exported(&exporter, 3).await;
+    let f = budget_attributes(server_named(&spans, "GET /full"));
+    assert_eq!(keys(&f), ["budget.outcome", "budget.source"]);
+    assert_eq!(f["budget.outcome"], Value::from("shed_full"));
+    let l = budget_attributes(server_named(&spans, "GET /late"));
+    assert_eq!(
+        keys(&l),
+        [
+            "budget.outcome",
+            "budget.queue_wait_ms",
+            "budget.received_ms",
+            "budget.source"
+        ]
+    );
+    assert_eq!(l["budget.outcome"], Value::from("shed_expired"));
+    // Paused mid-test, the clock is not on a millisecond boundary: timers round up by < 1 ms.
+    assert!((500..=501).contains(&int(&l, "budget.queue_wait_ms")));
+    let r = budget_attributes(server_named(&spans, "GET /first"));
+    assert_eq!(
+        keys(&r),
+        ["budget.outcome", "budget.queue_wait_ms", "budget.source"]
+    );
+    assert_eq!(int(&r, "budget.queue_wait_ms"), 0);
+    assert_eq!(r["budget.outcome"], Value::from("ok"));
+
+    // 7. Callers that went away: one running, one still queued.
+    exporter.reset();
+    let queue = DeadlineQueueLayer::new(1, 1);
+    let app = gated(queue.clone(), Arc::new(tokio::sync::Semaphore::new(0)));
+    let running = tokio::spawn(app.clone().oneshot(request("/running", Some("5000"))));
+    settle(|| queue.running() == 1).await;
+    let waiting = tokio::spawn(app.clone().oneshot(request("/waiting", Some("5000"))));
+    settle(|| queue.queued() == 1).await;
+    tokio::time::sleep(ms(100)).await;
+    running.abort();
+    waiting.abort();
+    let spans = exported(&exporter, 2).await;
+    let r = budget_attributes(server_named(&spans, "GET /running"));
+    assert_eq!(
+        keys(&r),
+        [
+            "budget.outcome",
+            "budget.queue_wait_ms",
+            "budget.received_ms",
+            "budget.remaining_at_start_ms",
+            "budget.source"
+        ]
+    );
+    assert_eq!(r["budget.outcome"], Value::from("cancelled"));
+    assert!((4999..=5000).contains(&int(&r, "budget.remaining_at_start_ms")));
+    let w = budget_attributes(server_named(&spans, "GET /waiting"));
+    assert_eq!(
+        keys(&w),
+        [
+            "budget.outcome",
+            "budget.queue_wait_ms",
+            "budget.received_ms",
+            "budget.source"
+        ]
+    );
+    assert_eq!(w["budget.outcome"], Value::from("cancelled"));
+    assert!((100..=101).contains(&int(&w, "budget.queue_wait_ms")));
+    assert_eq!(queue.queued(), 0);
+}
+
+/// A handler that waits for a permit from `gate`, behind `queue` and the budget layer.
+fn gated(queue: DeadlineQueueLayer, gate: Arc<tokio::sync::Semaphore>) -> Router {
+    Router::new()
+        .route(
+            "/{name}",
+            get(move || {
+                let gate = Arc::clone(&gate);
+                async move {
+                    let _permit = gate.acquire().await.unwrap();
+                    "done"
+                }
+            }),
+        )
+        .layer(queue)
+        .layer(BudgetLayer::new())
+}
+
+fn request(path: &str, budget_ms: Option<&str>) -> http::Request<axum::body::Body> {
+    let mut builder = http::Request::get(path);
+    if let Some(budget) = budget_ms {
+        builder = builder.header("x-budget-ms", budget);
+    }
+    builder.body(axum::body::Body::empty()).unwrap()
 }
