@@ -149,6 +149,8 @@ pub fn read_file(path: &Path, store: &mut Store) -> Result<(), InputError> {
 
 /// Listens until `--idle`/`--for`/Ctrl-C/SIGTERM, feeding the store.
 async fn listen(args: &CheckArgs, store: &mut Store) -> anyhow::Result<IngestCounts> {
+    // Before the receivers start: a signal right after the first request must be handled.
+    let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
     config.keep_attributes = false;
     let mut ingest = ingest::start(config).await?;
@@ -156,7 +158,6 @@ async fn listen(args: &CheckArgs, store: &mut Store) -> anyhow::Result<IngestCou
     let started = Instant::now();
     let stop_at = args.for_.map(|d| started + d);
     let mut last_span: Option<Instant> = None;
-    let mut signals = Signals::new()?;
     loop {
         let idle_at = match (args.idle, last_span) {
             (Some(idle), Some(last)) => Some(last + idle),
@@ -195,6 +196,8 @@ async fn sleep_until(at: Option<Instant>) {
 pub struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
 }
 
 impl std::fmt::Debug for Signals {
@@ -204,12 +207,15 @@ impl std::fmt::Debug for Signals {
 }
 
 impl Signals {
-    /// Starts listening for both signals.
+    /// Starts listening for both signals, from now on (not from the first `recv`).
     pub fn new() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        use tokio::signal::unix::{SignalKind, signal};
         Ok(Signals {
             #[cfg(unix)]
-            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .context("cannot listen for SIGTERM")?,
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            #[cfg(unix)]
+            interrupt: signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?,
         })
     }
 
@@ -217,7 +223,7 @@ impl Signals {
     pub async fn recv(&mut self) {
         #[cfg(unix)]
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = self.interrupt.recv() => {}
             _ = self.term.recv() => {}
         }
         #[cfg(not(unix))]

@@ -17,13 +17,14 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<()> {
     let path = &args.output;
     let mut file =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    // Before the receivers start: a SIGTERM right after the first request must be handled.
+    let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
     config.keep_raw = true;
     config.keep_attributes = false;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
     eprintln!("recording to {} (stop with Ctrl-C)", path.display());
-    let mut signals = Signals::new()?;
     let mut requests = 0u64;
     let mut line = Vec::new();
     loop {

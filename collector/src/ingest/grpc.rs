@@ -49,7 +49,7 @@ pub(super) fn response(rejected: u64, message: String) -> ExportTraceServiceResp
 }
 
 pub(super) fn spawn(
-    listener: tokio::net::TcpListener,
+    listener: super::limit::LimitedListener,
     shared: Arc<Shared>,
     max_body: usize,
     timeout: std::time::Duration,
@@ -60,7 +60,11 @@ pub(super) fn spawn(
         .send_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(max_body);
     tokio::spawn(async move {
-        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        // Accept errors are retried inside the listener, so the stream never ends the server.
+        let incoming = futures::stream::unfold(listener, |mut listener| async move {
+            let (stream, _) = axum::serve::Listener::accept(&mut listener).await;
+            Some((Ok::<_, std::io::Error>(stream), listener))
+        });
         let result = tonic::transport::Server::builder()
             // A request that trickles in is cut off instead of holding a slot forever.
             .timeout(timeout)

@@ -43,7 +43,7 @@ struct HttpState {
 }
 
 pub(super) fn spawn(
-    listener: tokio::net::TcpListener,
+    listener: super::limit::LimitedListener,
     shared: Arc<Shared>,
     max_body: usize,
     body_timeout: Duration,

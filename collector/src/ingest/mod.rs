@@ -10,6 +10,7 @@
 pub mod decode;
 mod grpc;
 mod http;
+mod limit;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +32,8 @@ pub const DEFAULT_HTTP: &str = "127.0.0.1:4318";
 pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
 /// The default for [`IngestConfig::body_timeout`].
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default for [`IngestConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// How long a throttled client is asked to wait before retrying.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -47,6 +50,8 @@ pub struct IngestConfig {
     pub channel_capacity: usize,
     /// Longest time a client may take to send a request body (a trickle is answered 408).
     pub body_timeout: Duration,
+    /// Connections held open at once per receiver; more wait until one closes.
+    pub max_connections: usize,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
@@ -61,6 +66,7 @@ impl Default for IngestConfig {
             max_body: DEFAULT_MAX_BODY,
             channel_capacity: 1024,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             keep_attributes: true,
             keep_raw: false,
         }
@@ -187,7 +193,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = grpc_listener {
         grpc_addr = Some(listener.local_addr()?);
         grpc::spawn(
-            listener,
+            limit::LimitedListener::new(listener, config.max_connections),
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -198,7 +204,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = http_listener {
         http_addr = Some(listener.local_addr()?);
         http::spawn(
-            listener,
+            limit::LimitedListener::new(listener, config.max_connections),
             shared.clone(),
             config.max_body,
             config.body_timeout,

@@ -431,3 +431,43 @@ async fn under_pressure_every_span_answered_with_success_reaches_the_store() {
         (ok * 5, refused * 5)
     );
 }
+
+#[tokio::test]
+async fn connections_past_the_limit_wait_for_a_free_slot() {
+    let mut ingest = ingest::start(IngestConfig {
+        grpc: None,
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        max_connections: 2,
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    let addr = ingest.http_addr.unwrap();
+    let idle_a = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let idle_b = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let url = url(&ingest);
+    let third = tokio::spawn(async move {
+        post(
+            &url,
+            "application/x-protobuf",
+            None,
+            reset_chain(1).encode_to_vec(),
+        )
+        .await
+        .0
+    });
+    // Both slots are held by idle clients: the third is not served yet.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !third.is_finished(),
+        "a third connection was served past the limit of 2"
+    );
+    drop(idle_a);
+    let status = tokio::time::timeout(Duration::from_secs(30), third)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+    drop(idle_b);
+}

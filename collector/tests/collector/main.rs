@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod check_file;
+mod check_listen;
 mod e2e_otlp;
 mod ingest_hostile;
 mod python_sdk;
