@@ -30,9 +30,10 @@
 //! - `retry_over_budget` (sum rule) compares the sum of the attempts' `forwarded_ms` with what
 //!   remained at the first attempt, once at least two attempts forwarded something; it is
 //!   reported once per call, on the attempt that tipped the sum.
-//! - `clock_skew` for absolute deadlines: with `deadline_unix_ms`, it is compared with arrival +
-//!   budget on the hop's clock; without it, a hop whose `budget.source` is `x-request-deadline`
-//!   compares what it received with what its caller forwarded. A receiver clock more than
+//! - `clock_skew` for absolute deadlines, two views, reported once per hop: `deadline_unix_ms`
+//!   against arrival + budget on the hop's clock (useful when the budget came from another
+//!   carrier); and, for a hop whose `budget.source` is `x-request-deadline`, what it received
+//!   against what its caller's CLIENT span forwarded. A receiver clock more than
 //!   `absolute_deadline_tolerance_ms` behind also gives `budget_reset`: the callee really does
 //!   believe it has longer than its caller waits.
 //! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
@@ -376,10 +377,12 @@ impl Walk<'_> {
             }
         }
 
+        let mut skewed = false;
         if let (Some(d), Some(b)) = (f.deadline_unix_ms, budget) {
             let relative = ms(start).saturating_add(b);
             let diff = d.saturating_sub(relative);
             if diff.saturating_abs() > self.opts.skew_threshold_ms {
+                skewed = true;
                 let side = if diff > 0 { "later" } else { "earlier" };
                 let message = format!(
                     "absolute deadline is {} ms {side} than arrival + {b} ms budget by the clock of {}",
@@ -392,7 +395,9 @@ impl Walk<'_> {
                 };
                 self.push(i, FindingKind::ClockSkew, message, numbers);
             }
-        } else if f.source == Some(BudgetSource::XRequestDeadline)
+        }
+        if !skewed
+            && f.source == Some(BudgetSource::XRequestDeadline)
             && let (Some(r), Some(fw)) = (f.received_ms, forwarded)
         {
             // The caller meant `fw` ms; an absolute deadline read on another clock gave `r`.

@@ -1032,3 +1032,27 @@ fn a_service_without_budget_attributes_is_not_blamed_for_what_it_does_not_say() 
     assert_eq!(a.summary.edge_budget_ms, None);
     assert_eq!(a.edges.len(), 1);
 }
+
+#[test]
+fn clock_skew_when_the_collector_decoded_the_absolute_deadline_itself() {
+    // As the collector decodes a captured `x-request-deadline`: received = deadline - arrival,
+    // so the hop's own view agrees with itself; the caller's forwarded budget does not.
+    let mut spans = healthy();
+    let arrival = T0 as i64 + 31;
+    spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
+    spans[4].budget.deadline_unix_ms = Some(arrival + 2800);
+    spans[4].budget.received_ms = Some(2800);
+    let a = analyse(spans);
+    assert_eq!(
+        kinds(&a),
+        vec![
+            (FindingKind::BudgetReset, sid(5)),
+            (FindingKind::ClockSkew, sid(5))
+        ]
+    );
+    assert!(
+        a.findings[1]
+            .message
+            .contains("the clocks differ by about 2000 ms")
+    );
+}
