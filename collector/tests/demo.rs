@@ -145,8 +145,7 @@ async fn run(scenario: Scenario, requests: u64) -> Outcome {
         .await
         .expect("the load finishes");
     let counts = demo.load_counts();
-    // Work that outlives its caller (the broken variants) ends within this.
-    tokio::time::sleep(Timing::new(SCALE).duration(1000)).await;
+    // Shutdown lets work that outlived its caller end, then flushes every exporter.
     tokio::time::timeout(Duration::from_secs(30), demo.shutdown())
         .await
         .expect("the demo shuts down");

@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 use crate::DemoError;
 use crate::telemetry::Telemetry;
 
-/// How long a stopping service waits for requests still in flight before dropping them.
-const DRAIN: Duration = Duration::from_secs(3);
+/// How long a stopping service waits for requests still in flight (and work that outlived its
+/// caller) before dropping them.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// A running service.
 #[derive(Debug)]
@@ -145,6 +146,7 @@ fn run<F>(
         }
     };
     let dispatch = telemetry.dispatch.clone();
+    let open = telemetry.open.clone();
     let served = tracing::dispatcher::with_default(&dispatch, || {
         runtime.block_on(async {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(DemoError::Io)?;
@@ -156,6 +158,12 @@ fn run<F>(
             tokio::select! {
                 done = &mut server => done.map_err(DemoError::Io)?,
                 () = async { stop.cancelled().await; tokio::time::sleep(DRAIN).await } => {}
+            }
+            // The listener is closed; work that outlived its caller may still run, and its spans
+            // are the lesson: let it end (bounded) before flushing.
+            let until = tokio::time::Instant::now() + DRAIN;
+            while open.count() > 0 && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
             Ok::<(), DemoError>(())
         })

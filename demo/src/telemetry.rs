@@ -5,6 +5,8 @@
 //! default, never the global one, so several services can live in one process), and leave through
 //! the batch processor's export thread to the configured OTLP endpoint.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -26,6 +28,37 @@ const EXPORT_DELAY: Duration = Duration::from_millis(200);
 pub(crate) struct Telemetry {
     pub(crate) provider: SdkTracerProvider,
     pub(crate) dispatch: tracing::Dispatch,
+    pub(crate) open: OpenSpans,
+}
+
+/// Counts the service's spans that have started and not yet ended. Every request holds its
+/// SERVER span open until its work ends (even work that outlives its caller, or an item waiting
+/// in a queue), so zero open spans means nothing is in flight: the moment to flush.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpenSpans(Arc<AtomicUsize>);
+
+impl OpenSpans {
+    pub(crate) fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for OpenSpans
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        _attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn on_close(&self, _id: tracing::span::Id, _ctx: tracing_subscriber::layer::Context<'_, S>) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Telemetry {
@@ -72,10 +105,14 @@ impl Telemetry {
             .with_default(LevelFilter::OFF)
             .with_target("deadline_budget", LevelFilter::INFO)
             .with_target("budget_demo", LevelFilter::INFO);
-        let subscriber = tracing_subscriber::registry().with(otel.with_filter(filter));
+        let open = OpenSpans::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(otel.with_filter(filter.clone()))
+            .with(open.clone().with_filter(filter));
         Ok(Self {
             provider,
             dispatch: tracing::Dispatch::new(subscriber),
+            open,
         })
     }
 

@@ -48,8 +48,7 @@ async fn run(scenario: Scenario, scale: f64, requests: u64, rate: f64) -> Run {
         .await
         .expect("the load finishes");
     let counts = demo.load_counts();
-    // Let work that outlives its caller (the broken variants) end before the spans are flushed.
-    tokio::time::sleep(Timing::new(scale).duration(1000)).await;
+    // Shutdown lets work that outlived its caller end, then flushes every exporter.
     tokio::time::timeout(Duration::from_secs(30), demo.shutdown())
         .await
         .expect("the demo shuts down");
