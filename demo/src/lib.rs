@@ -65,7 +65,8 @@ pub struct DemoConfig {
     pub load: LoadPlan,
     /// Scales every budget, SLA and work time (1.0: the workshop's figures).
     pub timing: Timing,
-    /// Work times to set at start, overriding the scenario's own (service name, ms, unscaled).
+    /// Work times to set at start, overriding the scenario's own: (service name, ms), taken
+    /// as given (not scaled by `timing`).
     pub latencies: Vec<(String, u64)>,
 }
 
