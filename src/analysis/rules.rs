@@ -30,6 +30,9 @@
 //! - `retry_over_budget` (sum rule) compares the sum of the attempts' `forwarded_ms` with what
 //!   remained at the first attempt, once at least two attempts forwarded something; it is
 //!   reported once per call, on the attempt that tipped the sum.
+//! - `budget_reset` on a hop compares what it received with the nearest forwarded budget above
+//!   it, passing through hops that record no budget at all (a proxy such as Envoy between two
+//!   services): the reset is found where it shows, on the hop that received too much.
 //! - `clock_skew` for absolute deadlines, two views, reported once per hop: `deadline_unix_ms`
 //!   against arrival + budget on the hop's clock (useful when the budget came from another
 //!   carrier); and, for a hop whose `budget.source` is `x-request-deadline`, what it received
@@ -93,6 +96,9 @@ struct Walk<'a> {
     is_retry: Vec<bool>,
     /// Hops reported for starting work after expiry.
     expired_hop: Vec<bool>,
+    /// The call whose forwarded budget reaches each span: its own (a call that forwarded one),
+    /// else its parent's, passing through hops that know nothing of budgets (a proxy).
+    upstream: Vec<u32>,
     /// Index into `edges` of each hop's incoming edge.
     edge_of: Vec<u32>,
     edges: Vec<EdgeSample>,
@@ -297,11 +303,21 @@ impl Walk<'_> {
         }
 
         let forwarded = caller_call.and_then(|c| c.budget.forwarded_ms);
-        if let (Some(r), Some(fw)) = (f.received_ms, forwarded)
+        let up = if p == NONE {
+            NONE
+        } else {
+            self.upstream[p as usize]
+        };
+        if up != NONE
+            && let (Some(r), Some(fw)) = (f.received_ms, spans[up as usize].budget.forwarded_ms)
             && r > fw.saturating_add(tol)
         {
-            let caller = &spans[p as usize].service;
-            let message = format!("received {r} ms but {caller} forwarded only {fw} ms");
+            let caller = &spans[up as usize].service;
+            let message = if up == p {
+                format!("received {r} ms but {caller} forwarded only {fw} ms")
+            } else {
+                format!("received {r} ms but {caller} forwarded only {fw} ms upstream")
+            };
             let numbers = Numbers {
                 received: Some(r),
                 forwarded: Some(fw),
@@ -553,6 +569,29 @@ impl Walk<'_> {
         }
     }
 
+    /// See [`Walk::upstream`]; parents are visited first.
+    fn upstream_of(&self, i: usize) -> u32 {
+        let s = &self.spans[i];
+        let p = self.tree.parent[i];
+        if s.kind.is_call() && s.budget.forwarded_ms.is_some() {
+            return i as u32;
+        }
+        if p == NONE {
+            return NONE;
+        }
+        if s.kind.is_call() {
+            let h = self.hop_of[i];
+            let transparent = h != NONE && {
+                let hf = &self.spans[h as usize].budget;
+                hf.source.is_none() && hf.received_ms.is_none()
+            };
+            if !transparent {
+                return NONE;
+            }
+        }
+        self.upstream[p as usize]
+    }
+
     /// A span that starts before its parent: the two clocks disagree.
     fn skewed_start(&mut self, i: usize) {
         let p = self.tree.parent[i];
@@ -620,6 +659,7 @@ impl Chain {
             hop_of,
             is_retry: vec![false; n],
             expired_hop: vec![false; n],
+            upstream: vec![NONE; n],
             edge_of: vec![NONE; n],
             edges: Vec::new(),
             found: Vec::new(),
@@ -627,6 +667,7 @@ impl Chain {
         walk.retries();
         for &i in &tree.order {
             let i = i as usize;
+            walk.upstream[i] = walk.upstream_of(i);
             walk.skewed_start(i);
             match spans[i].kind {
                 k if k.is_hop() => walk.hop(i),

@@ -1056,3 +1056,45 @@ fn clock_skew_when_the_collector_decoded_the_absolute_deadline_itself() {
             .contains("the clocks differ by about 2000 ms")
     );
 }
+
+/// orders -> a proxy that records spans but no budget -> inventory.
+fn through_proxy(received: i64) -> Vec<Span> {
+    let mut inventory = hop(5, Some(4), "inventory", 13, 88, Some(received));
+    inventory.budget.source = Some(BudgetSource::XEnvoyExpectedRqTimeoutMs);
+    vec![
+        hop(1, None, "orders", 0, 100, Some(800)),
+        call(2, 1, "orders", 10, 90, 790, Some(700)),
+        span(3, Some(2), "envoy", SpanKind::Server, 11, 89),
+        span(4, Some(3), "envoy", SpanKind::Client, 12, 89),
+        inventory,
+    ]
+}
+
+#[test]
+fn budget_reset_by_a_proxy_in_between_is_found_on_the_hop_that_received_too_much() {
+    let a = analyse(through_proxy(15_000));
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::BudgetReset, sid(5)));
+    assert_eq!(
+        f.message,
+        "received 15000 ms but orders forwarded only 700 ms upstream"
+    );
+    assert_eq!((f.received_ms, f.forwarded_ms), (Some(15_000), Some(700)));
+    let edges: Vec<(&str, &str, u64)> = a
+        .edges
+        .iter()
+        .map(|e| {
+            (
+                &*e.caller,
+                &*e.callee,
+                e.findings.get(FindingKind::BudgetReset),
+            )
+        })
+        .collect();
+    assert_eq!(
+        edges,
+        vec![("orders", "envoy", 0), ("envoy", "inventory", 1)]
+    );
+    // A proxy that passes the budget on is invisible.
+    assert_eq!(kinds(&analyse(through_proxy(690))), vec![]);
+}
