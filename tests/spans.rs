@@ -62,7 +62,7 @@ async fn serve(app: Router) -> String {
 /// Wait (bounded) until `n` spans were exported: the server span ends just after the
 /// response is handed to hyper.
 async fn exported(exporter: &InMemorySpanExporter, n: usize) -> Vec<SpanData> {
-    for _ in 0..200 {
+    for _ in 0..500 {
         let spans = exporter.get_finished_spans().unwrap();
         if spans.len() >= n {
             return spans;
@@ -105,6 +105,15 @@ async fn spans_carry_the_contract_attributes() {
     let back = serve(
         Router::new()
             .route("/charge", get(|| async { "charged" }))
+            .route("/busy", get(|| async { StatusCode::SERVICE_UNAVAILABLE }))
+            .route("/late", get(|| async { StatusCode::GATEWAY_TIMEOUT }))
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(ms(5000)).await;
+                    "too late"
+                }),
+            )
             .layer(BudgetLayer::new()),
     )
     .await;
@@ -121,6 +130,25 @@ async fn spans_carry_the_contract_attributes() {
                             .await
                             .unwrap();
                         response.status().as_u16().to_string()
+                    },
+                ),
+            )
+            .route(
+                "/calls",
+                get(
+                    |State((client, back)): State<(BudgetClient, String)>| async move {
+                        let mut statuses = Vec::new();
+                        for (path, sla) in [("busy", 1000), ("late", 1000), ("slow", 500)] {
+                            let options = CallOptions::new().sla(ms(sla));
+                            let result = client
+                                .send(client.get(format!("{back}/{path}")), &options)
+                                .await;
+                            statuses.push(match result {
+                                Ok(response) => response.status().as_u16().to_string(),
+                                Err(error) => format!("{error:?}"),
+                            });
+                        }
+                        statuses.join(" ")
                     },
                 ),
             )
@@ -285,7 +313,37 @@ async fn spans_carry_the_contract_attributes() {
     assert_eq!(b["budget.outcome"], Value::from("shed_expired"));
     assert_eq!(status(&spans[0]), Some(504));
 
-    // 6. The queue, in paused time through oneshot: 503 when full, 504 for an item that
+    // 6. Calls that failed: the callee shed (503, 504) or the local timeout fired. The callee
+    //    behind the timed-out call sees its caller go away and is cancelled.
+    exporter.reset();
+    let calls = plain
+        .get(format!("{front}/calls"))
+        .header("x-budget-ms", "3000")
+        .send()
+        .await
+        .unwrap();
+    let calls_status = calls.status();
+    assert_eq!(
+        calls.text().await.unwrap(),
+        "503 504 DeadlineExceeded { timeout: 500ms }",
+        "{calls_status}"
+    );
+    let spans = exported(&exporter, 7).await;
+    let outcome_of_call = |path: &str| {
+        let call = spans
+            .iter()
+            .find(|s| s.span_kind == SpanKind::Client && s.name.ends_with(path))
+            .unwrap();
+        budget_attributes(call)["budget.outcome"].clone()
+    };
+    assert_eq!(outcome_of_call("/busy"), Value::from("shed_full"));
+    assert_eq!(outcome_of_call("/late"), Value::from("shed_expired"));
+    assert_eq!(outcome_of_call("/slow"), Value::from("deadline_exceeded"));
+    let slow = budget_attributes(server_named(&spans, "GET /slow"));
+    assert_eq!(slow["budget.outcome"], Value::from("cancelled"));
+    assert_eq!(int(&slow, "budget.received_ms"), 500);
+
+    // 7. The queue, in paused time through oneshot: 503 when full, 504 for an item that
     //    expired while waiting, and the wait on each span.
     exporter.reset();
     tokio::time::pause();
@@ -330,7 +388,7 @@ async fn spans_carry_the_contract_attributes() {
     assert_eq!(int(&r, "budget.queue_wait_ms"), 0);
     assert_eq!(r["budget.outcome"], Value::from("ok"));
 
-    // 7. Callers that went away: one running, one still queued.
+    // 8. Callers that went away: one running, one still queued.
     exporter.reset();
     let queue = DeadlineQueueLayer::new(1, 1);
     let app = gated(queue.clone(), Arc::new(tokio::sync::Semaphore::new(0)));
