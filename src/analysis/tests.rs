@@ -939,6 +939,66 @@ mod properties {
             unique.reverse();
             prop_assert_eq!(analyse(unique), forward);
         }
+
+        #[test]
+        fn correct_propagation_in_any_shape_gives_no_finding(
+            picks in prop::collection::vec((any::<prop::sample::Index>(), 0u64..3, any::<bool>()), 0..40),
+        ) {
+            let spans = well_behaved(&picks);
+            let a = analyse(spans);
+            prop_assert_eq!(a.findings, vec![]);
+        }
+    }
+
+    /// A tree of hops where every call forwards a little less than remained and every callee
+    /// finishes inside its caller's wait: each pick adds a call (and its callee hop, unless the
+    /// call is refused for lack of budget) under an earlier hop.
+    fn well_behaved(picks: &[(prop::sample::Index, u64, bool)]) -> Vec<Span> {
+        // (span id, depth, received budget) of each hop.
+        let mut hops = vec![(1u64, 0u64, 400i64)];
+        let mut spans = vec![hop(1, None, "s0", 0, 1000, Some(400))];
+        let mut next = 2;
+        for (pick, service, refuse) in picks {
+            let (parent, depth, received) = hops[pick.index(hops.len())];
+            let (start, end) = (2 * depth + 1, 1000 - 2 * depth - 1);
+            let remaining = received - start as i64 + 2 * depth as i64;
+            let name = format!("call s{service}");
+            let (c, h) = (next, next + 1);
+            next += 2;
+            if remaining <= 10 || *refuse && remaining < 50 {
+                let mut refused = call(c, parent, "caller", start, start, remaining, None);
+                refused.name = Arc::from(name);
+                refused.budget.outcome = Some(Outcome::Refused);
+                spans.push(refused);
+                continue;
+            }
+            let forwarded = remaining - 10;
+            let mut out = call(c, parent, "caller", start, end, remaining, Some(forwarded));
+            out.name = Arc::from(name);
+            spans.push(out);
+            let service = format!("s{service}");
+            spans.push(hop(
+                h,
+                Some(c),
+                &service,
+                start + 1,
+                end - 1,
+                Some(forwarded),
+            ));
+            hops.push((h, depth + 1, forwarded));
+        }
+        // Callers are named after the hop that makes the call.
+        let names: std::collections::HashMap<SpanId, Arc<str>> = spans
+            .iter()
+            .filter(|s| s.kind.is_hop())
+            .map(|s| (s.span_id, s.service.clone()))
+            .collect();
+        for s in &mut spans {
+            if s.kind.is_call() {
+                s.service = names[&s.parent_span_id.unwrap()].clone();
+            }
+        }
+        spans
     }
 }
 
