@@ -52,7 +52,13 @@ pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
         Format::Json => json_report(&report, ingest_counts)?,
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            report_text::render(&report, &roots, ingest_counts.as_ref(), color)
+            report_text::render(
+                &report,
+                &roots,
+                &store.edges(),
+                ingest_counts.as_ref(),
+                color,
+            )
         }
     };
     let mut stdout = std::io::stdout().lock();

@@ -6,14 +6,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use deadline_budget::analysis::{Finding, Report, Severity, TraceId};
+use deadline_budget::analysis::{Distribution, EdgeAggregate, Finding, Report, Severity, TraceId};
 
 use crate::ingest::IngestCounts;
 
-/// Renders the report. `roots` names each chain by its root span (service, name).
+/// Renders the report. `roots` names each chain by its root span (service, name); `edges`
+/// are the store's aggregates (budget percentiles and waste per edge).
 pub fn render(
     report: &Report,
     roots: &HashMap<TraceId, (Arc<str>, Arc<str>)>,
+    edges: &[&EdgeAggregate],
     ingest: Option<&IngestCounts>,
     color: bool,
 ) -> String {
@@ -45,8 +47,40 @@ pub fn render(
     for f in &report.findings {
         by_chain.entry(f.trace_id).or_default().push(f);
     }
+    let row_of = |f: &Finding| {
+        [
+            f.severity.as_str().to_string(),
+            f.kind.as_str().to_string(),
+            clean(&f.service),
+            clean(&f.span_name),
+            clean(&f.message),
+        ]
+    };
+    let header = ["SEVERITY", "KIND", "SERVICE", "SPAN", "MESSAGE"].map(String::from);
+    // One set of column widths for every chain, so the table reads as one.
+    let widths = column_widths(
+        &std::iter::once(header.clone())
+            .chain(report.findings.iter().map(row_of))
+            .collect::<Vec<_>>(),
+    );
+    let line = |out: &mut String, row: &[String; 5], severity: Option<Severity>| {
+        let first = format!("{:<w$}", row[0], w = widths[0]);
+        let _ = writeln!(
+            out,
+            "  {}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            paint(color, severity, first),
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+        );
+    };
     if !by_chain.is_empty() {
         out.push_str("\nFINDINGS\n");
+        line(&mut out, &header, None);
     }
     for (trace_id, findings) in &by_chain {
         let root = roots
@@ -54,72 +88,57 @@ pub fn render(
             .map(|(service, name)| format!(" {} {}", clean(service), clean(name)))
             .unwrap_or_default();
         let _ = writeln!(out, "chain {trace_id}{root}");
-        let rows: Vec<[String; 5]> = findings
-            .iter()
-            .map(|f| {
-                [
-                    f.severity.as_str().to_string(),
-                    f.kind.as_str().to_string(),
-                    clean(&f.service),
-                    clean(&f.span_name),
-                    clean(&f.message),
-                ]
-            })
-            .collect();
-        let widths = column_widths(&rows);
-        for (row, f) in rows.iter().zip(findings) {
-            let severity = format!("{:<w$}", row[0], w = widths[0]);
-            let _ = writeln!(
-                out,
-                "  {}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
-                paint(color, Some(f.severity), severity),
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                w1 = widths[1],
-                w2 = widths[2],
-                w3 = widths[3],
-            );
+        for f in findings {
+            line(&mut out, &row_of(f), Some(f.severity));
         }
     }
 
-    if !report.edges.is_empty() {
+    if !edges.is_empty() {
         out.push_str("\nEDGES\n");
         let mut rows = vec![[
             "CALLER".to_string(),
             "CALLEE".to_string(),
             "CALLS".to_string(),
+            "RECEIVED p50/p99".to_string(),
+            "FORWARDED p50/p99".to_string(),
+            "WASTED".to_string(),
             "FINDINGS".to_string(),
-            String::new(),
         ]];
-        for e in &report.edges {
+        for e in edges {
             let findings: Vec<String> =
                 e.findings.iter().map(|(k, n)| format!("{k} {n}")).collect();
             rows.push([
                 clean(&e.caller),
                 clean(&e.callee),
                 e.calls.to_string(),
+                percentiles(&e.received),
+                percentiles(&e.forwarded),
+                format!("{} ms", e.wasted_ms),
                 if findings.is_empty() {
                     "-".into()
                 } else {
                     findings.join(", ")
                 },
-                String::new(),
             ]);
         }
         let widths = column_widths(&rows);
         for row in &rows {
             let _ = writeln!(
                 out,
-                "  {:<w0$}  {:<w1$}  {:>w2$}  {}",
+                "  {:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {}",
                 row[0],
                 row[1],
                 row[2],
                 row[3],
+                row[4],
+                row[5],
+                row[6],
                 w0 = widths[0],
                 w1 = widths[1],
                 w2 = widths[2],
+                w3 = widths[3],
+                w4 = widths[4],
+                w5 = widths[5],
             );
         }
     }
@@ -129,8 +148,15 @@ pub fn render(
     out
 }
 
-fn column_widths(rows: &[[String; 5]]) -> [usize; 5] {
-    let mut widths = [0; 5];
+fn percentiles(d: &Distribution) -> String {
+    match (d.p50(), d.p99()) {
+        (Some(p50), Some(p99)) => format!("{p50}/{p99} ms"),
+        _ => "-".into(),
+    }
+}
+
+fn column_widths<const N: usize>(rows: &[[String; N]]) -> [usize; N] {
+    let mut widths = [0; N];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());

@@ -119,7 +119,17 @@ fn text_report_has_a_table_per_chain_and_per_edge_without_colour_when_piped() {
         text.contains(&format!("chain {} frontend GET /checkout", "03".repeat(16))),
         "{text}"
     );
-    assert!(text.contains("error  budget_reset  orders"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.contains("budget_reset"))
+        .unwrap_or_else(|| panic!("no budget_reset row: {text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[..3], ["error", "budget_reset", "orders"], "{row}");
+    assert!(
+        row.ends_with("forwarded 3000 ms with only 700 ms left"),
+        "{row}"
+    );
+    assert!(text.contains("3000/3000 ms"), "edge percentiles: {text}");
     assert!(
         text.contains("EDGES") && text.contains("orders    inventory"),
         "{text}"
@@ -199,4 +209,29 @@ fn spans_with_bad_ids_in_a_file_are_skipped_with_a_warning() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn collector_style_batches_with_many_resources_and_scopes_are_read() {
+    use opentelemetry_proto::tonic::trace::v1::ScopeSpans;
+    // What the OpenTelemetry Collector's batching sends: one request, several resources, each
+    // with several scopes, mixing traces.
+    let mut req = reset_chain(1);
+    let other = reset_chain(2);
+    for (mine, theirs) in req.resource_spans.iter_mut().zip(other.resource_spans) {
+        let spans = theirs.scope_spans.into_iter().flat_map(|s| s.spans);
+        for span in spans {
+            mine.scope_spans.push(ScopeSpans {
+                spans: vec![span],
+                ..Default::default()
+            });
+        }
+    }
+    let dir = scratch("check_collector_batches");
+    let file = write(&dir, "batched.jsonl", &[json_line(&req)]);
+    let out = run(&["check", "--input", &file, "--format", "json"]);
+    let report = out.json();
+    assert_eq!(report["summary"]["traces"], 2, "{report:#}");
+    assert_eq!(report["summary"]["spans"], 10);
+    assert_eq!(report["summary"]["findings"]["error"], 2);
 }
