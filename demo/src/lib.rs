@@ -9,6 +9,7 @@ mod args;
 mod host;
 mod latency;
 mod load;
+pub mod otlp_load;
 mod scenario;
 mod telemetry;
 mod topology;

@@ -2,9 +2,11 @@
 //! endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, default `http://127.0.0.1:4317`), until Ctrl-C or
 //! the end of `--for`.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use budget_demo::otlp_load::{FloodPlan, Target, flood};
 use budget_demo::{Demo, DemoArgs, Scenario, parse_duration};
 use clap::{Parser, Subcommand};
 
@@ -22,6 +24,38 @@ struct Cli {
 enum Command {
     /// List the scenarios and their lessons.
     List,
+    /// Flood an OTLP receiver with realistic traces and report spans per second.
+    Load(LoadArgs),
+}
+
+/// `budget-demo load`: a receiver benchmark's traffic (loopback only).
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["grpc", "http"])))]
+struct LoadArgs {
+    /// Send OTLP/gRPC to this address.
+    #[arg(long, value_name = "ADDR")]
+    grpc: Option<SocketAddr>,
+    /// Send OTLP/HTTP protobuf (POST /v1/traces) to this address.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Spans to send in all.
+    #[arg(long, default_value_t = 100_000)]
+    spans: u64,
+    /// Spans per export request.
+    #[arg(long, default_value_t = 512)]
+    batch: usize,
+    /// Hops per chain (each a SERVER and a CLIENT span).
+    #[arg(long, default_value_t = 4)]
+    depth: usize,
+    /// Connections sending at once.
+    #[arg(long, default_value_t = 2)]
+    connections: usize,
+    /// Spans per second in all (default: as fast as the receiver takes them).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Stop sending after this long even if spans remain (e.g. 5m).
+    #[arg(long = "for", value_parser = parse_duration)]
+    run_for: Option<Duration>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,8 +80,38 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Some(Command::Load(args)) => load(args).await,
         None => run(cli.run).await,
     }
+}
+
+async fn load(args: LoadArgs) -> anyhow::Result<()> {
+    let target = match (args.grpc, args.http) {
+        (Some(addr), _) => Target::Grpc(addr),
+        (None, Some(addr)) => Target::Http(addr),
+        (None, None) => anyhow::bail!("give --grpc ADDR or --http ADDR"),
+    };
+    let plan = FloodPlan {
+        target,
+        spans: args.spans,
+        batch: args.batch,
+        depth: args.depth,
+        connections: args.connections,
+        rate: args.rate,
+        max_time: args.run_for,
+    };
+    let result = flood(plan).await?;
+    println!(
+        "spans sent: {}  seconds: {:.3}  spans/s: {:.0}  failed requests: {}",
+        result.spans_sent,
+        result.seconds,
+        result.spans_per_second(),
+        result.requests_failed
+    );
+    if result.requests_failed > 0 {
+        anyhow::bail!("{} export requests failed", result.requests_failed);
+    }
+    Ok(())
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {

@@ -1,0 +1,489 @@
+//! `budget-demo load`: a firehose of realistic OTLP traces for measuring a receiver (issue 6).
+//!
+//! Chains of `depth` hops (each a SERVER and a CLIENT span with the contract's `budget.*`
+//! attributes and the HTTP attributes real instrumentation adds, about ten a span) are encoded
+//! once into a template export request; each request sent is a copy of it with fresh trace ids
+//! patched into the bytes, so the generator spends its time on the wire, not on encoding. Sent
+//! over OTLP/gRPC (raw bytes through a pass-through codec) or OTLP/HTTP protobuf, on
+//! `connections` connections at once, to loopback only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut as _, Bytes};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{
+    AnyValue, InstrumentationScope, KeyValue, any_value::Value,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span::SpanKind};
+use prost::Message as _;
+
+/// The gRPC method of OTLP trace export.
+const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+/// The first 8 bytes of every template trace id: unlikely anywhere else in the encoding.
+const MARKER: [u8; 8] = [0xb7, 0x1d, 0x9e, 0x42, 0x13, 0x37, 0xc0, 0xde];
+/// Service names of the hops, edge first (cycled for deeper chains).
+const SERVICES: [&str; 8] = [
+    "gateway",
+    "bff",
+    "orders",
+    "inventory",
+    "payments",
+    "ledger",
+    "notify",
+    "search",
+];
+
+/// Where to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// OTLP/gRPC at this address.
+    Grpc(SocketAddr),
+    /// OTLP/HTTP protobuf at this address (`POST /v1/traces`).
+    Http(SocketAddr),
+}
+
+impl Target {
+    fn addr(self) -> SocketAddr {
+        match self {
+            Target::Grpc(a) | Target::Http(a) => a,
+        }
+    }
+}
+
+/// What to send.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FloodPlan {
+    /// The receiver.
+    pub target: Target,
+    /// Spans to send in all (rounded up to whole requests).
+    pub spans: u64,
+    /// Spans per export request (rounded to whole chains).
+    pub batch: usize,
+    /// Hops per chain.
+    pub depth: usize,
+    /// Connections sending at once.
+    pub connections: usize,
+    /// Spans per second in all; `None`: as fast as the receiver takes them.
+    pub rate: Option<f64>,
+    /// Stop sending after this long even if spans remain.
+    pub max_time: Option<Duration>,
+}
+
+/// What was sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FloodResult {
+    /// Spans in requests the receiver accepted.
+    pub spans_sent: u64,
+    /// Requests the receiver refused or that failed.
+    pub requests_failed: u64,
+    /// Wall time of the sending.
+    pub seconds: f64,
+}
+
+impl FloodResult {
+    /// Accepted spans per second.
+    pub fn spans_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.spans_sent as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Why a flood could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum FloodError {
+    /// The target is not on this machine.
+    #[error("{0} is not a loopback address: the load generator only sends to this machine")]
+    NotLoopback(SocketAddr),
+    /// A nonsensical plan.
+    #[error("{0}")]
+    Plan(&'static str),
+    /// The receiver could not be reached.
+    #[error("cannot connect to {addr}: {message}")]
+    Connect {
+        /// The receiver.
+        addr: SocketAddr,
+        /// What the transport said.
+        message: String,
+    },
+}
+
+/// One encoded export request and where its trace ids sit in the bytes.
+#[derive(Clone, Debug)]
+pub struct Template {
+    bytes: Vec<u8>,
+    trace_id_offsets: Vec<usize>,
+    spans: u64,
+    /// Written into every trace id, so two runs against one receiver do not collide.
+    run: u32,
+}
+
+impl Template {
+    /// Encode chains of `depth` hops until about `batch` spans.
+    pub fn new(batch: usize, depth: usize) -> Self {
+        let depth = depth.max(1);
+        let per_chain = 2 * depth;
+        let chains = batch.div_ceil(per_chain).max(1);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        // One ResourceSpans per service, holding that service's spans of every chain.
+        let mut by_service: Vec<Vec<Span>> = vec![Vec::new(); depth];
+        for chain in 0..chains {
+            let mut trace_id = MARKER.to_vec();
+            trace_id.extend_from_slice(&[0; 4]);
+            trace_id.extend_from_slice(&(chain as u32).to_be_bytes());
+            hops(&trace_id, depth, now, &mut by_service);
+        }
+        let request = ExportTraceServiceRequest {
+            resource_spans: by_service
+                .into_iter()
+                .enumerate()
+                .map(|(hop, spans)| ResourceSpans {
+                    resource: Some(Resource {
+                        attributes: vec![
+                            text("service.name", service(hop)),
+                            text("telemetry.sdk.language", "rust"),
+                        ],
+                        ..Resource::default()
+                    }),
+                    scope_spans: vec![ScopeSpans {
+                        scope: Some(InstrumentationScope {
+                            name: "budget-demo-load".into(),
+                            ..InstrumentationScope::default()
+                        }),
+                        spans,
+                        ..ScopeSpans::default()
+                    }],
+                    ..ResourceSpans::default()
+                })
+                .collect(),
+        };
+        let bytes = request.encode_to_vec();
+        let trace_id_offsets = bytes
+            .windows(MARKER.len())
+            .enumerate()
+            .filter(|(_, w)| *w == MARKER)
+            .map(|(i, _)| i)
+            .collect();
+        Self {
+            bytes,
+            trace_id_offsets,
+            spans: (chains * per_chain) as u64,
+            run: (now >> 10) as u32,
+        }
+    }
+
+    /// Spans in one request.
+    pub fn spans(&self) -> u64 {
+        self.spans
+    }
+
+    /// Request number `n`: the template with trace ids unique to this run and `n`.
+    pub fn request(&self, n: u32) -> Bytes {
+        let mut bytes = self.bytes.clone();
+        for &offset in &self.trace_id_offsets {
+            bytes[offset + 4..offset + 8].copy_from_slice(&self.run.to_be_bytes());
+            bytes[offset + 8..offset + 12].copy_from_slice(&n.to_be_bytes());
+        }
+        Bytes::from(bytes)
+    }
+}
+
+fn service(hop: usize) -> &'static str {
+    SERVICES[hop % SERVICES.len()]
+}
+
+fn text(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(value.into())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::IntValue(value)),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+/// The spans of one chain: every hop a SERVER span and a CLIENT span to the next hop, with a
+/// budget that is correctly propagated (1200 ms at the edge, 20 ms of work per hop).
+fn hops(trace_id: &[u8], depth: usize, now: u64, out: &mut [Vec<Span>]) {
+    const MS: u64 = 1_000_000;
+    let mut parent: Vec<u8> = Vec::new();
+    let mut budget: i64 = 1200;
+    for (hop, spans) in out.iter_mut().enumerate().take(depth) {
+        let server_id = ((hop as u64) * 2 + 1).to_be_bytes().to_vec();
+        let client_id = ((hop as u64) * 2 + 2).to_be_bytes().to_vec();
+        let start = now + (hop as u64) * 21 * MS;
+        let end = now + (2 * depth as u64 - hop as u64) * 21 * MS;
+        let path = format!("/{}", service(hop));
+        let mut server_attrs = vec![
+            text("http.request.method", "GET"),
+            text("url.path", &path),
+            text("url.scheme", "http"),
+            int("http.response.status_code", 200),
+            text("network.protocol.version", "1.1"),
+            text("server.address", "127.0.0.1"),
+            text("budget.outcome", "ok"),
+            int("budget.remaining_at_start_ms", budget),
+        ];
+        if hop == 0 {
+            server_attrs.push(text("budget.source", "default"));
+            server_attrs.push(int("budget.default_ms", budget));
+        } else {
+            server_attrs.push(text("budget.source", "x-budget-ms"));
+            server_attrs.push(int("budget.received_ms", budget));
+        }
+        spans.push(Span {
+            trace_id: trace_id.to_vec(),
+            span_id: server_id.clone(),
+            parent_span_id: parent.clone(),
+            name: format!("GET {path}"),
+            kind: SpanKind::Server as i32,
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            attributes: server_attrs,
+            ..Span::default()
+        });
+        let remaining = budget - 20;
+        let forwarded = remaining - 10;
+        let callee = format!("/{}", service(hop + 1));
+        spans.push(Span {
+            trace_id: trace_id.to_vec(),
+            span_id: client_id.clone(),
+            parent_span_id: server_id,
+            name: format!("GET {}", service(hop + 1)),
+            kind: SpanKind::Client as i32,
+            start_time_unix_nano: start + 20 * MS,
+            end_time_unix_nano: end - MS,
+            attributes: vec![
+                text("http.request.method", "GET"),
+                text("url.full", &format!("http://127.0.0.1:8080{callee}")),
+                text("server.address", "127.0.0.1"),
+                int("server.port", 8080),
+                int("http.response.status_code", 200),
+                int("budget.remaining_ms", remaining),
+                int("budget.forwarded_ms", forwarded),
+                int("budget.timeout_ms", forwarded),
+                int("budget.sla_ms", 2000),
+                int("budget.attempt", 1),
+            ],
+            ..Span::default()
+        });
+        parent = client_id;
+        budget = forwarded;
+    }
+}
+
+/// Send the plan's spans; returns what was accepted and how fast.
+pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
+    let addr = plan.target.addr();
+    if !addr.ip().is_loopback() {
+        return Err(FloodError::NotLoopback(addr));
+    }
+    if plan.batch == 0 || plan.connections == 0 || plan.depth == 0 {
+        return Err(FloodError::Plan(
+            "--batch, --depth and --connections must be at least 1",
+        ));
+    }
+    let template = Arc::new(Template::new(plan.batch, plan.depth));
+    let requests = plan.spans.div_ceil(template.spans());
+    let next = Arc::new(AtomicU64::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    // Each connection paces itself to its share of the rate.
+    let gap = plan.rate.filter(|r| *r > 0.0).map(|rate| {
+        Duration::from_secs_f64(template.spans() as f64 * plan.connections as f64 / rate)
+    });
+    let mut senders = Vec::with_capacity(plan.connections);
+    for _ in 0..plan.connections {
+        senders.push(Sender::connect(plan.target).await?);
+    }
+    let started = Instant::now();
+    let stop_at = plan.max_time.map(|d| started + d);
+    let mut tasks = tokio::task::JoinSet::new();
+    for mut sender in senders {
+        let (template, next, sent, failed) =
+            (template.clone(), next.clone(), sent.clone(), failed.clone());
+        tasks.spawn(async move {
+            let mut tick = Instant::now();
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= requests || stop_at.is_some_and(|t| Instant::now() >= t) {
+                    break;
+                }
+                let body = template.request(n as u32);
+                if sender.send(body).await {
+                    sent.fetch_add(template.spans(), Ordering::Relaxed);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(gap) = gap {
+                    tick += gap;
+                    tokio::time::sleep_until(tick.into()).await;
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(FloodResult {
+        spans_sent: sent.load(Ordering::Relaxed),
+        requests_failed: failed.load(Ordering::Relaxed),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// One connection to the receiver.
+enum Sender {
+    Grpc(tonic::client::Grpc<tonic::transport::Channel>),
+    Http(reqwest::Client, String),
+}
+
+impl Sender {
+    async fn connect(target: Target) -> Result<Self, FloodError> {
+        let addr = target.addr();
+        let fail = |message: String| FloodError::Connect { addr, message };
+        match target {
+            Target::Grpc(addr) => {
+                let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                    .map_err(|e| fail(e.to_string()))?
+                    .connect()
+                    .await
+                    .map_err(|e| fail(e.to_string()))?;
+                Ok(Sender::Grpc(tonic::client::Grpc::new(channel)))
+            }
+            Target::Http(addr) => {
+                // One client per sender, one pooled connection each.
+                let client = reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .build()
+                    .map_err(|e| fail(e.to_string()))?;
+                Ok(Sender::Http(client, format!("http://{addr}/v1/traces")))
+            }
+        }
+    }
+
+    /// Send one request; `true` when the receiver accepted it.
+    async fn send(&mut self, body: Bytes) -> bool {
+        match self {
+            Sender::Grpc(grpc) => {
+                if grpc.ready().await.is_err() {
+                    return false;
+                }
+                let path = tonic::codegen::http::uri::PathAndQuery::from_static(EXPORT_PATH);
+                grpc.unary::<Bytes, (), _>(tonic::Request::new(body), path, RawCodec)
+                    .await
+                    .is_ok()
+            }
+            Sender::Http(client, url) => client
+                .post(url.as_str())
+                .header("content-type", "application/x-protobuf")
+                .body(body)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success()),
+        }
+    }
+}
+
+/// A gRPC codec that sends already-encoded bytes and ignores the response's content.
+#[derive(Clone, Copy, Debug, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = ();
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), Self::Error> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = ();
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Self::Item>, Self::Error> {
+        use bytes::Buf as _;
+        let len = src.remaining();
+        src.advance(len);
+        Ok(Some(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_request_decodes_with_fresh_trace_ids_and_whole_chains() {
+        let template = Template::new(512, 4);
+        assert_eq!(template.spans() % 8, 0, "whole chains of 4 hops x 2 spans");
+        assert!(template.spans() >= 512 && template.spans() < 520);
+        let a = ExportTraceServiceRequest::decode(template.request(7)).unwrap();
+        let b = ExportTraceServiceRequest::decode(template.request(8)).unwrap();
+        let spans = |r: &ExportTraceServiceRequest| -> Vec<Span> {
+            r.resource_spans
+                .iter()
+                .flat_map(|rs| rs.scope_spans.iter().flat_map(|s| s.spans.clone()))
+                .collect()
+        };
+        let (sa, sb) = (spans(&a), spans(&b));
+        assert_eq!(sa.len() as u64, template.spans());
+        assert_eq!(a.resource_spans.len(), 4, "one resource per service");
+        for (x, y) in sa.iter().zip(&sb) {
+            assert_eq!(&x.trace_id[8..12], &7u32.to_be_bytes());
+            assert_eq!(&y.trace_id[8..12], &8u32.to_be_bytes());
+            assert_eq!(x.span_id, y.span_id);
+            assert!(x.attributes.len() >= 10, "{}", x.name);
+        }
+    }
+
+    #[tokio::test]
+    async fn refuses_to_send_off_this_machine() {
+        let plan = FloodPlan {
+            target: Target::Grpc("192.0.2.1:4317".parse().unwrap()),
+            spans: 1,
+            batch: 1,
+            depth: 1,
+            connections: 1,
+            rate: None,
+            max_time: None,
+        };
+        assert!(matches!(flood(plan).await, Err(FloodError::NotLoopback(_))));
+    }
+}
