@@ -325,3 +325,127 @@ fn mouse_click_selects_and_wheel_scrolls() {
     state.on_mouse(wheel, area);
     assert_eq!(state.ui.selected, 5);
 }
+
+/// The loop itself, on a `TestBackend`: batches in, a redraw on the tick, `q` out.
+#[tokio::test(start_paused = true)]
+async fn the_loop_draws_what_arrives_and_quits_on_q() {
+    use crossterm::event::Event;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let mut state = empty_state();
+    let (batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let controls = app::Controls {
+        clock: Box::new(|| NOW_NS),
+        spans_dropped: Some(Box::new(|| 7)),
+        ..app::Controls::default()
+    };
+    let task = tokio::spawn(async move {
+        app::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        (terminal, state)
+    });
+    batches
+        .send(budget_top::ingest::Batch {
+            spans: fixture_spans(),
+            attributes: Vec::new(),
+            raw: None,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let (terminal, state) = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+        .await
+        .expect("the loop stops on q")
+        .unwrap();
+    assert!(state.ui.quit);
+    assert_eq!(state.spans_dropped, 7);
+    let text = screen_text(&terminal);
+    assert!(text.contains("7 dropped"), "{text}");
+    assert!(text.contains("gateway POST /checkout"), "{text}");
+}
+
+/// When the terminal's event stream ends (the pty closed), the loop ends too.
+#[tokio::test(start_paused = true)]
+async fn the_loop_ends_when_the_terminal_goes_away() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut state = empty_state();
+    let (_batches, rx) = tokio::sync::mpsc::channel(1);
+    let events = futures::stream::empty::<std::io::Result<crossterm::event::Event>>();
+    let run = app::run(
+        &mut terminal,
+        &mut state,
+        rx,
+        events,
+        app::Controls::default(),
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(5), run)
+        .await
+        .expect("the loop stops")
+        .unwrap();
+}
+
+struct FakeDemo {
+    scenario: usize,
+    latency_ms: i64,
+}
+
+impl app::DemoControl for FakeDemo {
+    fn status(&self) -> app::DemoStatus {
+        app::DemoStatus {
+            scenario: format!("{}/7 fixed-timeout", self.scenario),
+            lesson: format!(
+                "bff forwards a fixed 3 s instead of what remains (inventory latency {} ms)",
+                self.latency_ms
+            ),
+            keys: "1-7 scenario  +/- latency".into(),
+        }
+    }
+    fn key(&mut self, key: char) -> bool {
+        match key {
+            '1'..='7' => self.scenario = key as usize - '0' as usize,
+            '+' => self.latency_ms += 50,
+            '-' => self.latency_ms -= 50,
+            _ => return false,
+        }
+        true
+    }
+}
+
+#[test]
+fn demo_keys_reach_the_demo_and_its_lesson_is_on_screen() {
+    let mut state = fixture_state(false);
+    let mut demo: Option<Box<dyn app::DemoControl>> = Some(Box::new(FakeDemo {
+        scenario: 2,
+        latency_ms: 100,
+    }));
+    state.demo = demo.as_ref().map(|d| d.status());
+    let press = |state: &mut State, demo: &mut Option<Box<dyn app::DemoControl>>, c: char| {
+        state.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), demo)
+    };
+    assert!(press(&mut state, &mut demo, '3'));
+    assert!(press(&mut state, &mut demo, '+'));
+    assert!(
+        !press(&mut state, &mut demo, 'z'),
+        "an unused key is not claimed"
+    );
+    assert!(
+        press(&mut state, &mut demo, 'j'),
+        "the screen's own keys stay the screen's"
+    );
+    let text = snap("demo", &state, 80, 24);
+    assert!(text.contains("3/7 fixed-timeout"), "{text}");
+    assert!(text.contains("inventory latency 150 ms"), "{text}");
+    snap("demo", &state, 200, 60);
+}

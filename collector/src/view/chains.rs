@@ -34,7 +34,7 @@ fn columns(width: u16) -> Columns {
     } else {
         0
     };
-    let worst = if wide { 24 } else { 18 };
+    let worst = if wide { 24 } else { 20 };
     let fixed = 2 + 13 + 8 + 8 + 5 + worst + wasted + trace;
     Columns {
         start: 13,

@@ -53,7 +53,9 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let mut x = area.x;
     let mut field = |buf: &mut Buffer, value: String, label: &str, style: Style| {
         x = put(buf, x, y, &value, w(x), style);
-        x = put(buf, x + 1, y, label, w(x + 1), theme.dim());
+        if !label.is_empty() {
+            x = put(buf, x + 1, y, label, w(x + 1), theme.dim());
+        }
         x += 2;
     };
     field(

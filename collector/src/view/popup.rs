@@ -119,6 +119,9 @@ pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
         " ↑↓ j k move · Enter open · Esc back · Tab next view · n/N next finding · / search",
     ));
     lines.push(Line::raw(" f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit"));
+    lines.push(Line::raw(
+        " mouse: a click selects a row (a second click opens it), the wheel scrolls",
+    ));
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
         .render(inner, buf);
@@ -167,11 +170,15 @@ pub fn render_detail(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     ));
     lines.push(kv("duration", ms(span.duration_ms())));
     lines.push(kv("status", format!("{:?}", span.status)));
+    lines.push(Line::styled(
+        "budget facts, as the analysis read them",
+        theme.title(),
+    ));
     for (k, v) in facts(span) {
         lines.push(kv(k, v));
     }
     if let Some(attrs) = state.data.store.attributes(chain.trace_id, span.span_id) {
-        lines.push(Line::styled("attributes", theme.title()));
+        lines.push(Line::styled("attributes, as received", theme.title()));
         for a in attrs {
             lines.push(kv(
                 &clean(&a.key),

@@ -1,0 +1,131 @@
+//! Frame render time with 100,000 chains held, at 200x60: the cost of one redraw of the chain
+//! list + waterfall (the default view), the edges view and the services view. Target: < 5 ms.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+#[allow(dead_code, unused_imports)]
+#[path = "../src/app.rs"]
+mod app;
+#[path = "../tests/screen_support/mod.rs"]
+mod screen_support;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/term.rs"]
+mod term;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/view/mod.rs"]
+mod view;
+
+use std::hint::black_box;
+
+use budget_top::store::Store;
+use criterion::{Criterion, criterion_group, criterion_main};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+
+use app::{Mode, ScreenData, State, View};
+use screen_support::{ChainBuilder, NOW_NS};
+
+const CHAINS: u64 = 100_000;
+
+/// 100,000 chains of 5 spans, one in four with a reset and orphaned work.
+fn big_state() -> State {
+    let mut data = ScreenData::new(Store::new(1_000_000));
+    let mut spans = Vec::with_capacity(CHAINS as usize * 5);
+    for t in 0..CHAINS {
+        let mut c = ChainBuilder::new(t + 1000, t / 10);
+        let services = ["gateway", "orders", "inventory", "payments", "search"];
+        let callee = services[(t % 4 + 1) as usize];
+        c.edge(1, "gateway", "POST /checkout", 0, 400 + t % 300, 1000);
+        c.call(2, 1, "gateway", "POST call", 5, 390, 995, Some(990));
+        let reset = t % 4 == 0;
+        c.hop(
+            3,
+            Some(2),
+            callee,
+            "POST /work",
+            8,
+            if reset { 1300 } else { 380 },
+            Some(990),
+        );
+        c.call(
+            4,
+            3,
+            callee,
+            "GET inventory",
+            100,
+            370,
+            700,
+            Some(if reset { 3000 } else { 690 }),
+        );
+        c.hop(
+            5,
+            Some(4),
+            "inventory",
+            "GET /stock",
+            105,
+            if reset { 1270 } else { 360 },
+            Some(690),
+        );
+        spans.extend(c.spans);
+    }
+    data.add_spans(spans, NOW_NS);
+    let mut state = State::new(data, Mode::Live);
+    state.ui.color = true;
+    state.now_unix_nano = NOW_NS;
+    state.settle();
+    state.ui.view = View::Services;
+    state.settle();
+    state.ui.view = View::Chains;
+    state
+}
+
+fn render_frames(c: &mut Criterion) {
+    let mut state = big_state();
+    assert_eq!(state.data.visible.len(), CHAINS as usize);
+    let area = Rect::new(0, 0, 200, 60);
+    let mut buf = Buffer::empty(area);
+    for (name, view) in [
+        ("chains+waterfall", View::Chains),
+        ("waterfall", View::Waterfall),
+        ("edges", View::Edges),
+        ("services", View::Services),
+    ] {
+        state.ui.view = view;
+        c.bench_function(&format!("frame 200x60, 100k chains, {name}"), |b| {
+            b.iter(|| {
+                buf.reset();
+                view::render(black_box(&state), area, &mut buf);
+            })
+        });
+    }
+    // The list scrolled to the middle: only the rows on screen are drawn.
+    state.ui.view = View::Chains;
+    state.ui.selected = 50_000;
+    c.bench_function("frame 200x60, 100k chains, list scrolled to 50,000", |b| {
+        b.iter(|| {
+            buf.reset();
+            view::render(black_box(&state), area, &mut buf);
+        })
+    });
+}
+
+/// What the loop pays on a tick when one chain arrived: analyse it and rebuild the list order.
+fn settle_tick(c: &mut Criterion) {
+    let mut state = big_state();
+    let mut n = 0u64;
+    c.bench_function("settle: one new chain, 100k held, rebuild the list", |b| {
+        b.iter(|| {
+            n += 1;
+            let mut chain = ChainBuilder::new(10_000_000 + n, 20_000);
+            chain.edge(1, "gateway", "GET /new", 0, 10, 100);
+            state.data.add_spans(chain.spans, NOW_NS);
+            black_box(state.settle());
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(3));
+    targets = render_frames, settle_tick
+}
+criterion_main!(benches);
