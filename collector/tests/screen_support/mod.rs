@@ -1,6 +1,11 @@
 //! Fixtures for the screen tests and benches: a fixed set of chains that covers every finding
 //! kind, at fixed times, and helpers that draw a state into a `TestBackend`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_arguments, dead_code)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_arguments,
+    dead_code
+)]
 
 use std::sync::Arc;
 
