@@ -117,28 +117,21 @@ impl Store {
     fn insert_span(&mut self, span: Span, attributes: Option<Box<[KeyValue]>>) {
         let trace_id = span.trace_id;
         let span_id = span.span_id;
-        if !self.chains.contains_key(&trace_id) {
-            self.make_room(1);
-            self.order.push_back(trace_id);
-            self.chains.insert(
-                trace_id,
-                Entry {
-                    chain: Chain::new(trace_id),
-                    attributes: HashMap::new(),
-                    analysis: None,
-                    dirty: false,
-                },
-            );
-            self.counters.chains_held += 1;
-        } else if self
-            .chains
-            .get(&trace_id)
-            .is_some_and(|e| e.chain.len() >= self.max_spans)
-        {
-            self.counters.spans_over_limit += 1;
-            return;
-        } else {
-            self.make_room_except(1, trace_id);
+        let known = self.chains.get(&trace_id).map(|e| {
+            (
+                e.chain.get(span_id).is_some(),
+                e.chain.len() >= self.max_spans,
+            )
+        });
+        match known {
+            None => self.add_chain(trace_id),
+            // A copy of a span already held replaces it: no room needed.
+            Some((true, _)) => {}
+            Some((false, true)) => {
+                self.counters.spans_over_limit += 1;
+                return;
+            }
+            Some((false, false)) => self.make_room_except(1, trace_id),
         }
         let Some(entry) = self.chains.get_mut(&trace_id) else {
             return;
@@ -157,6 +150,22 @@ impl Store {
             entry.dirty = true;
             self.dirty.push(trace_id);
         }
+    }
+
+    /// Makes room for one span, then an empty chain for `trace_id`, newest in arrival order.
+    fn add_chain(&mut self, trace_id: TraceId) {
+        self.make_room(1);
+        self.order.push_back(trace_id);
+        self.chains.insert(
+            trace_id,
+            Entry {
+                chain: Chain::new(trace_id),
+                attributes: HashMap::new(),
+                analysis: None,
+                dirty: false,
+            },
+        );
+        self.counters.chains_held += 1;
     }
 
     /// Evicts the oldest chains until `extra` more spans fit.

@@ -9,3 +9,4 @@ mod python_sdk;
 mod record;
 mod store;
 mod support;
+mod throughput;

@@ -108,3 +108,16 @@ fn raw_attributes_are_kept_for_the_detail_view() {
     let attrs = store.attributes(span.trace_id, span.span_id).unwrap();
     assert!(attrs.iter().any(|kv| kv.key == "budget.forwarded_ms"));
 }
+
+#[test]
+fn a_resent_span_at_capacity_evicts_nothing() {
+    let mut store = Store::new(10);
+    store.insert_spans(spans(1));
+    store.insert_spans(spans(2));
+    assert_eq!(store.counters().spans_held, 10);
+    // The exporter retries chain 2: same spans, no new room needed, chain 1 stays.
+    store.insert_spans(spans(2));
+    assert_eq!(store.counters().chains_evicted, 0);
+    assert_eq!(store.counters().spans_duplicate, 5);
+    assert!(store.chain(TraceId([1; 16])).is_some());
+}
