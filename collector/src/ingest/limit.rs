@@ -1,29 +1,36 @@
 //! A cap on open connections per receiver, so many (or idle) clients cannot starve the others
 //! or exhaust file descriptors: past the cap, new connections wait in the kernel's backlog
-//! until one closes. Each accepted stream holds a semaphore permit that it releases on drop.
+//! until one closes. Each accepted stream holds a semaphore permit that it releases on drop,
+//! and is closed when the client sends nothing for `idle` (a connection that never finishes
+//! its headers, or an idle keep-alive, gives its slot back).
 
+use std::future::Future as _;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
 
 /// A TCP listener that holds at most `max` connections open at once.
 #[derive(Debug)]
 pub(super) struct LimitedListener {
     listener: TcpListener,
     permits: Arc<Semaphore>,
+    idle: Duration,
 }
 
 impl LimitedListener {
-    pub(super) fn new(listener: TcpListener, max: usize) -> Self {
+    pub(super) fn new(listener: TcpListener, max: usize, idle: Duration) -> Self {
         LimitedListener {
             listener,
             permits: Arc::new(Semaphore::new(max.max(1))),
+            idle,
         }
     }
 
@@ -42,6 +49,8 @@ impl LimitedListener {
             LimitedStream {
                 stream,
                 _permit: permit,
+                idle: self.idle,
+                deadline: Box::pin(tokio::time::sleep(self.idle)),
             },
             addr,
         ))
@@ -75,6 +84,9 @@ impl axum::serve::Listener for LimitedListener {
 pub(super) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    idle: Duration,
+    /// When a read that is still waiting gives up; pushed back by every byte received.
+    deadline: Pin<Box<Sleep>>,
 }
 
 impl tonic::transport::server::Connected for LimitedStream {
@@ -91,7 +103,23 @@ impl AsyncRead for LimitedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        match Pin::new(&mut self.stream).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    let next = Instant::now() + self.idle;
+                    self.deadline.as_mut().reset(next);
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "client sent nothing for too long",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
     }
 }
 

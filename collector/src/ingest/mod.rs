@@ -34,6 +34,8 @@ pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default for [`IngestConfig::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// The default for [`IngestConfig::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a throttled client is asked to wait before retrying.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -52,6 +54,8 @@ pub struct IngestConfig {
     pub body_timeout: Duration,
     /// Connections held open at once per receiver; more wait until one closes.
     pub max_connections: usize,
+    /// A connection on which the client sends nothing for this long is closed.
+    pub idle_timeout: Duration,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
@@ -67,6 +71,7 @@ impl Default for IngestConfig {
             channel_capacity: 1024,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             keep_attributes: true,
             keep_raw: false,
         }
@@ -193,7 +198,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = grpc_listener {
         grpc_addr = Some(listener.local_addr()?);
         grpc::spawn(
-            limit::LimitedListener::new(listener, config.max_connections),
+            limit::LimitedListener::new(listener, config.max_connections, config.idle_timeout),
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -204,7 +209,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = http_listener {
         http_addr = Some(listener.local_addr()?);
         http::spawn(
-            limit::LimitedListener::new(listener, config.max_connections),
+            limit::LimitedListener::new(listener, config.max_connections, config.idle_timeout),
             shared.clone(),
             config.max_body,
             config.body_timeout,

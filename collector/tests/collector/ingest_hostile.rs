@@ -471,3 +471,28 @@ async fn connections_past_the_limit_wait_for_a_free_slot() {
     assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
     drop(idle_b);
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_loses_its_slot() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut ingest = ingest::start(IngestConfig {
+        grpc: None,
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        max_connections: 1,
+        idle_timeout: Duration::from_millis(300),
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    let mut slow = tokio::net::TcpStream::connect(ingest.http_addr.unwrap())
+        .await
+        .unwrap();
+    slow.write_all(b"POST /v1/traces HTTP/1.1\r\nhost")
+        .await
+        .unwrap();
+    // The only slot is taken; the good request waits until the silent client is cut off.
+    assert_good_request_served(&mut ingest, 1).await;
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the silent connection was never closed");
+}
