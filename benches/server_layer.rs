@@ -33,6 +33,13 @@ fn bench(c: &mut Criterion) {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let routers = [
         ("without_layer", plain()),
+        // Any layer on an axum Router boxes the route: the fair baseline for the layer's cost.
+        (
+            "with_noop_layer",
+            plain().layer(tower::util::MapRequestLayer::new(
+                |r: http::Request<Body>| r,
+            )),
+        ),
         ("with_budget_layer", plain().layer(BudgetLayer::new())),
         (
             "with_budget_layer_and_queue",

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use thiserror::Error;
 
 use crate::analysis::BudgetSource;
@@ -333,18 +333,40 @@ impl Received {
 /// `x-request-deadline`.
 pub fn read_headers(headers: &HeaderMap, now_unix_ms: i64) -> Received {
     let mut first_invalid: Option<Received> = None;
-    let carriers: [(&'static str, BudgetSource); 5] = [
-        (X_BUDGET_MS, BudgetSource::XBudgetMs),
-        (GRPC_TIMEOUT, BudgetSource::GrpcTimeout),
-        (CONNECT_TIMEOUT_MS, BudgetSource::ConnectTimeoutMs),
-        (X_REQUEST_DEADLINE, BudgetSource::XRequestDeadline),
+    // Typed names: a lookup by `HeaderName` skips parsing the name on every request.
+    const CARRIERS: [(HeaderName, &str, BudgetSource); 5] = [
         (
+            HeaderName::from_static(X_BUDGET_MS),
+            X_BUDGET_MS,
+            BudgetSource::XBudgetMs,
+        ),
+        (
+            HeaderName::from_static(GRPC_TIMEOUT),
+            GRPC_TIMEOUT,
+            BudgetSource::GrpcTimeout,
+        ),
+        (
+            HeaderName::from_static(CONNECT_TIMEOUT_MS),
+            CONNECT_TIMEOUT_MS,
+            BudgetSource::ConnectTimeoutMs,
+        ),
+        (
+            HeaderName::from_static(X_REQUEST_DEADLINE),
+            X_REQUEST_DEADLINE,
+            BudgetSource::XRequestDeadline,
+        ),
+        (
+            HeaderName::from_static(X_ENVOY_EXPECTED_RQ_TIMEOUT_MS),
             X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
             BudgetSource::XEnvoyExpectedRqTimeoutMs,
         ),
     ];
-    for (header, source) in carriers {
-        let Some(raw) = headers.get(header) else {
+    if headers.is_empty() {
+        return Received::None;
+    }
+    for (name, header, source) in &CARRIERS {
+        let (header, source) = (*header, *source);
+        let Some(raw) = headers.get(name) else {
             continue;
         };
         let parsed = match raw.to_str() {

@@ -21,6 +21,7 @@ use tracing::field::Empty;
 use crate::analysis::Outcome;
 use crate::budget::{Deadline, saturating_ms};
 use crate::carrier;
+use crate::server::record;
 use crate::trace_context;
 
 /// A boxed error from the underlying transport.
@@ -320,30 +321,31 @@ where
             budget.outcome = Empty,
         );
         if let Some(sla) = options.sla {
-            span.record(crate::semconv::SLA_MS, saturating_ms(sla));
+            record(&span, crate::semconv::SLA_MS, saturating_ms(sla));
         }
 
         let plan = match options.plan(deadline) {
             Ok(plan) => plan,
             Err(refused) => {
                 if let CallError::Refused { remaining_ms, .. } = &refused {
-                    span.record(crate::semconv::REMAINING_MS, *remaining_ms);
+                    record(&span, crate::semconv::REMAINING_MS, *remaining_ms);
                 }
-                span.record(
+                record(
+                    &span,
                     crate::semconv::TIMEOUT_MS,
                     deadline.map_or(0, |d| {
                         saturating_ms(d.call_timeout(options.sla, options.margin))
                     }),
                 );
-                span.record(crate::semconv::OUTCOME, Outcome::Refused.as_str());
+                record(&span, crate::semconv::OUTCOME, Outcome::Refused.as_str());
                 return Err(refused);
             }
         };
         if let Some(remaining) = plan.remaining {
-            span.record(crate::semconv::REMAINING_MS, remaining);
+            record(&span, crate::semconv::REMAINING_MS, remaining);
         }
         if let Some(timeout) = plan.timeout {
-            span.record(crate::semconv::TIMEOUT_MS, saturating_ms(timeout));
+            record(&span, crate::semconv::TIMEOUT_MS, saturating_ms(timeout));
             *request.timeout_mut() = Some(timeout);
         }
         let headers = request.headers_mut();
@@ -363,7 +365,11 @@ where
                 }
             }
             // What the callee reads: whole ms, rounded down.
-            span.record(crate::semconv::FORWARDED_MS, saturating_ms(forwarded));
+            record(
+                &span,
+                crate::semconv::FORWARDED_MS,
+                saturating_ms(forwarded),
+            );
         }
         if self.trace_context {
             trace_context::inject(&span, headers);
@@ -381,7 +387,11 @@ where
         match &result {
             Ok(response) => {
                 let status = response.status();
-                span.record("http.response.status_code", i64::from(status.as_u16()));
+                record(
+                    &span,
+                    "http.response.status_code",
+                    i64::from(status.as_u16()),
+                );
                 let outcome = match status.as_u16() {
                     503 => Some(Outcome::ShedFull),
                     504 => Some(Outcome::ShedExpired),
@@ -389,8 +399,8 @@ where
                     _ => None,
                 };
                 if let Some(outcome) = outcome {
-                    span.record("otel.status_code", "ERROR");
-                    span.record(crate::semconv::OUTCOME, outcome.as_str());
+                    record(&span, "otel.status_code", "ERROR");
+                    record(&span, crate::semconv::OUTCOME, outcome.as_str());
                 }
             }
             Err(error) => {
@@ -398,9 +408,9 @@ where
                     CallError::DeadlineExceeded { .. } => (Outcome::DeadlineExceeded, "timeout"),
                     _ => (Outcome::Error, "transport"),
                 };
-                span.record("otel.status_code", "ERROR");
-                span.record(crate::semconv::ERROR_TYPE, kind);
-                span.record(crate::semconv::OUTCOME, outcome.as_str());
+                record(&span, "otel.status_code", "ERROR");
+                record(&span, crate::semconv::ERROR_TYPE, kind);
+                record(&span, crate::semconv::OUTCOME, outcome.as_str());
             }
         }
         result

@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use crate::analysis::Outcome;
 use crate::budget::Deadline;
-use crate::server::{HopProgress, ResponseFuture, status_response};
+use crate::server::{HopBudget, ResponseFuture, status_response};
 
 /// The state every service of one queue shares.
 #[derive(Debug)]
@@ -163,12 +163,16 @@ where
         let config = self.config;
         let inner = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, inner);
-        let deadline = req
-            .extensions()
-            .get::<Deadline>()
-            .copied()
-            .or_else(Deadline::current);
-        let progress = req.extensions().get::<HopProgress>().cloned();
+        let hop = req.extensions().get::<HopBudget>();
+        let progress = hop.map(|hop| hop.progress.clone());
+        let deadline = match hop {
+            Some(hop) => hop.deadline,
+            None => req
+                .extensions()
+                .get::<Deadline>()
+                .copied()
+                .or_else(Deadline::current),
+        };
 
         let work = async move {
             let permit = match Arc::clone(&shared.running).try_acquire_owned() {

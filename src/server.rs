@@ -32,7 +32,7 @@ pub type ResponseFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, 
 
 /// What the server layer learned about a request's budget; in the request extensions of every
 /// request it handles (`axum::Extension<HopBudget>`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct HopBudget {
     /// The hop's deadline, when it has a budget (received or default).
     pub deadline: Option<Deadline>,
@@ -42,6 +42,8 @@ pub struct HopBudget {
     pub received: Option<Duration>,
     /// When the request arrived.
     pub arrival: Instant,
+    /// Shared with the queue (one extension instead of two keeps the per-request cost down).
+    pub(crate) progress: HopProgress,
 }
 
 /// Progress shared between the server layer and the queue for one request: the queue says when
@@ -218,6 +220,13 @@ fn server_span<B>(req: &Request<B>) -> tracing::Span {
     )
 }
 
+/// Record one attribute, skipping the field lookup when no subscriber wants the span.
+pub(crate) fn record(span: &tracing::Span, key: &str, value: impl tracing::Value) {
+    if !span.is_disabled() {
+        span.record(key, value);
+    }
+}
+
 /// The hop's outcome from the response status, unless the queue already said.
 pub(crate) fn outcome_for_status(status: StatusCode) -> Outcome {
     match status.as_u16() {
@@ -240,12 +249,16 @@ struct Finish {
 impl Finish {
     fn record_start(&self, started: Option<Instant>, queue_wait: Option<Duration>) {
         if let Some(wait) = queue_wait {
-            self.span
-                .record(crate::semconv::QUEUE_WAIT_MS, saturating_ms(wait));
+            record(
+                &self.span,
+                crate::semconv::QUEUE_WAIT_MS,
+                saturating_ms(wait),
+            );
         }
         if let Some(deadline) = self.deadline {
             let started = started.unwrap_or(self.arrival);
-            self.span.record(
+            record(
+                &self.span,
                 crate::semconv::REMAINING_AT_START_MS,
                 deadline.remaining_ms_at(started),
             );
@@ -259,8 +272,11 @@ impl Finish {
             Some(shed) => {
                 // Shed by the queue: the work never started, so no remaining_at_start_ms.
                 if let Some(wait) = queue_wait {
-                    self.span
-                        .record(crate::semconv::QUEUE_WAIT_MS, saturating_ms(wait));
+                    record(
+                        &self.span,
+                        crate::semconv::QUEUE_WAIT_MS,
+                        saturating_ms(wait),
+                    );
                 }
                 shed
             }
@@ -275,21 +291,23 @@ impl Finish {
                 }
             }
         };
-        self.span
-            .record("http.response.status_code", i64::from(status.as_u16()));
+        record(
+            &self.span,
+            "http.response.status_code",
+            i64::from(status.as_u16()),
+        );
         if status.is_server_error() {
-            self.span.record("otel.status_code", "ERROR");
+            record(&self.span, "otel.status_code", "ERROR");
         }
-        self.span.record(crate::semconv::OUTCOME, outcome.as_str());
+        record(&self.span, crate::semconv::OUTCOME, outcome.as_str());
     }
 
     fn failed(&mut self) {
         self.done = true;
         let (started, queue_wait, _) = self.progress.take();
         self.record_start(started, queue_wait);
-        self.span.record("otel.status_code", "ERROR");
-        self.span
-            .record(crate::semconv::OUTCOME, Outcome::Error.as_str());
+        record(&self.span, "otel.status_code", "ERROR");
+        record(&self.span, crate::semconv::OUTCOME, Outcome::Error.as_str());
     }
 }
 
@@ -298,7 +316,8 @@ impl Drop for Finish {
         if !self.done {
             if self.progress.waiting() {
                 // Cancelled while queued: the work never started; say how long it waited.
-                self.span.record(
+                record(
+                    &self.span,
                     crate::semconv::QUEUE_WAIT_MS,
                     saturating_ms(Instant::now().saturating_duration_since(self.arrival)),
                 );
@@ -306,8 +325,11 @@ impl Drop for Finish {
                 let (started, queue_wait, _) = self.progress.take();
                 self.record_start(started, queue_wait);
             }
-            self.span
-                .record(crate::semconv::OUTCOME, Outcome::Cancelled.as_str());
+            record(
+                &self.span,
+                crate::semconv::OUTCOME,
+                Outcome::Cancelled.as_str(),
+            );
         }
     }
 }
@@ -334,35 +356,41 @@ where
             trace_context::set_parent_from(&span, req.headers());
         }
 
-        let received = match req.headers().get(carrier::X_REQUEST_DEADLINE) {
+        const X_REQUEST_DEADLINE: http::HeaderName =
+            http::HeaderName::from_static(carrier::X_REQUEST_DEADLINE);
+        let received = match req.headers().get(X_REQUEST_DEADLINE) {
             Some(absolute) => {
                 // Captured as OpenTelemetry does, so the collector can compare the absolute
                 // deadline with the relative view (clock skew).
                 if let Ok(value) = absolute.to_str() {
-                    span.record(crate::semconv::HTTP_HEADER_REQUEST_DEADLINE, value);
+                    record(&span, crate::semconv::HTTP_HEADER_REQUEST_DEADLINE, value);
                 }
                 carrier::read_headers(req.headers(), carrier::now_unix_ms())
             }
             // The wall clock is only needed for an absolute deadline.
             None => carrier::read_headers(req.headers(), 0),
         };
-        span.record(crate::semconv::SOURCE, received.source().as_str());
+        record(&span, crate::semconv::SOURCE, received.source().as_str());
         let mut deadline = None;
         match &received {
             Received::Budget { budget, .. } => {
-                span.record(crate::semconv::RECEIVED_MS, saturating_ms(*budget));
+                record(&span, crate::semconv::RECEIVED_MS, saturating_ms(*budget));
                 deadline = Some(Deadline::at(arrival + *budget));
             }
             Received::Invalid { value, .. } => {
-                span.record(crate::semconv::INVALID_VALUE, value.as_str());
+                record(&span, crate::semconv::INVALID_VALUE, value.as_str());
             }
             Received::None => {}
         }
         if let (None, Some(default)) = (deadline, self.config.default_budget) {
             if received.source() == BudgetSource::None {
-                span.record(crate::semconv::SOURCE, BudgetSource::Default.as_str());
+                record(
+                    &span,
+                    crate::semconv::SOURCE,
+                    BudgetSource::Default.as_str(),
+                );
             }
-            span.record(crate::semconv::DEFAULT_MS, saturating_ms(default));
+            record(&span, crate::semconv::DEFAULT_MS, saturating_ms(default));
             deadline = Some(Deadline::at(arrival + default));
         }
         let source = match (received.source(), deadline) {
@@ -377,8 +405,8 @@ where
             source,
             received: received.budget(),
             arrival,
+            progress: progress.clone(),
         });
-        extensions.insert(progress.clone());
         if let Some(deadline) = deadline {
             extensions.insert(deadline);
         }
@@ -391,7 +419,7 @@ where
             done: false,
         };
 
-        if self.config.shed_expired_on_arrival && deadline.is_some_and(|d| d.is_expired()) {
+        if self.config.shed_expired_on_arrival && deadline.is_some_and(|d| d.instant() <= arrival) {
             finish.progress.shed(Outcome::ShedExpired);
             finish.complete(StatusCode::GATEWAY_TIMEOUT);
             return Box::pin(std::future::ready(Ok(status_response(

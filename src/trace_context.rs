@@ -66,7 +66,8 @@ pub fn format_traceparent(cx: &SpanContext) -> String {
 
 /// The caller's context from `traceparent` (and `tracestate`), when present and valid.
 pub fn extract(headers: &HeaderMap) -> Option<Context> {
-    let parent = headers.get(TRACEPARENT)?.to_str().ok()?;
+    const TRACEPARENT_NAME: http::HeaderName = http::HeaderName::from_static(TRACEPARENT);
+    let parent = headers.get(TRACEPARENT_NAME)?.to_str().ok()?;
     let mut span_context = parse_traceparent(parent)?;
     if let Some(state) = headers
         .get(TRACESTATE)
