@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use deadline_budget::{BudgetClient, BudgetLayer, CallOptions, DeadlineQueueLayer};
+use deadline_budget::{BudgetClient, BudgetLayer, CallOptions, DeadlineQueueLayer, Forward};
 use http::StatusCode;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry::{Key, Value};
@@ -130,6 +130,23 @@ async fn spans_carry_the_contract_attributes() {
                             .await
                             .unwrap();
                         response.status().as_u16().to_string()
+                    },
+                ),
+            )
+            .route(
+                "/broken",
+                get(
+                    |State((client, back)): State<(BudgetClient, String)>| async move {
+                        for (name, forward) in [
+                            ("reset", Forward::Fixed(ms(3000))),
+                            ("drop", Forward::Nothing),
+                        ] {
+                            let options = CallOptions::new().forward(forward).name(name);
+                            client
+                                .send(client.get(format!("{back}/charge")), &options)
+                                .await
+                                .unwrap();
+                        }
                     },
                 ),
             )
@@ -343,7 +360,43 @@ async fn spans_carry_the_contract_attributes() {
     assert_eq!(slow["budget.outcome"], Value::from("cancelled"));
     assert_eq!(int(&slow, "budget.received_ms"), 500);
 
-    // 7. The queue, in paused time through oneshot: 503 when full, 504 for an item that
+    // 7. The broken variants: the wire carries the reset or nothing, and the CLIENT spans tell
+    //    the truth about what remained and what was written.
+    exporter.reset();
+    plain
+        .get(format!("{front}/broken"))
+        .header("x-budget-ms", "700")
+        .send()
+        .await
+        .unwrap();
+    let spans = exported(&exporter, 5).await;
+    let call = |name: &str| {
+        budget_attributes(
+            spans
+                .iter()
+                .find(|s| s.span_kind == SpanKind::Client && s.name == name)
+                .unwrap(),
+        )
+    };
+    let reset = call("reset");
+    assert_eq!(int(&reset, "budget.forwarded_ms"), 3000);
+    assert!((600..=700).contains(&int(&reset, "budget.remaining_ms")));
+    let dropped = call("drop");
+    assert_eq!(
+        keys(&dropped),
+        ["budget.attempt", "budget.remaining_ms", "budget.timeout_ms"]
+    );
+    let callee_sources: Vec<_> = spans
+        .iter()
+        .filter(|s| s.span_kind == SpanKind::Server && s.name == "GET /charge")
+        .map(|s| budget_attributes(s)["budget.source"].clone())
+        .collect();
+    assert_eq!(
+        callee_sources,
+        [Value::from("x-budget-ms"), Value::from("none")]
+    );
+
+    // 8. The queue, in paused time through oneshot: 503 when full, 504 for an item that
     //    expired while waiting, and the wait on each span.
     exporter.reset();
     tokio::time::pause();
@@ -388,7 +441,7 @@ async fn spans_carry_the_contract_attributes() {
     assert_eq!(int(&r, "budget.queue_wait_ms"), 0);
     assert_eq!(r["budget.outcome"], Value::from("ok"));
 
-    // 8. Callers that went away: one running, one still queued.
+    // 9. Callers that went away: one running, one still queued.
     exporter.reset();
     let queue = DeadlineQueueLayer::new(1, 1);
     let app = gated(queue.clone(), Arc::new(tokio::sync::Semaphore::new(0)));
