@@ -13,6 +13,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use deadline_budget::analysis::FindingKind;
 use deadline_budget::{BudgetClient, BudgetLayer, CallOptions, DeadlineQueueLayer, Forward};
 use http::StatusCode;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
@@ -247,6 +248,8 @@ async fn spans_carry_the_contract_attributes() {
     assert_eq!(call.parent_span_id, front_hop.span_context.span_id());
     assert_eq!(back_hop.span_context.trace_id(), trace);
     assert_eq!(back_hop.parent_span_id, call.span_context.span_id());
+    // A chain that propagates the budget correctly gives the analysis nothing to report.
+    assert_eq!(findings(&spans), []);
     exporter.reset();
 
     // 2. Too little left to call: the CLIENT span says refused and nothing is forwarded.
@@ -395,6 +398,16 @@ async fn spans_carry_the_contract_attributes() {
         callee_sources,
         [Value::from("x-budget-ms"), Value::from("none")]
     );
+    // ... and the analysis names both mistakes on the calls that made them.
+    let found = findings(&spans);
+    assert!(
+        found.contains(&(FindingKind::BudgetReset, "reset".into())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&(FindingKind::BudgetDropped, "drop".into())),
+        "{found:?}"
+    );
 
     // 8. The queue, in paused time through oneshot: 503 when full, 504 for an item that
     //    expired while waiting, and the wait on each span.
@@ -504,4 +517,78 @@ fn request(path: &str, budget_ms: Option<&str>) -> http::Request<axum::body::Bod
         builder = builder.header("x-budget-ms", budget);
     }
     builder.body(axum::body::Body::empty()).unwrap()
+}
+
+/// The findings the analysis gives for exported spans: "the middleware wrote X, so the analysis
+/// says Y". Services: `back` serves `/charge`, everything else is `front`.
+fn findings(spans: &[SpanData]) -> Vec<(FindingKind, String)> {
+    use deadline_budget::analysis::{
+        self, BudgetFacts, BudgetSource, Chain, Options, Outcome, SpanStatus, TraceId,
+    };
+    let mut chains: BTreeMap<TraceId, Chain> = BTreeMap::new();
+    for s in spans {
+        let attributes: BTreeMap<&str, &Value> = s
+            .attributes
+            .iter()
+            .map(|kv| (kv.key.as_str(), &kv.value))
+            .collect();
+        let int = |key: &str| match attributes.get(key) {
+            Some(Value::I64(v)) => Some(*v),
+            _ => None,
+        };
+        let text = |key: &str| match attributes.get(key) {
+            Some(Value::String(v)) => Some(v.as_str().to_owned()),
+            _ => None,
+        };
+        let nanos = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        };
+        let kind = match s.span_kind {
+            SpanKind::Server => analysis::SpanKind::Server,
+            SpanKind::Client => analysis::SpanKind::Client,
+            _ => analysis::SpanKind::Internal,
+        };
+        let back = kind == analysis::SpanKind::Server && s.name.ends_with("/charge");
+        let trace_id = TraceId(s.span_context.trace_id().to_bytes());
+        let parent = s.parent_span_id;
+        let span = analysis::Span {
+            trace_id,
+            span_id: analysis::SpanId(s.span_context.span_id().to_bytes()),
+            parent_span_id: (parent != opentelemetry::trace::SpanId::INVALID)
+                .then(|| analysis::SpanId(parent.to_bytes())),
+            service: if back { "back".into() } else { "front".into() },
+            name: s.name.as_ref().into(),
+            kind,
+            start_unix_nano: nanos(s.start_time),
+            end_unix_nano: nanos(s.end_time),
+            status: match s.status {
+                opentelemetry::trace::Status::Error { .. } => SpanStatus::Error,
+                _ => SpanStatus::Unset,
+            },
+            budget: BudgetFacts {
+                received_ms: int("budget.received_ms"),
+                source: text("budget.source").and_then(|v| BudgetSource::parse(&v)),
+                default_ms: int("budget.default_ms"),
+                queue_wait_ms: int("budget.queue_wait_ms"),
+                remaining_at_start_ms: int("budget.remaining_at_start_ms"),
+                outcome: text("budget.outcome").and_then(|v| Outcome::parse(&v)),
+                remaining_ms: int("budget.remaining_ms"),
+                forwarded_ms: int("budget.forwarded_ms"),
+                timeout_ms: int("budget.timeout_ms"),
+                sla_ms: int("budget.sla_ms"),
+                attempt: int("budget.attempt"),
+                http_status: int("http.response.status_code"),
+                ..BudgetFacts::default()
+            },
+        };
+        chains
+            .entry(trace_id)
+            .or_insert_with(|| Chain::new(trace_id))
+            .insert(span);
+    }
+    chains
+        .values()
+        .flat_map(|chain| chain.analyse(&Options::default()).findings)
+        .map(|f| (f.kind, f.span_name.to_string()))
+        .collect()
 }
