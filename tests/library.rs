@@ -482,3 +482,41 @@ async fn the_deadline_reaches_calls_made_inside_the_queue() {
     assert_eq!(text(response).await, "200");
     assert_eq!(header(&log.all()[0], "x-budget-ms").as_deref(), Some("800"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_absolute_deadline_becomes_a_relative_budget_on_arrival() {
+    let app = Router::new()
+        .route(
+            "/",
+            get(|Extension(hop): Extension<HopBudget>| async move {
+                let left = Deadline::current().unwrap().remaining_ms();
+                format!("{:?} {left}", hop.source)
+            }),
+        )
+        .layer(BudgetLayer::new());
+    // The wall clock moves on while the request is built: allow it a few ms.
+    let deadline = deadline_budget::carrier::now_unix_ms() + 800;
+    let response = app
+        .clone()
+        .oneshot(request(
+            "/",
+            &[("x-request-deadline", &deadline.to_string())],
+        ))
+        .await
+        .unwrap();
+    let body = text(response).await;
+    let (source, left) = body.split_once(' ').unwrap();
+    assert_eq!(source, "XRequestDeadline");
+    assert!(
+        (700..=800).contains(&left.parse::<i64>().unwrap()),
+        "{body}"
+    );
+
+    // Already past: 504 at once.
+    let past = deadline_budget::carrier::now_unix_ms() - 10;
+    let response = app
+        .oneshot(request("/", &[("x-request-deadline", &past.to_string())]))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+}
