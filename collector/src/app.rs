@@ -402,6 +402,24 @@ impl State {
                 View::Waterfall if self.selected_span().is_some() => {
                     self.ui.overlay = Overlay::Detail
                 }
+                // From a table row to the chains through that service.
+                View::Edges | View::Services => {
+                    let name = if self.ui.view == View::Edges {
+                        view::tables::edge_rows(self)
+                            .get(self.ui.table_row)
+                            .map(|e| e.callee.to_string())
+                    } else {
+                        view::tables::service_rows(self)
+                            .get(self.ui.table_row)
+                            .map(|(n, _)| n.to_string())
+                    };
+                    let Some(name) = name else { return false };
+                    self.ui.query.search =
+                        name.chars().filter(|c| !c.is_control()).take(64).collect();
+                    self.ui.view = View::Chains;
+                    self.ui.selected = 0;
+                    self.ui.selected_id = None;
+                }
                 _ => return false,
             },
             KeyCode::Esc => match self.ui.view {

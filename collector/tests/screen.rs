@@ -136,6 +136,12 @@ fn edges_view_names_the_broken_links() {
         assert!(text.contains("orders → inventory"));
         assert!(text.contains("frontend → catalog"));
     }
+    // Enter on the worst edge lists the chains through its callee.
+    key(&mut state, KeyCode::Enter);
+    state.settle();
+    assert_eq!(state.ui.view, View::Chains);
+    assert_eq!(state.ui.query.search, "payments");
+    assert_eq!(state.data.visible, vec![tid(3)]);
 }
 
 #[test]

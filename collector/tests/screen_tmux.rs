@@ -258,3 +258,51 @@ fn sigterm_restores_the_terminal() {
         "the alternate screen is gone: {pane}"
     );
 }
+
+/// `budget-top replay FILE` plays a recording into the same screen.
+#[test]
+fn replay_plays_a_recording_into_the_screen() {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("tmux is not installed: skipping the terminal test");
+        return;
+    }
+    let name = format!("budget-top-replay-{}", std::process::id());
+    let session = Session(name.clone());
+    let file = std::env::temp_dir().join(format!("{name}.jsonl"));
+    std::fs::write(&file, format!("{}\n", export_request())).unwrap();
+    let cmd = format!(
+        "{} replay {}; echo SCREEN-EXITED $?; sleep 30",
+        env!("CARGO_BIN_EXE_budget-top"),
+        file.display()
+    );
+    let started = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &cmd,
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let pane = wait_for(&session.0, "replay finished: 3 spans");
+    assert!(
+        pane.contains("replay /"),
+        "the header names the recording: {pane}"
+    );
+    assert!(pane.contains("orders POST /orders"), "{pane}");
+    assert!(pane.contains("budget_reset"), "{pane}");
+    tmux(&["send-keys", "-t", &session.0, "q"]);
+    wait_for(&session.0, "SCREEN-EXITED 0");
+    let _ = std::fs::remove_file(&file);
+}

@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
@@ -149,7 +150,15 @@ pub struct ScreenData {
     wasted_total: i64,
     query_applied: Option<ListQuery>,
     services_second: Option<u64>,
+    /// Analysed chains not yet in `visible` (the rebuild was throttled).
+    list_stale: bool,
+    last_rebuild: Option<Instant>,
+    rebuild_cost: Duration,
 }
+
+/// Rebuilding the list costs O(chains held); below this it is done every tick, above it at most
+/// once per ten times its cost, so a huge store never takes more than ~10 % of a core.
+const CHEAP_REBUILD: Duration = Duration::from_millis(2);
 
 impl ScreenData {
     /// Wrap a store.
@@ -163,6 +172,9 @@ impl ScreenData {
             wasted_total: 0,
             query_applied: None,
             services_second: None,
+            list_stale: false,
+            last_rebuild: None,
+            rebuild_cost: Duration::ZERO,
         }
     }
 
@@ -194,9 +206,20 @@ impl ScreenData {
     /// wanted, at most once a second). Returns whether the screen changed.
     pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
         let analysed = self.store.analyse_dirty();
-        let mut changed = analysed > 0 || self.query_applied.as_ref() != Some(query);
-        if changed {
+        self.list_stale |= analysed > 0;
+        let query_changed = self.query_applied.as_ref() != Some(query);
+        let due = self.rebuild_cost < CHEAP_REBUILD
+            || self
+                .last_rebuild
+                .is_none_or(|t| t.elapsed() >= self.rebuild_cost * 10);
+        let mut changed = false;
+        if query_changed || (self.list_stale && due) {
+            let started = Instant::now();
             self.rebuild_list(query, now_unix_nano);
+            self.rebuild_cost = started.elapsed();
+            self.last_rebuild = Some(Instant::now());
+            self.list_stale = false;
+            changed = true;
         }
         let second = now_unix_nano / 1_000_000_000;
         if services && (self.services_second != Some(second) || self.services.is_empty()) {

@@ -206,7 +206,7 @@ fn hints(state: &State) -> &'static str {
             "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  space pause  ? legend  q quit"
         }
         View::Edges | View::Services => {
-            "↑↓/jk move  Tab view  Esc chains  space pause  ? legend  q quit"
+            "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit"
         }
     }
 }

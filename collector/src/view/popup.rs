@@ -116,7 +116,7 @@ pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
     }
     lines.push(Line::styled("Keys", theme.title()));
     lines.push(Line::raw(
-        " ↑↓ j k move · Enter open · Esc back · Tab next view · n/N next finding · / search",
+        " ↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
     ));
     lines.push(Line::raw(" f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit"));
     lines.push(Line::raw(
