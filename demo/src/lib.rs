@@ -50,7 +50,6 @@ pub enum DemoError {
 }
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use host::ServiceHost;
 use load::Load;
@@ -269,7 +268,3 @@ async fn stop_services(services: Vec<ServiceHost>) {
     })
     .await;
 }
-
-/// How long to wait after the load finished before spans of the last requests have all been
-/// exported: the batch processors export every 200 ms.
-pub const EXPORT_SETTLE: Duration = Duration::from_millis(400);

@@ -82,6 +82,22 @@ async fn propagate_is_one_trace_per_request_across_three_services_and_finds_noth
         assert_eq!(in_trace.len(), 3, "every service in each trace");
     }
     assert!(run.kinds().is_empty(), "{}", run.dump());
+    // Each service's spans went through its own pipeline: no span under another's name.
+    for (span_name, service) in [
+        ("GET /pay", "pix-api"),
+        ("GET /check", "antifraud"),
+        ("GET /settle", "settlement"),
+        ("GET antifraud /check", "pix-api"),
+        ("GET settlement /settle", "pix-api"),
+    ] {
+        let owners: BTreeSet<&str> = run
+            .spans
+            .iter()
+            .filter(|s| s.name == span_name)
+            .map(|s| s.service.as_str())
+            .collect();
+        assert_eq!(owners, BTreeSet::from([service]), "{span_name}");
+    }
 }
 
 fn kinds(list: &[FindingKind]) -> BTreeSet<FindingKind> {
