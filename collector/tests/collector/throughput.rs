@@ -15,7 +15,7 @@ use prost::Message as _;
 
 use crate::support::reset_chain;
 
-/// 20 chains of 5 spans, ids made unique by `n`.
+/// 20 chains of 5 spans, ids made unique by `n` (never all zero: that trace id is invalid).
 fn batch(n: u64) -> ExportTraceServiceRequest {
     let mut req = reset_chain(1);
     for rs in &mut req.resource_spans {
@@ -94,7 +94,7 @@ async fn throughput() {
                     .await
                     .unwrap();
                 while started.elapsed() < run_for {
-                    let req = batch(next.fetch_add(1, Ordering::Relaxed));
+                    let req = batch(next.fetch_add(1, Ordering::Relaxed) + 1);
                     let accepted = if grpc {
                         grpc_client.export(req).await.is_ok()
                     } else {
