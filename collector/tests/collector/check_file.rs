@@ -235,3 +235,100 @@ fn collector_style_batches_with_many_resources_and_scopes_are_read() {
     assert_eq!(report["summary"]["spans"], 10);
     assert_eq!(report["summary"]["findings"]["error"], 2);
 }
+
+/// `edge` forwards 400 ms; `backend` shows only a captured header saying it got more.
+fn captured_header_chain(
+    t: u8,
+    key: &str,
+    value: opentelemetry_proto::tonic::common::v1::any_value::Value,
+) -> String {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+    let header = KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    };
+    json_line(&request(vec![
+        (
+            "edge",
+            vec![
+                span(
+                    t,
+                    1,
+                    0,
+                    "GET /api",
+                    SERVER,
+                    0,
+                    100,
+                    vec![
+                        string(k::SOURCE, "default"),
+                        int(k::DEFAULT_MS, 500),
+                        int(k::REMAINING_AT_START_MS, 500),
+                        string(k::OUTCOME, "ok"),
+                    ],
+                ),
+                span(
+                    t,
+                    2,
+                    1,
+                    "GET backend",
+                    CLIENT,
+                    5,
+                    95,
+                    vec![
+                        int(k::REMAINING_MS, 495),
+                        int(k::FORWARDED_MS, 400),
+                        int(k::TIMEOUT_MS, 400),
+                    ],
+                ),
+            ],
+        ),
+        (
+            "backend",
+            vec![span(t, 3, 2, "GET /data", SERVER, 10, 90, vec![header])],
+        ),
+    ]))
+}
+
+#[test]
+fn budgets_from_captured_headers_alone_are_understood() {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, any_value::Value};
+    let deadline_ms = (crate::support::T0 / crate::support::MS) as i64 + 10 + 5000;
+    let cases = [
+        (k::HTTP_HEADER_BUDGET_MS, Value::StringValue("5000".into())),
+        (
+            k::HTTP_HEADER_GRPC_TIMEOUT,
+            Value::ArrayValue(ArrayValue {
+                values: vec![AnyValue {
+                    value: Some(Value::StringValue("5S".into())),
+                }],
+            }),
+        ),
+        (
+            k::RPC_METADATA_GRPC_TIMEOUT,
+            Value::StringValue("5000m".into()),
+        ),
+        (
+            k::HTTP_HEADER_REQUEST_DEADLINE,
+            Value::StringValue(deadline_ms.to_string()),
+        ),
+    ];
+    let dir = scratch("check_captured_headers");
+    for (i, (key, value)) in cases.into_iter().enumerate() {
+        let file = write(
+            &dir,
+            &format!("{i}.jsonl"),
+            &[captured_header_chain(1, key, value)],
+        );
+        let out = run(&["check", "--input", &file, "--format", "json"]);
+        let report = out.json();
+        let reset = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["kind"] == "budget_reset" && f["service"] == "backend")
+            .unwrap_or_else(|| panic!("{key}: no budget_reset on backend: {report:#}"));
+        assert_eq!(reset["received_ms"], 5000, "{key}: {reset}");
+        assert_eq!(reset["forwarded_ms"], 400, "{key}: {reset}");
+    }
+}
