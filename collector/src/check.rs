@@ -39,6 +39,13 @@ pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
         None => Some(listen(&args, &mut store).await?),
     };
     let report = store.report();
+    let counters = store.counters();
+    if counters.chains_evicted > 0 || counters.spans_over_limit > 0 {
+        eprintln!(
+            "warning: {} chain(s) ({} spans) evicted and {} span(s) not kept to stay under --max-spans {max_spans}; the report covers the rest",
+            counters.chains_evicted, counters.spans_evicted, counters.spans_over_limit
+        );
+    }
     let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
         .chains()
         .map(|c| {
@@ -84,11 +91,18 @@ pub fn json_report(report: &Report, ingest: Option<IngestCounts>) -> anyhow::Res
     Ok(out)
 }
 
-/// Opens a file of OTLP/JSON lines, gzip-compressed or not (detected by its magic bytes).
+/// Opens a file of OTLP/JSON lines, gzip-compressed or not (detected by its magic bytes);
+/// `-` is standard input.
 pub fn open_lines(path: &Path) -> Result<Box<dyn std::io::BufRead>, InputError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| InputError(format!("{}: cannot open: {e}", path.display())))?;
-    let mut reader = BufReader::new(file);
+    let source: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| InputError(format!("{}: cannot open: {e}", path.display())))?,
+        )
+    };
+    let mut reader = BufReader::new(source);
     let magic = reader
         .fill_buf()
         .map_err(|e| InputError(format!("{}: cannot read: {e}", path.display())))?;

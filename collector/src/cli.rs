@@ -68,7 +68,7 @@ pub enum Command {
 /// `budget-top check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Read OTLP/JSON lines from FILE (gzip or not) instead of listening.
+    /// Read OTLP/JSON lines from FILE (gzip or not; `-` for stdin) instead of listening.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["idle", "for_"])]
     pub input: Option<PathBuf>,
     /// Where to listen when there is no --input.

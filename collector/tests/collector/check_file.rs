@@ -332,3 +332,44 @@ fn budgets_from_captured_headers_alone_are_understood() {
         assert_eq!(reset["forwarded_ms"], 400, "{key}: {reset}");
     }
 }
+
+#[test]
+fn stdin_is_read_with_a_dash_and_evictions_are_warned_about() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(crate::support::bin())
+        .args([
+            "check",
+            "--input",
+            "-",
+            "--format",
+            "json",
+            "--max-spans",
+            "5",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = format!(
+        "{}\n{}\n",
+        json_line(&reset_chain(1)),
+        json_line(&reset_chain(2))
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["summary"]["traces"], 1,
+        "only the newest chain fits in 5 spans"
+    );
+    assert!(stderr.contains("1 chain(s) (5 spans) evicted"), "{stderr}");
+}
