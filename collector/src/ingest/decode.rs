@@ -553,3 +553,127 @@ mod hostile_tests {
         assert!(Arc::ptr_eq(&a, &b));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use prost::Message as _;
+
+    fn any_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<String>().prop_map(Value::StringValue),
+            any::<i64>().prop_map(Value::IntValue),
+            any::<f64>().prop_map(Value::DoubleValue),
+            any::<bool>().prop_map(Value::BoolValue),
+            proptest::collection::vec(any::<String>(), 0..3).prop_map(|v| {
+                Value::ArrayValue(opentelemetry_proto::tonic::common::v1::ArrayValue {
+                    values: v
+                        .into_iter()
+                        .map(|s| AnyValue {
+                            value: Some(Value::StringValue(s)),
+                        })
+                        .collect(),
+                })
+            }),
+        ]
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(semconv::RECEIVED_MS.to_string()),
+            Just(semconv::SOURCE.to_string()),
+            Just(semconv::FORWARDED_MS.to_string()),
+            Just(semconv::OUTCOME.to_string()),
+            Just(semconv::HTTP_HEADER_BUDGET_MS.to_string()),
+            Just(semconv::RPC_METADATA_GRPC_TIMEOUT.to_string()),
+            Just(semconv::HTTP_HEADER_REQUEST_DEADLINE.to_string()),
+            any::<String>(),
+        ]
+    }
+
+    fn span() -> impl Strategy<Value = otlp::Span> {
+        // Mostly well-formed ids, so the attribute paths are exercised too.
+        let id = |len: usize| {
+            prop_oneof![
+                8 => proptest::collection::vec(any::<u8>(), len..=len),
+                1 => proptest::collection::vec(any::<u8>(), 0..20),
+            ]
+        };
+        let parent = prop_oneof![
+            2 => Just(Vec::new()),
+            6 => proptest::collection::vec(any::<u8>(), 8..=8),
+            1 => proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        (
+            id(16),
+            id(8),
+            parent,
+            any::<String>(),
+            any::<i32>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec((key(), any_value()), 0..6),
+        )
+            .prop_map(
+                |(trace_id, span_id, parent_span_id, name, kind, start, end, attrs)| otlp::Span {
+                    trace_id,
+                    span_id,
+                    parent_span_id,
+                    name,
+                    kind,
+                    start_time_unix_nano: start,
+                    end_time_unix_nano: end,
+                    attributes: attrs
+                        .into_iter()
+                        .map(|(key, v)| KeyValue {
+                            key,
+                            value: Some(AnyValue { value: Some(v) }),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn any_request_decodes_without_panicking_and_every_span_is_counted(
+            spans in proptest::collection::vec(span(), 0..12)
+        ) {
+            let total = spans.len();
+            let valid = spans
+                .iter()
+                .filter(|s| {
+                    s.trace_id.len() == 16
+                        && s.trace_id.iter().any(|b| *b != 0)
+                        && s.span_id.len() == 8
+                        && matches!(s.parent_span_id.len(), 0 | 8)
+                })
+                .count();
+            let mut request = ExportTraceServiceRequest {
+                resource_spans: vec![otlp::ResourceSpans {
+                    scope_spans: vec![otlp::ScopeSpans { spans, ..Default::default() }],
+                    ..Default::default()
+                }],
+            };
+            let decoded = decode_request(&mut request, &mut Interner::default(), true);
+            prop_assert_eq!(decoded.spans.len(), valid);
+            prop_assert_eq!(decoded.spans.len() as u64 + decoded.rejected, total as u64);
+            prop_assert_eq!(decoded.attributes.len(), valid);
+            for s in &decoded.spans {
+                prop_assert!(s.name.len() <= MAX_NAME_BYTES);
+                prop_assert!(s.parent_span_id != Some(SpanId([0; 8])));
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_protobuf_path(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(mut request) = ExportTraceServiceRequest::decode(bytes.as_slice()) {
+                let decoded = decode_request(&mut request, &mut Interner::default(), false);
+                prop_assert_eq!(decoded.spans.len() as u64 + decoded.rejected, count_spans(&request));
+            }
+        }
+    }
+}
