@@ -373,3 +373,36 @@ fn stdin_is_read_with_a_dash_and_evictions_are_warned_about() {
     );
     assert!(stderr.contains("1 chain(s) (5 spans) evicted"), "{stderr}");
 }
+
+#[test]
+fn a_chain_100_000_hops_deep_with_a_parent_cycle_is_checked_without_overflow() {
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    let n: u32 = 100_000;
+    let id = |i: u32| {
+        let mut v = vec![0u8; 8];
+        v[4..].copy_from_slice(&(i + 1).to_be_bytes());
+        v
+    };
+    let spans: Vec<Span> = (0..n)
+        .map(|i| Span {
+            trace_id: vec![7; 16],
+            span_id: id(i),
+            // Each hop's parent is the one before; the first names the last: one big cycle.
+            parent_span_id: id(if i == 0 { n - 1 } else { i - 1 }),
+            name: "hop".into(),
+            kind: if i % 2 == 0 { SERVER } else { CLIENT },
+            start_time_unix_nano: crate::support::T0 + u64::from(i) * 1000,
+            end_time_unix_nano: crate::support::T0 + 10_000_000_000 - u64::from(i) * 1000,
+            ..Default::default()
+        })
+        .collect();
+    let dir = scratch("check_deep_chain");
+    let file = write(
+        &dir,
+        "deep.jsonl",
+        &[json_line(&request(vec![("deep", spans)]))],
+    );
+    let out = run(&["check", "--input", &file, "--format", "json"]);
+    assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
+    assert_eq!(out.json()["summary"]["spans"], u64::from(n));
+}
