@@ -184,7 +184,7 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     } else if let Some(m) = &state.ui.message {
         clean(m).into_owned()
     } else {
-        hints(state).to_string()
+        hints(state, area.width).to_string()
     };
     let style = if state.ui.searching {
         theme.title()
@@ -194,18 +194,25 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     put(buf, area.x, last, &line, area.width, style);
 }
 
-fn hints(state: &State) -> &'static str {
+fn hints(state: &State, width: u16) -> &'static str {
+    let narrow = width < 100;
     if state.data.is_empty() {
         return "d demo  ? legend  q quit";
     }
-    match state.ui.view {
-        View::Chains => {
+    match (state.ui.view, narrow) {
+        (View::Chains, false) => {
             "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  space pause  ? legend  q quit"
         }
-        View::Waterfall => {
+        (View::Chains, true) => {
+            "↑↓ move  ⏎ open  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit"
+        }
+        (View::Waterfall, false) => {
             "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  space pause  ? legend  q quit"
         }
-        View::Edges | View::Services => {
+        (View::Waterfall, true) => {
+            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit"
+        }
+        (View::Edges | View::Services, _) => {
             "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit"
         }
     }

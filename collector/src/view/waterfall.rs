@@ -553,8 +553,32 @@ fn draw_explanation(
             lines.push(Line::from(parts));
         }
         lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
+        if total > here.len() {
+            lines.push(Line::styled(
+                format!("The whole chain: {}", story(chain)),
+                theme.dim(),
+            ));
+        }
     }
     Paragraph::new(lines)
         .wrap(Wrap { trim: true })
         .render(inner, buf);
+}
+
+/// The chain's findings as one sentence: "orders: forwarded 3000 ms with only 700 ms left;
+/// inventory worked 280 ms after orders stopped waiting".
+fn story(chain: &ChainAnalysis) -> String {
+    let parts: Vec<String> = chain
+        .findings
+        .iter()
+        .map(|f| {
+            let message = clean(&f.message);
+            if message.starts_with(&*f.service) {
+                message.into_owned()
+            } else {
+                format!("{}: {message}", clean(&f.service))
+            }
+        })
+        .collect();
+    parts.join("; ")
 }
