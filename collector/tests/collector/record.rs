@@ -61,3 +61,32 @@ fn record_then_check_the_recording() {
     assert_eq!(report["summary"]["spans"], 10);
     assert_eq!(report["summary"]["findings"]["error"], 2);
 }
+
+#[test]
+fn ctrl_c_flushes_the_recording_too() {
+    let dir = scratch("record_ctrl_c");
+    let path = dir.join("rec.jsonl");
+    let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("http://{}/v1/traces", recorder.http))
+            .header("content-type", "application/json")
+            .body(crate::support::json_line(&reset_chain(3)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    });
+    let finished = recorder.signal("-INT", Duration::from_secs(30));
+    assert_eq!(finished.code, Some(0), "{finished:?}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    assert!(
+        text.contains("\"traceId\":\"03030303030303030303030303030303\""),
+        "{text}"
+    );
+}

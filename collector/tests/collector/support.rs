@@ -151,8 +151,14 @@ impl Listening {
     /// Sends SIGTERM, then waits.
     #[track_caller]
     pub fn terminate(self, limit: Duration) -> Finished {
+        self.signal("-TERM", limit)
+    }
+
+    /// Sends a signal (`-TERM`, `-INT`), then waits.
+    #[track_caller]
+    pub fn signal(self, signal: &str, limit: Duration) -> Finished {
         let pid = self.child.id().to_string();
-        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let ok = Command::new("kill").args([signal, &pid]).status().unwrap();
         assert!(ok.success());
         self.wait(limit)
     }
