@@ -574,6 +574,8 @@ where
             },
             event = events.next() => match event {
                 Some(Ok(Event::Key(key))) => {
+                    // A message stays until the next key.
+                    dirty |= state.ui.message.take().is_some();
                     dirty |= state.on_key(key, &mut controls.demo);
                     if state.ui.start_demo_requested
                         && let Some(mut start) = controls.start_demo.take()

@@ -455,3 +455,34 @@ fn demo_keys_reach_the_demo_and_its_lesson_is_on_screen() {
     assert!(text.contains("inventory latency 150 ms"), "{text}");
     snap("demo", &state, 200, 60);
 }
+
+#[test]
+fn evicted_chains_leave_the_list() {
+    use budget_top::store::Store;
+    let mut state = State::new(app::ScreenData::new(Store::new(30)), app::Mode::Live);
+    state.now_unix_nano = NOW_NS;
+    for t in 0..40 {
+        let mut c = ChainBuilder::new(t + 100, t * 10);
+        c.edge(1, "gateway", "GET /x", 0, 5, 100);
+        c.call(2, 1, "gateway", "GET y", 1, 4, 99, Some(90));
+        c.hop(3, Some(2), "y", "GET /y", 2, 3, Some(90));
+        state.data.add_spans(c.spans, NOW_NS);
+        if t % 7 == 0 {
+            state.settle();
+        }
+    }
+    state.settle();
+    let held = state.data.store.counters().chains_held as usize;
+    assert_eq!(held, 10, "30 spans of 3-span chains");
+    assert_eq!(state.data.visible.len(), held);
+    assert!(
+        state
+            .data
+            .visible
+            .iter()
+            .all(|id| state.data.analysis(id).is_some())
+    );
+    assert_eq!(state.data.visible[0], tid(139), "the newest is on top");
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("evicted: 30"), "{text}");
+}
