@@ -1,7 +1,9 @@
 //! A measurement, not run by default: how many spans per second the receivers and one store
 //! loop take over OTLP/HTTP protobuf and OTLP/gRPC on this machine, and that every span
 //! answered with success is held. Run with
-//! `cargo test --release -p budget-top --test collector throughput -- --ignored --nocapture`.
+//! `cargo test --release -p budget-top --test collector throughput -- --ignored --nocapture`
+//! (`BUDGET_TOP_MEASURE=grpc` or `http` for one transport only, so the RSS figure is its own;
+//! `BUDGET_TOP_KEEP_ATTRIBUTES=0` to leave raw attributes out).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,11 +52,16 @@ fn rss_mib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run in release with --ignored --nocapture"]
 async fn throughput() {
+    let only = std::env::var("BUDGET_TOP_MEASURE").unwrap_or_default();
+    let keep_attributes = std::env::var("BUDGET_TOP_KEEP_ATTRIBUTES").as_deref() != Ok("0");
     for grpc in [false, true] {
+        if (only == "grpc" && !grpc) || (only == "http" && grpc) {
+            continue;
+        }
         let mut ingest = ingest::start(IngestConfig {
             grpc: Some("127.0.0.1:0".parse().unwrap()),
             http: Some("127.0.0.1:0".parse().unwrap()),
-            keep_attributes: true,
+            keep_attributes,
             ..IngestConfig::default()
         })
         .await
@@ -125,7 +132,7 @@ async fn throughput() {
         let counters = owner.await.unwrap();
         let ok = ok_spans.load(Ordering::Relaxed);
         eprintln!(
-            "{}: {:.0} spans/s accepted, {} refused, store holds {} spans in {} chains ({} evicted), RSS {} MiB",
+            "{} (raw attributes kept: {keep_attributes}): {:.0} spans/s accepted, {} refused, store holds {} spans in {} chains ({} evicted), RSS {} MiB",
             if grpc {
                 "OTLP/gRPC"
             } else {
