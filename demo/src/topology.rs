@@ -310,8 +310,15 @@ impl Hop {
     /// The local work: as long as the service's latency knob says, inside its own span.
     async fn work(&self) -> Answer {
         let time = self.knobs.work(self.name);
-        let span = tracing::info_span!("work", otel.name = %format_args!("{} work", self.name));
         let deadline = Deadline::current().filter(|_| self.respects_deadline);
+        if deadline.is_some_and(|d| d.is_expired()) {
+            // Nothing left: do not start work nobody will wait for.
+            return Err((
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("{}: the budget ran out before local work", self.name),
+            ));
+        }
+        let span = tracing::info_span!("work", otel.name = %format_args!("{} work", self.name));
         async move {
             match deadline {
                 Some(deadline) => {
