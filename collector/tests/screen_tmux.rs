@@ -306,3 +306,64 @@ fn replay_plays_a_recording_into_the_screen() {
     wait_for(&session.0, "SCREEN-EXITED 0");
     let _ = std::fs::remove_file(&file);
 }
+
+/// Closing the terminal (the pty goes away: SIGHUP, then reads fail) ends the process.
+#[test]
+fn closing_the_terminal_ends_the_process() {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("tmux is not installed: skipping the terminal test");
+        return;
+    }
+    let (grpc, http) = (free_port(), free_port());
+    let name = format!("budget-top-hangup-{}", std::process::id());
+    let session = Session(name.clone());
+    let pid_file = std::env::temp_dir().join(format!("{name}.pid"));
+    let cmd = format!(
+        "sh -c 'echo $$ > {pid}; exec {bin} --grpc 127.0.0.1:{grpc} --http 127.0.0.1:{http}'",
+        pid = pid_file.display(),
+        bin = env!("CARGO_BIN_EXE_budget-top"),
+    );
+    let started = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &cmd,
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success());
+    wait_for(&session.0, "No spans yet");
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    let _ = std::fs::remove_file(&pid_file);
+    tmux(&["kill-session", "-t", &session.0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let alive = Command::new("kill")
+            .args(["-0", &pid])
+            .status()
+            .unwrap()
+            .success();
+        if !alive {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "budget-top {pid} still runs after its terminal closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
