@@ -219,7 +219,7 @@ impl Running {
         for (service, ms) in &config.latencies {
             latencies.set(service, *ms);
         }
-        let endpoint = config.otlp_endpoint.clone();
+        let endpoint = endpoint_url(&config.otlp_endpoint);
         let knobs = latencies.clone();
         // Starting a service waits (briefly, on a std channel) for its thread to listen.
         let started = tokio::task::spawn_blocking(move || blueprint.start(&endpoint, &knobs))
@@ -267,4 +267,41 @@ async fn stop_services(services: Vec<ServiceHost>) {
         }
     })
     .await;
+}
+
+/// The endpoint as a URL: `127.0.0.1:4317` becomes `http://127.0.0.1:4317` (the exporter needs
+/// a scheme; a bare address is what people type).
+fn endpoint_url(endpoint: &str) -> String {
+    let endpoint = endpoint.trim().trim_end_matches('/');
+    if endpoint.contains("://") {
+        endpoint.to_owned()
+    } else {
+        format!("http://{endpoint}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_address_gets_a_scheme() {
+        assert_eq!(endpoint_url("127.0.0.1:4317"), "http://127.0.0.1:4317");
+        assert_eq!(
+            endpoint_url("http://127.0.0.1:4317/"),
+            "http://127.0.0.1:4317"
+        );
+        assert_eq!(
+            endpoint_url("https://collector:4317"),
+            "https://collector:4317"
+        );
+    }
+
+    #[test]
+    fn the_handle_and_knobs_can_move_to_another_thread() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<DemoHandle>();
+        shareable::<Latencies>();
+        shareable::<LoadStats>();
+    }
 }
