@@ -14,6 +14,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
             .args(["kill-session", "-t", &self.0])
+            .stderr(std::process::Stdio::null())
             .status();
     }
 }
@@ -354,6 +355,7 @@ fn closing_the_terminal_ends_the_process() {
     loop {
         let alive = Command::new("kill")
             .args(["-0", &pid])
+            .stderr(std::process::Stdio::null())
             .status()
             .unwrap()
             .success();
