@@ -54,10 +54,20 @@ impl Deadline {
     }
 
     /// What was left at `when`, in whole ms, negative after expiry (the sign is what
-    /// `budget.remaining_at_start_ms` reports). Rounded toward zero.
+    /// `budget.remaining_at_start_ms` reports). A positive remainder rounds up, so that work
+    /// started with 0.4 ms left reads 1 and not 0 ("ran after expiry"); zero or less means the
+    /// deadline had passed, exactly as [`Deadline::is_expired`] says.
     pub fn remaining_ms_at(&self, when: Instant) -> i64 {
-        if self.at >= when {
-            saturating_ms(self.at - when)
+        if self.at > when {
+            let left = self.at - when;
+            let whole = saturating_ms(left);
+            if Duration::from_millis(whole.unsigned_abs()) < left {
+                whole.saturating_add(1)
+            } else {
+                whole
+            }
+        } else if self.at == when {
+            0
         } else {
             -saturating_ms(when - self.at)
         }
@@ -142,6 +152,26 @@ mod tests {
         assert_eq!(deadline.remaining(), Duration::ZERO);
         tokio::time::sleep(ms(30)).await;
         assert_eq!(deadline.remaining_ms(), -30);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fraction_of_a_millisecond_left_is_not_expiry() {
+        let deadline = Deadline::after(Duration::from_micros(1400));
+        let now = Instant::now();
+        // 1.4 ms left reads 2: positive remainders round up, so only expiry reads <= 0.
+        assert_eq!(deadline.remaining_ms_at(now), 2);
+        assert_eq!(
+            deadline.remaining_ms_at(now + Duration::from_micros(1000)),
+            1
+        );
+        assert_eq!(
+            deadline.remaining_ms_at(now + Duration::from_micros(1400)),
+            0
+        );
+        assert_eq!(
+            deadline.remaining_ms_at(now + Duration::from_micros(2500)),
+            -1
+        );
     }
 
     #[tokio::test(start_paused = true)]

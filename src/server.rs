@@ -227,10 +227,11 @@ pub(crate) fn record(span: &tracing::Span, key: &str, value: impl tracing::Value
     }
 }
 
-/// The hop's outcome from the response status, unless the queue already said.
+/// The hop's outcome from the response status, unless the queue already said. A 503 that the
+/// hop's own queue did not produce was relayed from a callee (or made by the handler): an
+/// error here, not this hop shedding, so one shed is not reported once per hop above it.
 pub(crate) fn outcome_for_status(status: StatusCode) -> Outcome {
     match status.as_u16() {
-        503 => Outcome::ShedFull,
         504 => Outcome::DeadlineExceeded,
         500..=599 => Outcome::Error,
         _ => Outcome::Ok,

@@ -357,6 +357,10 @@ async fn spans_carry_the_contract_attributes() {
         budget_attributes(call)["budget.outcome"].clone()
     };
     assert_eq!(outcome_of_call("/busy"), Value::from("shed_full"));
+    // The hop that answered 503 has no queue of its own: it did not shed, it failed (so a 503
+    // relayed up a chain is not counted as a shed at every hop).
+    let busy = budget_attributes(server_named(&spans, "GET /busy"));
+    assert_eq!(busy["budget.outcome"], Value::from("error"));
     assert_eq!(outcome_of_call("/late"), Value::from("shed_expired"));
     assert_eq!(outcome_of_call("/slow"), Value::from("deadline_exceeded"));
     let slow = budget_attributes(server_named(&spans, "GET /slow"));

@@ -20,6 +20,8 @@
 //!   nothing about what it received.
 //! - `orphaned_work` compares a SERVER hop with its CLIENT span (or, with no CLIENT span, with the
 //!   other service's span it hangs under). A CONSUMER is never orphaned: a PRODUCER does not wait.
+//!   The request's transit time (hop start − CLIENT start, at most 250 ms) is allowed on top of
+//!   the tolerance: a callee's deadline starts at arrival. A hop that shed the request did no work.
 //! - `ran_after_expiry` for spans of a hop: the first span on each path that started after the
 //!   hop's deadline (arrival + budget) is reported, with its whole duration wasted; spans under it
 //!   are not reported again, nor is anything in a hop already reported for starting work expired,
@@ -49,6 +51,8 @@ use super::model::{
 };
 
 const MS: i64 = 1_000_000;
+/// The most transit time (hop start − CLIENT start) allowed before a late callee counts as orphaned.
+const MAX_TRANSIT_ALLOWANCE_MS: i64 = 250;
 
 /// Unix ns as a signed number (saturates past the year 2262).
 fn ns(t: u64) -> i64 {
@@ -377,7 +381,16 @@ impl Walk<'_> {
                     && ps.service != s.service))
         {
             let stop = ns(ps.end_unix_nano);
-            if end > stop.saturating_add(self.opts.tolerance_ms * MS) {
+            // The callee's clock starts when the request arrives, so a callee that used exactly
+            // the budget it received ends up to the request's transit time after its caller
+            // stopped waiting: that much is not orphaned work.
+            let transit = if ps.kind == SpanKind::Client {
+                (start - ns(ps.start_unix_nano)).clamp(0, MAX_TRANSIT_ALLOWANCE_MS * MS)
+            } else {
+                0
+            };
+            let shed = matches!(f.outcome, Some(Outcome::ShedExpired | Outcome::ShedFull));
+            if !shed && end > stop.saturating_add(self.opts.tolerance_ms * MS + transit) {
                 let wasted = ms(end - stop.max(start)).max(0);
                 let message = format!(
                     "{} worked {wasted} ms after {} stopped waiting",

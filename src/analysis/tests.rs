@@ -560,6 +560,35 @@ fn orphaned_work_from_timing_alone() {
 }
 
 #[test]
+fn orphaned_work_allows_the_request_transit_time() {
+    // The request took 30 ms to reach inventory; inventory used exactly the budget it got, so
+    // it ends 30 ms after orders stopped waiting: not orphaned work.
+    let spans = |callee_end: u64| {
+        vec![
+            span(1, None, "orders", SpanKind::Server, 0, 110),
+            span(2, Some(1), "orders", SpanKind::Client, 10, 100),
+            span(3, Some(2), "inventory", SpanKind::Server, 40, callee_end),
+        ]
+    };
+    assert_eq!(kinds(&analyse(spans(130))), vec![]);
+    assert_eq!(kinds(&analyse(spans(135))), vec![]);
+    // Past transit + tolerance it is orphaned, and the waste is the whole overlap.
+    let a = analyse(spans(136));
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.span_id, f.wasted_ms),
+        (FindingKind::OrphanedWork, sid(3), Some(36))
+    );
+    // A hop that shed the request did no work for anybody.
+    let mut shed = spans(400);
+    shed[2].budget.outcome = Some(Outcome::ShedExpired);
+    assert_eq!(
+        kinds(&analyse(shed)),
+        vec![(FindingKind::ShedExpired, sid(3))]
+    );
+}
+
+#[test]
 fn shed_full_and_shed_expired_are_info() {
     let mut full = hop(3, Some(2), "inventory", 11, 12, Some(800));
     full.budget.outcome = Some(Outcome::ShedFull);
