@@ -5,6 +5,8 @@ mod check_file;
 mod check_listen;
 mod e2e_otlp;
 mod ingest_hostile;
+mod node_sdk;
+mod python_chain;
 mod python_sdk;
 mod record;
 mod store;

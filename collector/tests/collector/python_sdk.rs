@@ -15,7 +15,7 @@ const PACKAGES: [&str; 3] = [
     "opentelemetry-exporter-otlp-proto-http==1.45.2",
 ];
 
-fn python3() -> Option<PathBuf> {
+pub fn python3() -> Option<PathBuf> {
     let ok = Command::new("python3")
         .arg("--version")
         .output()
@@ -23,8 +23,13 @@ fn python3() -> Option<PathBuf> {
     ok.then(|| PathBuf::from("python3"))
 }
 
-/// A venv with the pinned packages; reused while the pins match.
-fn venv(python: &Path) -> PathBuf {
+/// A venv with the pinned packages; reused while the pins match. Shared by the tests that run
+/// Python (`python_chain` too), one at a time: they run in parallel in this binary.
+pub fn venv(python: &Path) -> PathBuf {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-otel-venv");
     let marker = dir.join("budget-top-pins.txt");
     let pins = PACKAGES.join("\n");

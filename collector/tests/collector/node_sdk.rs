@@ -1,0 +1,139 @@
+//! A real Node.js HTTP chain (`tests/node/chain.js`, built on `tests/node/budget.js`, the code
+//! docs/instrumenting.md quotes) exports with the OpenTelemetry Node.js SDK's stock OTLP
+//! exporters (gRPC, HTTP protobuf, HTTP JSON, from npm) to `budget-top check`, which classifies
+//! the chains. The test installs the pinned packages itself under the target dir; it skips
+//! (loudly) only when there is no `node` at all. An npm failure fails the test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{finding_names, listen};
+
+/// Pinned: versions that exist on npm (`npm view PKG version`). The 2.x SDK line and its
+/// 0.223 exporters: the newest (3.x / 0.30x) need Node >= 22.15, and CI has Node 20.
+const PACKAGES: [&str; 8] = [
+    "@opentelemetry/api@1.9.1",
+    "@opentelemetry/core@2.12.1",
+    "@opentelemetry/resources@2.12.1",
+    "@opentelemetry/sdk-trace-base@2.12.1",
+    "@opentelemetry/sdk-trace-node@2.12.1",
+    "@opentelemetry/exporter-trace-otlp-grpc@0.223.1",
+    "@opentelemetry/exporter-trace-otlp-http@0.223.1",
+    "@opentelemetry/exporter-trace-otlp-proto@0.223.1",
+];
+
+fn node_installed() -> bool {
+    Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `node_modules` with the pinned packages; reused while the pins match.
+fn node_modules() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("node-otel");
+    let marker = dir.join("budget-top-pins.txt");
+    let pins = PACKAGES.join("\n");
+    let modules = dir.join("node_modules");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(pins.as_str()) && modules.exists() {
+        return modules;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new("npm")
+        .args(["install", "--prefix"])
+        .arg(&dir)
+        .args([
+            "--no-audit",
+            "--no-fund",
+            "--save-exact",
+            "--loglevel=error",
+        ])
+        .args(PACKAGES)
+        .output()
+        .unwrap_or_else(|e| panic!("node is installed but npm could not be run: {e}"));
+    assert!(
+        out.status.success(),
+        "npm install failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&marker, pins).unwrap();
+    modules
+}
+
+fn export_and_check(modules: &Path, transport: &str) {
+    let check = listen(&["check", "--idle", "2s", "--format", "json"]);
+    let addr = if transport == "grpc" {
+        check.grpc
+    } else {
+        check.http
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/chain.js");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(transport)
+        .arg(addr.to_string())
+        .env("NODE_PATH", modules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Node.js chain failed ({transport}):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let statuses: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        statuses,
+        serde_json::json!({"checkout": 200, "report": 200, "search": 504, "refused": 504, "expired": 504}),
+        "what the chain's callers saw ({transport})"
+    );
+
+    let finished = check.wait(Duration::from_secs(60));
+    assert_eq!(finished.code, Some(1), "{finished:?}");
+    let report = finished.json();
+    let expected: Vec<(String, String, String)> = [
+        ("budget_reset", "node-reports", "GET inventory"),
+        ("orphaned_work", "node-search", "GET /search"),
+        ("shed_expired", "node-orders", "GET /orders"),
+    ]
+    .iter()
+    .map(|(k, s, n)| (k.to_string(), s.to_string(), n.to_string()))
+    .collect();
+    assert_eq!(finding_names(&report), expected, "{transport}: {report:#}");
+    // 5 chains: checkout 5 spans, report 5, search 3, refused 2 (the refused call's span is
+    // exported, no request is made), expired 1.
+    assert_eq!(report["summary"]["traces"], 5, "{report:#}");
+    assert_eq!(report["summary"]["spans"], 16, "{report:#}");
+    let findings = report["findings"].as_array().unwrap();
+    let reset = findings
+        .iter()
+        .find(|f| f["kind"] == "budget_reset")
+        .unwrap();
+    assert_eq!(reset["forwarded_ms"], 3000, "{reset}");
+    let remaining = reset["remaining_ms"].as_i64().unwrap();
+    assert!((1..=1000).contains(&remaining), "{reset}");
+    let orphan = findings
+        .iter()
+        .find(|f| f["kind"] == "orphaned_work")
+        .unwrap();
+    // node-search works 300 ms; its caller waits 100 ms (less the 10 ms margin, less transit).
+    let wasted = orphan["wasted_ms"].as_i64().unwrap();
+    assert!((1..=300).contains(&wasted), "{orphan}");
+}
+
+#[test]
+fn node_sdk_chain_over_grpc_http_protobuf_and_http_json_is_classified() {
+    if !node_installed() {
+        eprintln!(
+            "\n*** SKIPPED node_sdk_chain_over_grpc_http_protobuf_and_http_json_is_classified: node is not installed ***\n"
+        );
+        return;
+    }
+    let modules = node_modules();
+    for transport in ["grpc", "http-proto", "http-json"] {
+        export_and_check(&modules, transport);
+    }
+}
