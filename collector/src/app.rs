@@ -62,6 +62,14 @@ pub struct DemoStatus {
     pub keys: String,
 }
 
+impl DemoStatus {
+    /// `None` for an empty status: a demo that can be started (from the live screen's empty
+    /// state) but is not running takes no room on screen.
+    fn shown(self) -> Option<Self> {
+        (!self.scenario.is_empty()).then_some(self)
+    }
+}
+
 /// The demo's controls, plugged into the screen by `budget-top demo`: the screen hands it every
 /// key it does not use itself, and shows its status line.
 pub trait DemoControl: Send {
@@ -438,7 +446,7 @@ impl State {
                     Some(d) => {
                         let used = d.key(c);
                         if used {
-                            self.demo = Some(d.status());
+                            self.demo = d.status().shown();
                         }
                         used
                     }
@@ -564,7 +572,7 @@ where
     let mut dirty = true;
     state.now_unix_nano = (controls.clock)();
     if let Some(d) = controls.demo.as_ref() {
-        state.demo = Some(d.status());
+        state.demo = d.status().shown();
     }
     loop {
         tokio::select! {
@@ -608,9 +616,9 @@ where
                     dirty = true;
                 }
                 if let Some(d) = controls.demo.as_ref() {
-                    let status = d.status();
-                    if state.demo.as_ref() != Some(&status) {
-                        state.demo = Some(status);
+                    let status = d.status().shown();
+                    if state.demo != status {
+                        state.demo = status;
                         dirty = true;
                     }
                 }
