@@ -3,6 +3,7 @@
 
 mod check_file;
 mod check_listen;
+mod collector_file;
 mod e2e_otlp;
 mod ingest_hostile;
 mod node_sdk;
