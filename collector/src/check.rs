@@ -8,15 +8,17 @@
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, IsTerminal as _, Read, Write as _};
 use std::path::Path;
+use std::pin::pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use deadline_budget::analysis::{Report, TraceId};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::time::Instant;
 
-use crate::cli::{CheckArgs, Format};
-use crate::ingest::{self, IngestCounts, decode};
+use crate::cli::{CheckArgs, FailOn, Format};
+use crate::ingest::{self, Ingest, IngestCounts, decode};
 use crate::report_text;
 use crate::store::Store;
 
@@ -38,6 +40,24 @@ pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
         }
         None => Some(listen(&args, &mut store).await?),
     };
+    print_report(
+        &mut store,
+        args.format,
+        args.fail_on,
+        ingest_counts,
+        max_spans,
+    )
+}
+
+/// Prints the report of what `store` holds to stdout in `format` (with a warning on stderr when
+/// `--max-spans` evicted chains); returns the exit status: 1 when a finding reaches `fail_on`.
+pub fn print_report(
+    store: &mut Store,
+    format: Format,
+    fail_on: FailOn,
+    ingest_counts: Option<IngestCounts>,
+    max_spans: usize,
+) -> anyhow::Result<u8> {
     let report = store.report();
     let counters = store.counters();
     if counters.chains_evicted > 0 || counters.spans_over_limit > 0 {
@@ -55,7 +75,7 @@ pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
             )
         })
         .collect();
-    let out = match args.format {
+    let out = match format {
         Format::Json => json_report(&report, ingest_counts)?,
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -75,7 +95,7 @@ pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
     stdout
         .flush()
         .context("cannot write the report to stdout")?;
-    let fail = args.fail_on.severity();
+    let fail = fail_on.severity();
     Ok(u8::from(report.findings.iter().any(|f| f.severity >= fail)))
 }
 
@@ -175,15 +195,33 @@ async fn listen(args: &CheckArgs, store: &mut Store) -> anyhow::Result<IngestCou
     config.keep_attributes = false;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
-    let started = Instant::now();
-    let stop_at = args.for_.map(|d| started + d);
+    let stop_at = args.for_.map(|d| Instant::now() + d);
+    let stop = async {
+        tokio::select! {
+            () = sleep_until(stop_at) => {}
+            () = signals.recv() => {}
+        }
+    };
+    feed_until(&mut ingest, store, args.idle, stop).await;
+    Ok(finish(ingest, store).await)
+}
+
+/// Feeds `store` from the receivers until `stop` completes or, with `idle`, once spans have
+/// arrived and none came for that long. The receivers keep running: more can follow (e.g. what
+/// services flush as they stop), until [`finish`].
+pub async fn feed_until(
+    ingest: &mut Ingest,
+    store: &mut Store,
+    idle: Option<Duration>,
+    stop: impl Future<Output = ()>,
+) {
+    let mut stop = pin!(stop);
     let mut last_span: Option<Instant> = None;
     loop {
-        let idle_at = match (args.idle, last_span) {
+        let idle_at = match (idle, last_span) {
             (Some(idle), Some(last)) => Some(last + idle),
             _ => None,
         };
-        let wake = [idle_at, stop_at].into_iter().flatten().min();
         tokio::select! {
             batch = ingest.receiver.recv() => {
                 let Some(batch) = batch else { break };
@@ -192,20 +230,25 @@ async fn listen(args: &CheckArgs, store: &mut Store) -> anyhow::Result<IngestCou
                 }
                 store.insert_batch(batch);
             }
-            () = sleep_until(wake) => break,
-            () = signals.recv() => break,
+            () = sleep_until(idle_at) => break,
+            () = &mut stop => break,
         }
     }
+}
+
+/// Stops the receivers and takes everything they accepted into `store`; returns their counts.
+pub async fn finish(mut ingest: Ingest, store: &mut Store) -> IngestCounts {
     ingest.shutdown();
     // Whatever was answered with success is in the channel: take all of it.
     ingest.receiver.close();
     while let Some(batch) = ingest.receiver.recv().await {
         store.insert_batch(batch);
     }
-    Ok(ingest.stats.snapshot())
+    ingest.stats.snapshot()
 }
 
-async fn sleep_until(at: Option<Instant>) {
+/// Sleeps until `at`; forever when there is none.
+pub async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use budget_demo::parse_duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use deadline_budget::analysis::Severity;
 
@@ -109,12 +110,33 @@ pub struct ReplayArgs {
     pub speed: f64,
 }
 
-/// `budget-top demo`: the demo engineer's arguments, passed through.
+/// `budget-top demo`: the demo's services and load (the same options as `budget-demo`), on the
+/// live screen, as a guided workshop, or headless with the `check` report.
 #[derive(Debug, Args)]
+// Its own group id: the flattened `budget_demo::DemoArgs` already takes the name `DemoArgs`.
+#[group(id = "demo-command")]
 pub struct DemoArgs {
-    /// Arguments for the demo.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub args: Vec<String>,
+    /// The scenario, traffic and timing.
+    #[command(flatten)]
+    pub run: budget_demo::DemoArgs,
+    /// No screen: run the services and load, then print the same report as `budget-top check`
+    /// (same exit status).
+    #[arg(long, conflicts_with = "workshop")]
+    pub check: bool,
+    /// With --check: send load for D, then report (default 15s; with --requests, until every
+    /// request is answered or D has passed).
+    #[arg(long = "for", id = "for_", value_name = "D", value_parser = parse_duration, requires = "check")]
+    pub for_: Option<Duration>,
+    /// With --check: the report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text, requires = "check")]
+    pub format: Format,
+    /// With --check: exit 1 when a finding reaches this severity.
+    #[arg(long, value_enum, default_value_t = FailOn::Error, requires = "check")]
+    pub fail_on: FailOn,
+    /// Walk through the scenarios in teaching order: each step says what is about to happen and
+    /// what to look at, and waits for `w` before the next.
+    #[arg(long)]
+    pub workshop: bool,
 }
 
 /// The check report's format.
@@ -148,43 +170,9 @@ impl FailOn {
     }
 }
 
-/// `3s`, `500ms`, `2m`, `1h`, or a plain number of seconds (`1.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 3s, 500ms, 2m"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration unit {other:?} in {s:?}: use ms, s, m or h"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {s:?}: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("3s"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("3x").is_err());
-        assert!(parse_duration("").is_err());
-    }
 
     #[test]
     fn check_parses_the_conventions_command_lines() {
@@ -212,5 +200,48 @@ mod tests {
         assert!(
             Cli::try_parse_from(["budget-top", "check", "--input", "x", "--idle", "3s"]).is_err()
         );
+    }
+
+    #[test]
+    fn demo_takes_the_demo_options_and_the_check_options() {
+        let cli = Cli::try_parse_from([
+            "budget-top",
+            "demo",
+            "--scenario",
+            "fixed-timeout",
+            "--time-scale",
+            "0.5",
+            "--latency",
+            "inventory=900",
+            "--check",
+            "--for",
+            "6s",
+            "--format",
+            "json",
+            "--fail-on",
+            "warning",
+        ])
+        .unwrap();
+        let Some(Command::Demo(args)) = cli.command else {
+            panic!("not demo");
+        };
+        assert_eq!(args.run.scenario, budget_demo::Scenario::FixedTimeout);
+        assert_eq!(args.run.time_scale, 0.5);
+        assert_eq!(args.run.latencies, vec![("inventory".to_owned(), 900)]);
+        assert!(args.check && !args.workshop);
+        assert_eq!(args.for_, Some(Duration::from_secs(6)));
+        assert_eq!(args.format, Format::Json);
+        assert_eq!(args.fail_on, FailOn::Warning);
+    }
+
+    #[test]
+    fn demo_report_options_need_check_and_the_workshop_has_a_screen() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["budget-top", "demo"], args].concat());
+        assert!(parse(&[]).is_ok());
+        assert!(parse(&["--workshop"]).is_ok());
+        assert!(parse(&["--for", "5s"]).is_err());
+        assert!(parse(&["--format", "json"]).is_err());
+        assert!(parse(&["--check", "--workshop"]).is_err());
+        assert!(parse(&["--scenario", "nope"]).is_err());
     }
 }

@@ -13,6 +13,7 @@ use clap::Parser as _;
 
 // The live screen (screen engineer): `app::run_live` is the entry point.
 mod app;
+mod demo;
 mod term;
 mod view;
 
@@ -32,8 +33,8 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Check(args)) => check::run(args, cli.max_spans).await,
             Some(Command::Record(args)) => record::run(args).await.map(|()| 0),
-            // DISPATCH POINT (demo engineer): `budget_demo::...` runs the scenarios here.
-            Some(Command::Demo(_args)) => not_yet("demo"),
+            // The demo's services exporting to our own receivers: screen, workshop or --check.
+            Some(Command::Demo(args)) => demo::run(args, cli.max_spans).await,
             // DISPATCH POINT (screen engineer): `app::run_live(..)` in replay mode plays a recording.
             Some(Command::Replay(args)) => app::run_replay(args.file, args.speed, cli.max_spans)
                 .await
@@ -51,11 +52,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// Starts the receivers and hands their batches and refusal count to the screen.
+/// Starts the receivers and hands their batches and refusal count to the screen; `d` on the
+/// empty screen starts the demo services exporting to these receivers.
 async fn live(listen: budget_top::cli::Listen, max_spans: usize) -> anyhow::Result<()> {
     let ingest = budget_top::ingest::start(listen.ingest_config()).await?;
     let stats = ingest.stats.clone();
+    let (demo_control, start_demo, demo_driver) = match demo::for_live_screen(ingest.grpc_addr) {
+        Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
+        None => (None, None, None),
+    };
     let controls = app::Controls {
+        demo: demo_control,
+        start_demo,
         spans_dropped: Some(Box::new(move || {
             stats
                 .spans_refused
@@ -71,9 +79,8 @@ async fn live(listen: budget_top::cli::Listen, max_spans: usize) -> anyhow::Resu
     };
     let result = app::run_live(config, ingest.receiver, controls).await;
     ingest.shutdown_token.cancel();
+    if let Some(driver) = demo_driver {
+        driver.stop().await;
+    }
     result
-}
-
-fn not_yet(what: &str) -> anyhow::Result<u8> {
-    anyhow::bail!("{what} is not in this build yet; `budget-top check` and `budget-top record` are")
 }

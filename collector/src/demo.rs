@@ -1,0 +1,808 @@
+//! `budget-top demo`: the demo services (`budget_demo`) exporting to budget-top's own receivers,
+//! on the live screen, as a guided workshop, or headless with the `check` report.
+//!
+//! On the screen, one task (the [`Driver`]) owns the running [`DemoHandle`]: the screen's
+//! [`DemoControl`] sends it orders (switch scenario, start) and reads a shared snapshot of what
+//! runs; latency changes go straight to the services' shared knobs. When the screen closes, the
+//! driver stops the services and joins their threads, so no process or port is left over.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use budget_demo::{Demo, DemoConfig, DemoHandle, Latencies, Scenario, Timing};
+use budget_top::check::{self, Signals};
+use budget_top::cli::DemoArgs;
+use budget_top::ingest::{self, Ingest, IngestConfig};
+use budget_top::store::Store;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{self, DemoControl, DemoStatus};
+
+/// The scenarios in teaching order; the digit keys 1-7 pick from this list.
+pub const ORDER: [Scenario; 7] = [
+    Scenario::Propagate,
+    Scenario::FixedTimeout,
+    Scenario::DropHeader,
+    Scenario::NoCancel,
+    Scenario::NoDequeueCheck,
+    Scenario::Burst,
+    Scenario::RetryStorm,
+];
+
+/// How much `+` and `-` change the selected service's work time.
+pub const LATENCY_STEP_MS: u64 = 50;
+
+/// How long `demo --check` sends load when neither `--for` nor `--requests` says.
+pub const DEFAULT_CHECK_FOR: Duration = Duration::from_secs(15);
+
+/// `budget-top demo ...`: returns the exit status.
+pub async fn run(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
+    if args.check {
+        headless(args, max_spans).await
+    } else {
+        screen(args, max_spans).await.map(|()| 0)
+    }
+}
+
+/// Both receivers on free loopback ports.
+fn loopback_ingest(keep_attributes: bool) -> IngestConfig {
+    let any_port = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    IngestConfig {
+        grpc: Some(any_port),
+        http: Some(any_port),
+        keep_attributes,
+        ..IngestConfig::default()
+    }
+}
+
+/// Where the demo's exporters send: the receiver's own gRPC address.
+fn endpoint(ingest: &Ingest) -> anyhow::Result<String> {
+    let grpc = ingest
+        .grpc_addr
+        .context("the gRPC receiver did not start, and the demo exports over OTLP/gRPC")?;
+    Ok(format!("http://{grpc}"))
+}
+
+/// `demo --check`: services and load without the screen, then the `check` report. The demo is
+/// stopped (its exporters flushed into the receivers) before the report is printed.
+async fn headless(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
+    // Before anything starts: a Ctrl-C from now on ends the load early but still reports.
+    let mut signals = Signals::new()?;
+    let mut ingest = ingest::start(loopback_ingest(false)).await?;
+    let run_for = args
+        .for_
+        .or(args.run.requests.is_none().then_some(DEFAULT_CHECK_FOR));
+    let config = args.run.config(endpoint(&ingest)?, run_for);
+    let demo = Demo::start(config)
+        .await
+        .context("cannot start the demo services")?;
+    eprintln!("listening: {}", ingest.describe());
+    eprintln!("scenario {}: {}", demo.scenario(), demo.lesson());
+    let mut store = Store::new(max_spans);
+    let stop_at = run_for.map(|d| Instant::now() + d);
+    let bounded = args.run.requests.is_some();
+    let stop = async {
+        tokio::select! {
+            () = check::sleep_until(stop_at) => {}
+            () = demo.load_finished(), if bounded => {}
+            () = signals.recv() => {}
+        }
+    };
+    check::feed_until(&mut ingest, &mut store, None, stop).await;
+    let counts = demo.load_counts();
+    // Stopping flushes every service's exporter into the receivers: keep taking batches.
+    let mut stopping = tokio::spawn(demo.shutdown());
+    let stopped = async {
+        let _ = (&mut stopping).await;
+    };
+    check::feed_until(&mut ingest, &mut store, None, stopped).await;
+    if !stopping.is_finished() {
+        let _ = stopping.await;
+    }
+    let ingest_counts = check::finish(ingest, &mut store).await;
+    eprintln!(
+        "load: {} sent, {} ok, {} shed (503), {} timed out (504), {} other status, {} failed",
+        counts.sent,
+        counts.ok,
+        counts.shed_full,
+        counts.timed_out,
+        counts.other_status,
+        counts.failed
+    );
+    check::print_report(
+        &mut store,
+        args.format,
+        args.fail_on,
+        Some(ingest_counts),
+        max_spans,
+    )
+}
+
+/// `demo` and `demo --workshop`: the receivers, the services and the live screen.
+async fn screen(args: DemoArgs, max_spans: usize) -> anyhow::Result<()> {
+    let ingest = ingest::start(loopback_ingest(true)).await?;
+    let mut config = args.run.config(endpoint(&ingest)?, None);
+    let workshop = args
+        .workshop
+        .then(|| Workshop::starting_at(config.scenario, config.timing));
+    if let Some(w) = &workshop {
+        config.scenario = w.running();
+    }
+    let handle = match Demo::start(config.clone()).await {
+        Ok(handle) => handle,
+        Err(error) => {
+            ingest.shutdown();
+            return Err(error).context("cannot start the demo services");
+        }
+    };
+    let driver = Driver::spawn(Some(handle), config);
+    let control = Controller::new(driver.link(), workshop);
+    let stats = ingest.stats.clone();
+    let controls = app::Controls {
+        demo: Some(Box::new(control)),
+        spans_dropped: Some(Box::new(move || {
+            stats
+                .spans_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })),
+        ..app::Controls::default()
+    };
+    let live = app::LiveConfig {
+        mode: app::Mode::Demo,
+        grpc_addr: ingest.grpc_addr,
+        http_addr: ingest.http_addr,
+        max_spans,
+    };
+    let Ingest {
+        receiver,
+        shutdown_token,
+        ..
+    } = ingest;
+    let result = app::run_live(live, receiver, controls).await;
+    // The receivers go first: the services' last flush then fails fast instead of waiting on a
+    // screen that is gone.
+    shutdown_token.cancel();
+    driver.stop().await;
+    result
+}
+
+/// What plain `budget-top` (live) needs to start the demo from its empty screen.
+pub struct LiveDemo {
+    /// The demo's keys and status line, for the screen (empty until started).
+    pub control: Box<dyn DemoControl>,
+    /// The screen's `start_demo` hook: starts `propagate` exporting to the receivers.
+    pub start: Box<dyn FnMut() + Send>,
+    /// Stop it after the screen closes.
+    pub driver: Driver,
+}
+
+/// The demo, ready to start against the gRPC receiver at `grpc` (none without one).
+pub fn for_live_screen(grpc: Option<SocketAddr>) -> Option<LiveDemo> {
+    let config = budget_demo::DemoArgs::default().config(format!("http://{}", grpc?), None);
+    let driver = Driver::spawn(None, config);
+    let link = driver.link();
+    Some(LiveDemo {
+        control: Box::new(Controller::new(driver.link(), None)),
+        start: Box::new(move || link.send(Order::Start)),
+        driver,
+    })
+}
+
+/// What the driver is asked to do.
+#[derive(Debug)]
+enum Order {
+    /// Start the configured scenario (from the live screen's empty state).
+    Start,
+    /// Run this scenario, then set these work times (ms, as given).
+    Switch(Scenario, Vec<(&'static str, u64)>),
+}
+
+/// What runs now, as the screen reads it (never blocking: the driver holds the lock only to
+/// copy into it).
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// The scenario running, once started.
+    scenario: Option<Scenario>,
+    /// Its services, edge first.
+    services: Vec<&'static str>,
+    /// Their work-time knobs.
+    latencies: Option<Latencies>,
+    /// Counts starts and switches, so the screen notices a new set of services.
+    generation: u64,
+    /// "starting ...", "switching to ...": an order in progress.
+    busy: Option<String>,
+    /// The last order that failed, in words.
+    error: Option<String>,
+}
+
+/// The screen's side of the driver.
+#[derive(Clone, Debug)]
+struct Link {
+    orders: mpsc::Sender<Order>,
+    snapshot: Arc<Mutex<Snapshot>>,
+}
+
+impl Link {
+    fn snapshot(&self) -> MutexGuard<'_, Snapshot> {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn send(&self, order: Order) {
+        if self.orders.try_send(order).is_err() {
+            self.snapshot().error = Some("too many keys at once: try again".into());
+        }
+    }
+}
+
+/// The task that owns the running demo.
+#[derive(Debug)]
+pub struct Driver {
+    link: Link,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Driver {
+    /// Takes over `handle` (or starts `config` on [`Order::Start`] when there is none).
+    fn spawn(handle: Option<DemoHandle>, config: DemoConfig) -> Self {
+        let (orders, receiver) = mpsc::channel(16);
+        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+        let link = Link { orders, snapshot };
+        if let Some(handle) = &handle {
+            publish(&link, handle);
+        }
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(drive(handle, config, receiver, link.clone(), stop.clone()));
+        Driver { link, stop, task }
+    }
+
+    fn link(&self) -> Link {
+        self.link.clone()
+    }
+
+    /// Stops the services (after an order in progress finishes) and waits until every thread
+    /// is joined and every port closed.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn drive(
+    mut handle: Option<DemoHandle>,
+    config: DemoConfig,
+    mut orders: mpsc::Receiver<Order>,
+    link: Link,
+    stop: CancellationToken,
+) {
+    loop {
+        let order = tokio::select! {
+            () = stop.cancelled() => break,
+            order = orders.recv() => match order {
+                Some(order) => order,
+                None => break,
+            },
+        };
+        // Keys pressed while a switch ran: only the last switch matters.
+        let order = match order {
+            Order::Switch(..) => {
+                let mut last = order;
+                while let Ok(next) = orders.try_recv() {
+                    last = next;
+                }
+                last
+            }
+            Order::Start => order,
+        };
+        match (order, handle.as_mut()) {
+            (Order::Start, None) => {
+                set_busy(&link, format!("starting {}...", config.scenario));
+                match Demo::start(config.clone()).await {
+                    Ok(started) => {
+                        publish(&link, &started);
+                        handle = Some(started);
+                    }
+                    Err(e) => fail(&link, format!("cannot start the demo: {e}")),
+                }
+            }
+            (Order::Start, Some(_)) => {}
+            (Order::Switch(scenario, latencies), Some(running)) => {
+                set_busy(&link, format!("switching to {scenario}..."));
+                match running.switch_scenario(scenario).await {
+                    Ok(()) => {
+                        for (service, ms) in latencies {
+                            // A step's services are the scenario's own: this cannot miss.
+                            let _ = running.set_latency(service, ms);
+                        }
+                        publish(&link, running);
+                    }
+                    Err(e) => fail(&link, format!("cannot switch to {scenario}: {e}")),
+                }
+            }
+            (Order::Switch(..), None) => {}
+        }
+    }
+    if let Some(running) = handle {
+        running.shutdown().await;
+    }
+}
+
+fn set_busy(link: &Link, what: String) {
+    let mut s = link.snapshot();
+    s.busy = Some(what);
+    s.error = None;
+}
+
+fn fail(link: &Link, error: String) {
+    let mut s = link.snapshot();
+    s.busy = None;
+    s.error = Some(error);
+}
+
+fn publish(link: &Link, handle: &DemoHandle) {
+    let mut s = link.snapshot();
+    s.scenario = Some(handle.scenario());
+    s.services = handle.services().iter().map(|s| s.name).collect();
+    s.latencies = Some(handle.latencies());
+    s.generation += 1;
+    s.busy = None;
+    s.error = None;
+}
+
+/// The screen's demo keys and status line.
+#[derive(Debug)]
+struct Controller {
+    link: Link,
+    /// The selected service (for `+`/`-`), by name, and the generation it was chosen in.
+    selected: Option<(&'static str, u64)>,
+    workshop: Option<Workshop>,
+}
+
+impl Controller {
+    fn new(link: Link, workshop: Option<Workshop>) -> Self {
+        Controller {
+            link,
+            selected: None,
+            workshop,
+        }
+    }
+
+    /// The selected service: the one chosen with `[`/`]` while these services run, else the
+    /// last one (the deepest callee: where each scenario puts its slow dependency).
+    fn selected(&self, snapshot: &Snapshot) -> Option<&'static str> {
+        match self.selected {
+            Some((name, generation))
+                if generation == snapshot.generation && snapshot.services.contains(&name) =>
+            {
+                Some(name)
+            }
+            _ => snapshot.services.last().copied(),
+        }
+    }
+
+    fn select_next(&mut self, forward: bool) {
+        let snapshot = self.link.snapshot();
+        let services = &snapshot.services;
+        if services.is_empty() {
+            return;
+        }
+        let current = self
+            .selected(&snapshot)
+            .and_then(|name| services.iter().position(|s| *s == name))
+            .unwrap_or(0);
+        let n = services.len();
+        let next = if forward {
+            (current + 1) % n
+        } else {
+            (current + n - 1) % n
+        };
+        let chosen = (services[next], snapshot.generation);
+        drop(snapshot);
+        self.selected = Some(chosen);
+    }
+
+    fn nudge_latency(&mut self, up: bool) {
+        let snapshot = self.link.snapshot();
+        let (Some(name), Some(knobs)) = (self.selected(&snapshot), snapshot.latencies.as_ref())
+        else {
+            return;
+        };
+        let Some(ms) = knobs.get(name) else { return };
+        let ms = if up {
+            ms.saturating_add(LATENCY_STEP_MS)
+        } else {
+            ms.saturating_sub(LATENCY_STEP_MS)
+        };
+        knobs.set(name, ms);
+        let generation = snapshot.generation;
+        drop(snapshot);
+        self.selected = Some((name, generation));
+    }
+
+    fn switch(&mut self, scenario: Scenario, latencies: Vec<(&'static str, u64)>) {
+        self.link.send(Order::Switch(scenario, latencies));
+    }
+}
+
+impl DemoControl for Controller {
+    fn status(&self) -> DemoStatus {
+        let snapshot = self.link.snapshot();
+        let Some(running) = snapshot.scenario else {
+            // Not started (the live screen before `d`): nothing to show, unless it is starting
+            // or failed to.
+            return match (&snapshot.busy, &snapshot.error) {
+                (None, None) => DemoStatus::default(),
+                (busy, error) => DemoStatus {
+                    scenario: busy.clone().unwrap_or_else(|| "demo".into()),
+                    lesson: error.clone().unwrap_or_default(),
+                    keys: String::new(),
+                },
+            };
+        };
+        let knob = self.selected(&snapshot).map(|name| {
+            let ms = snapshot
+                .latencies
+                .as_ref()
+                .and_then(|k| k.get(name))
+                .unwrap_or(0);
+            format!("{name} {ms} ms")
+        });
+        let mut status = match &self.workshop {
+            Some(workshop) => workshop.status(),
+            None => DemoStatus {
+                scenario: scenario_label(running),
+                lesson: running.lesson().to_owned(),
+                keys: "1-7 scenario  [ ] service  +/- latency".to_owned(),
+            },
+        };
+        if let Some(busy) = &snapshot.busy {
+            status.scenario = busy.clone();
+        } else if let Some(knob) = knob {
+            status.scenario = format!("{}  ·  {knob}", status.scenario);
+        }
+        if let Some(error) = &snapshot.error {
+            status.lesson = error.clone();
+        }
+        status
+    }
+
+    fn key(&mut self, key: char) -> bool {
+        if self.link.snapshot().scenario.is_none() {
+            return false;
+        }
+        match key {
+            '1'..='7' => {
+                let index = key as usize - '1' as usize;
+                let scenario = ORDER[index];
+                match &mut self.workshop {
+                    Some(workshop) => {
+                        let (scenario, latencies) = workshop.jump_to(scenario);
+                        self.switch(scenario, latencies);
+                    }
+                    None => self.switch(scenario, Vec::new()),
+                }
+            }
+            '[' => self.select_next(false),
+            ']' => self.select_next(true),
+            '+' | '=' => self.nudge_latency(true),
+            '-' | '_' => self.nudge_latency(false),
+            'w' | 'n' => {
+                let Some(workshop) = &mut self.workshop else {
+                    return false;
+                };
+                if let Some((scenario, latencies)) = workshop.advance() {
+                    self.switch(scenario, latencies);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// "3/7 drop-header": the scenario's place in [`ORDER`] (its digit key) and name.
+fn scenario_label(scenario: Scenario) -> String {
+    let digit = ORDER
+        .iter()
+        .position(|s| *s == scenario)
+        .map_or(0, |i| i + 1);
+    format!("{digit}/{} {scenario}", ORDER.len())
+}
+
+/// One step of the workshop: a scenario (and maybe a slowed service), what the teacher says
+/// before it starts, and what to point at once it runs.
+#[derive(Debug)]
+struct Step {
+    scenario: Scenario,
+    /// A service's work time for this step, in workshop ms (scaled by `--time-scale`).
+    latency: Option<(&'static str, u64)>,
+    /// Shown before the step starts: what is about to happen.
+    coming: &'static str,
+    /// Shown while it runs: what to look at on the screen.
+    watch: &'static str,
+}
+
+/// The workshop, in teaching order. Figures are the workshop's (`--time-scale 1`).
+const STEPS: [Step; 8] = [
+    Step {
+        scenario: Scenario::Propagate,
+        latency: None,
+        coming: "First, propagation done right: pix-api gets 1200 ms and forwards only what is left to antifraud, then settlement.",
+        watch: "No findings. Enter opens a chain: each hop's budget bar is shorter than its caller's, and all work ends inside it.",
+    },
+    Step {
+        scenario: Scenario::Propagate,
+        latency: Some(("settlement", 1500)),
+        coming: "Next, a slow dependency: settlement will take 1500 ms, far more than the ~900 ms left when pix-api calls it.",
+        watch: "pix-api answers 504 at its deadline: settlement is cut at ~900 ms (what remained), not at its 1 s SLA. Still no errors.",
+    },
+    Step {
+        scenario: Scenario::FixedTimeout,
+        latency: None,
+        coming: "Next, a reset: the gateway gives 1 s, but bff calls orders with a fixed 3 s timeout; inventory is slow (1500 ms).",
+        watch: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).",
+    },
+    Step {
+        scenario: Scenario::DropHeader,
+        latency: None,
+        coming: "Next, a dropped budget: bff calls orders without x-budget-ms, like a proxy or client that loses the header.",
+        watch: "budget_dropped on bff's call. Enter on orders, then Enter for its span: budget.source = none, no deadline from there on.",
+    },
+    Step {
+        scenario: Scenario::NoCancel,
+        latency: None,
+        coming: "Next, work nobody waits for: settlement (1500 ms) ignores both its deadline and pix-api hanging up.",
+        watch: "orphaned_work on settlement: ~600 ms of work per request after pix-api stopped waiting. See wasted ms/s in the header.",
+    },
+    Step {
+        scenario: Scenario::NoDequeueCheck,
+        latency: None,
+        coming: "Next, a queue: bursts of 40 hit orders (4 workers, queue of 20), which runs items without checking their deadline.",
+        watch: "ran_after_expiry on orders: items started after their deadline, and the ms wasted. Tab to Services: its dead-work share.",
+    },
+    Step {
+        scenario: Scenario::Burst,
+        latency: None,
+        coming: "Next, the same burst done right: orders rejects what cannot fit and checks each item's deadline when it takes it.",
+        watch: "shed_full (503) at once and shed_expired (504) at dequeue: info, the right behaviour. No item starts after its deadline.",
+    },
+    Step {
+        scenario: Scenario::RetryStorm,
+        latency: None,
+        coming: "Last, a retry storm: antifraud is slow (600 ms) and pix-api retries it, forwarding all that remains each time.",
+        watch: "retry_over_budget on pix-api's antifraud calls: together the attempts forwarded ~1900 ms with only ~1170 ms left.",
+    },
+];
+
+const WORKSHOP_DONE: &str = "That was every scenario. 1-7 runs one again, [ ] and +/- slow a service down, w starts over, q quits.";
+
+/// Where the workshop is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The step runs: what to look at.
+    Watch,
+    /// The step still runs; the next one is announced and starts on the next `w`.
+    Coming,
+    /// Past the last step.
+    Done,
+}
+
+/// `--workshop`: the steps in teaching order, one `w` at a time.
+#[derive(Debug)]
+struct Workshop {
+    step: usize,
+    phase: Phase,
+    timing: Timing,
+}
+
+impl Workshop {
+    /// At the first step of `scenario` (the first step when that is `propagate`, the default).
+    fn starting_at(scenario: Scenario, timing: Timing) -> Self {
+        Workshop {
+            step: first_step_of(scenario),
+            phase: Phase::Watch,
+            timing,
+        }
+    }
+
+    /// The scenario of the current step.
+    fn running(&self) -> Scenario {
+        STEPS[self.step].scenario
+    }
+
+    /// `w`: announce the next step, or start it. Returns what to run when a step starts.
+    fn advance(&mut self) -> Option<(Scenario, Vec<(&'static str, u64)>)> {
+        match self.phase {
+            Phase::Watch if self.step + 1 < STEPS.len() => {
+                self.phase = Phase::Coming;
+                None
+            }
+            Phase::Watch => {
+                self.phase = Phase::Done;
+                None
+            }
+            Phase::Coming => {
+                self.step += 1;
+                self.phase = Phase::Watch;
+                Some(self.order())
+            }
+            Phase::Done => {
+                // Start over at the first step.
+                self.step = 0;
+                self.phase = Phase::Watch;
+                Some(self.order())
+            }
+        }
+    }
+
+    /// A digit: go to the first step of `scenario` and run it.
+    fn jump_to(&mut self, scenario: Scenario) -> (Scenario, Vec<(&'static str, u64)>) {
+        self.step = first_step_of(scenario);
+        self.phase = Phase::Watch;
+        self.order()
+    }
+
+    /// The current step's scenario and work times, scaled.
+    fn order(&self) -> (Scenario, Vec<(&'static str, u64)>) {
+        let step = &STEPS[self.step];
+        let latencies = step
+            .latency
+            .map(|(service, ms)| (service, self.timing.ms(ms)))
+            .into_iter()
+            .collect();
+        (step.scenario, latencies)
+    }
+
+    fn status(&self) -> DemoStatus {
+        let n = STEPS.len();
+        let step = &STEPS[self.step];
+        match self.phase {
+            Phase::Watch => DemoStatus {
+                scenario: format!("workshop {}/{n} {}", self.step + 1, step.scenario),
+                lesson: step.watch.to_owned(),
+                keys: "w next  1-7 jump  [ ] service  +/- latency".to_owned(),
+            },
+            Phase::Coming => {
+                let next = &STEPS[self.step + 1];
+                DemoStatus {
+                    scenario: format!("workshop {}/{n} next: {}", self.step + 2, next.scenario),
+                    lesson: next.coming.to_owned(),
+                    keys: "w start it  1-7 jump  [ ] service  +/- latency".to_owned(),
+                }
+            }
+            Phase::Done => DemoStatus {
+                scenario: format!("workshop done ({n} steps)"),
+                lesson: WORKSHOP_DONE.to_owned(),
+                keys: "w start over  1-7 scenario  q quit".to_owned(),
+            },
+        }
+    }
+}
+
+fn first_step_of(scenario: Scenario) -> usize {
+    STEPS
+        .iter()
+        .position(|s| s.scenario == scenario)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workshop_teaches_every_scenario_in_order() {
+        let mut scenarios: Vec<Scenario> = STEPS.iter().map(|s| s.scenario).collect();
+        scenarios.dedup();
+        assert_eq!(scenarios, ORDER);
+        for scenario in Demo::scenarios() {
+            assert!(ORDER.contains(scenario), "{scenario} missing from ORDER");
+        }
+    }
+
+    #[test]
+    fn each_step_is_announced_then_started_by_one_key() {
+        let mut w = Workshop::starting_at(Scenario::Propagate, Timing::default());
+        assert_eq!(w.status().lesson, STEPS[0].watch);
+        // First w: the next step is announced, nothing switches yet.
+        assert_eq!(w.advance(), None);
+        assert_eq!(w.status().lesson, STEPS[1].coming);
+        assert!(w.status().scenario.contains("2/8"), "{:?}", w.status());
+        // Second w: it starts (here: same scenario, settlement slowed).
+        assert_eq!(
+            w.advance(),
+            Some((Scenario::Propagate, vec![("settlement", 1500)]))
+        );
+        assert_eq!(w.status().lesson, STEPS[1].watch);
+        assert_eq!(w.advance(), None);
+        assert_eq!(w.advance(), Some((Scenario::FixedTimeout, vec![])));
+        // Through to the end, then over.
+        for _ in 0..(STEPS.len() - 3) * 2 {
+            w.advance();
+        }
+        assert_eq!(w.running(), Scenario::RetryStorm);
+        assert_eq!(w.advance(), None);
+        assert_eq!(w.status().lesson, WORKSHOP_DONE);
+        assert_eq!(w.advance(), Some((Scenario::Propagate, vec![])));
+    }
+
+    #[test]
+    fn workshop_latencies_follow_the_time_scale_and_digits_jump() {
+        let mut w = Workshop::starting_at(Scenario::Burst, Timing::new(0.5));
+        assert_eq!(w.running(), Scenario::Burst);
+        assert_eq!(
+            w.jump_to(Scenario::NoCancel),
+            (Scenario::NoCancel, Vec::new())
+        );
+        w.step = 0;
+        w.phase = Phase::Coming;
+        assert_eq!(
+            w.advance(),
+            Some((Scenario::Propagate, vec![("settlement", 750)]))
+        );
+    }
+
+    #[test]
+    fn step_texts_fit_a_wide_terminal_line() {
+        for step in &STEPS {
+            for text in [step.coming, step.watch] {
+                assert!(text.chars().count() <= 120, "{} chars: {text}", text.len());
+            }
+        }
+        assert!(WORKSHOP_DONE.chars().count() <= 120);
+    }
+
+    fn link() -> (Link, mpsc::Receiver<Order>) {
+        let (orders, receiver) = mpsc::channel(16);
+        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+        (Link { orders, snapshot }, receiver)
+    }
+
+    #[test]
+    fn keys_switch_select_and_change_latency() {
+        let (link, mut orders) = link();
+        let mut control = Controller::new(link.clone(), None);
+        // Not started: no status, no keys taken.
+        assert_eq!(control.status(), DemoStatus::default());
+        assert!(!control.key('3'));
+        let knobs = Latencies::new(&[("pix-api", 30), ("antifraud", 250), ("settlement", 200)]);
+        {
+            let mut s = link.snapshot();
+            s.scenario = Some(Scenario::Propagate);
+            s.services = vec!["pix-api", "antifraud", "settlement"];
+            s.latencies = Some(knobs.clone());
+            s.generation = 1;
+        }
+        let status = control.status();
+        assert!(status.scenario.starts_with("1/7 propagate"), "{status:?}");
+        assert!(status.scenario.ends_with("settlement 200 ms"), "{status:?}");
+        assert_eq!(status.lesson, Scenario::Propagate.lesson());
+        assert!(control.key('+') && control.key('+'));
+        assert_eq!(knobs.get("settlement"), Some(300));
+        assert!(control.status().scenario.ends_with("settlement 300 ms"));
+        assert!(control.key('[') && control.key('-'));
+        assert_eq!(knobs.get("antifraud"), Some(200));
+        assert!(control.key(']') && control.key(']'));
+        assert!(control.status().scenario.ends_with("pix-api 30 ms"));
+        for _ in 0..3 {
+            control.key('-');
+        }
+        assert_eq!(knobs.get("pix-api"), Some(0), "never below zero");
+        assert!(control.key('4'));
+        assert!(matches!(
+            orders.try_recv(),
+            Ok(Order::Switch(Scenario::NoCancel, _))
+        ));
+        assert!(!control.key('w'), "w is the workshop's");
+        assert!(!control.key('x'));
+        link.snapshot().busy = Some("switching to no-cancel...".into());
+        assert_eq!(control.status().scenario, "switching to no-cancel...");
+    }
+}
