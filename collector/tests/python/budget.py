@@ -34,7 +34,8 @@ CARRIERS = [("x-budget-ms", _x_budget_ms), ("grpc-timeout", _grpc_timeout)]
 
 
 def read_budget(headers):
-    """The first present and valid carrier: (ms, source); (None, "invalid" | "none") otherwise."""
+    """The first present and valid carrier as (ms, source, None); else (None, "invalid", value)
+    or (None, "none", None)."""
     invalid = None
     for name, parse in CARRIERS:
         value = headers.get(name)
