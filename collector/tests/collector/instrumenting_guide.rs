@@ -1,11 +1,11 @@
-//! docs/instrumenting.md quotes the Python and Node.js code the SDK tests run: every code block
-//! after `<!-- file: PATH -->` is that whole file, and every block after
-//! `<!-- excerpt: PATH -->` appears in it line for line. So the guide cannot drift from the
-//! tested code.
+//! docs/instrumenting.md quotes the Python and Node.js code the SDK tests run, docs/scale.md the
+//! jq program the loadbalancing test runs: every code block after `<!-- file: PATH -->` is that
+//! whole file, and every block after `<!-- excerpt: PATH -->` appears in it line for line. So
+//! the guides cannot drift from the tested code.
 
 use std::path::Path;
 
-/// (marker kind, path, block text) for every marked block of the guide.
+/// (marker kind, path, block text) for every marked block of a guide.
 fn marked_blocks(guide: &str) -> Vec<(String, String, String)> {
     let mut blocks = Vec::new();
     let mut lines = guide.lines();
@@ -34,11 +34,33 @@ fn marked_blocks(guide: &str) -> Vec<(String, String, String)> {
     blocks
 }
 
+/// Checks every marked block of `guide` against the file it names; returns the blocks.
+#[track_caller]
+fn check_quotes(guide: &str) -> Vec<(String, String, String)> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(repo.join(guide)).unwrap();
+    let blocks = marked_blocks(&text);
+    for (kind, path, quoted) in &blocks {
+        let file = std::fs::read_to_string(repo.join(path))
+            .unwrap_or_else(|e| panic!("{guide} quotes {path}: {e}"));
+        match kind.as_str() {
+            "file" => assert!(
+                quoted == &file,
+                "{guide}'s copy of {path} differs from the file"
+            ),
+            "excerpt" => assert!(
+                !quoted.trim().is_empty() && file.contains(quoted.as_str()),
+                "{guide} quotes lines that are not in {path}:\n{quoted}"
+            ),
+            other => panic!("unknown marker kind {other} for {path}"),
+        }
+    }
+    blocks
+}
+
 #[test]
 fn the_guides_code_is_the_code_the_tests_run() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let guide = std::fs::read_to_string(repo.join("docs/instrumenting.md")).unwrap();
-    let blocks = marked_blocks(&guide);
+    let blocks = check_quotes("docs/instrumenting.md");
     let whole: Vec<&str> = blocks
         .iter()
         .filter(|(kind, _, _)| kind == "file")
@@ -52,27 +74,16 @@ fn the_guides_code_is_the_code_the_tests_run() {
         ],
         "the guide quotes both tested contracts whole"
     );
-    for (kind, path, text) in &blocks {
-        let file = std::fs::read_to_string(repo.join(path))
-            .unwrap_or_else(|e| panic!("the guide quotes {path}: {e}"));
-        match kind.as_str() {
-            "file" => assert!(
-                text == &file,
-                "docs/instrumenting.md's copy of {path} differs from the file"
-            ),
-            "excerpt" => assert!(
-                !text.trim().is_empty() && file.contains(text.as_str()),
-                "docs/instrumenting.md quotes lines that are not in {path}:\n{text}"
-            ),
-            other => panic!("unknown marker kind {other} for {path}"),
-        }
-    }
+    let excerpts = blocks.iter().filter(|(kind, _, _)| kind == "excerpt");
     assert!(
-        blocks
-            .iter()
-            .filter(|(kind, _, _)| kind == "excerpt")
-            .count()
-            >= 4,
+        excerpts.count() >= 4,
         "the exporter set-up of both languages is quoted"
     );
+}
+
+#[test]
+fn the_scale_guides_merge_program_is_the_tested_one() {
+    let blocks = check_quotes("docs/scale.md");
+    let paths: Vec<&str> = blocks.iter().map(|(_, path, _)| path.as_str()).collect();
+    assert_eq!(paths, ["docs/merge-reports.jq"]);
 }

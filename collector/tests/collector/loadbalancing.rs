@@ -6,6 +6,8 @@
 //! Two `budget-top check` instances each get whole traces and report exactly theirs.
 
 use std::io::Write as _;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -13,8 +15,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 use prost::Message as _;
+use serde_json::Value as Json;
 
-use crate::support::{Finished, listen, reset_chain, string};
+use crate::support::{Finished, json_line, listen, reset_chain, run, scratch, string};
 
 /// Splits each trace's chain the way the loadbalancing exporter does: one ResourceSpans per
 /// (trace, service), its spans spread over two scopes (server and client instrumentation).
@@ -122,12 +125,61 @@ fn batches_routed_by_trace_id_over_gzip_grpc_and_gzip_http_reach_their_own_insta
         }
     });
     let hex = |t: u8| format!("{t:02x}").repeat(16);
-    assert_eq!(
-        reset_traces(&a.wait(Duration::from_secs(60))),
-        vec![hex(1), hex(3)]
+    let a = a.wait(Duration::from_secs(60));
+    let b = b.wait(Duration::from_secs(60));
+    assert_eq!(reset_traces(&a), vec![hex(1), hex(3)]);
+    assert_eq!(reset_traces(&b), vec![hex(2), hex(4)]);
+    merged_shards_equal_one_unsharded_check(&[a, b]);
+}
+
+/// docs/merge-reports.jq turns the shards' reports into the report one instance would have
+/// written for all their traces (findings in any order).
+fn merged_shards_equal_one_unsharded_check(shards: &[Finished]) {
+    let jq_present = Command::new("jq")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !jq_present {
+        eprintln!("\n*** SKIPPED the docs/merge-reports.jq part: jq is not installed ***\n");
+        return;
+    }
+    let dir = scratch("loadbalancing_merge");
+    let mut args = vec!["-s".to_string(), "-f".to_string()];
+    args.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/merge-reports.jq")
+            .display()
+            .to_string(),
     );
-    assert_eq!(
-        reset_traces(&b.wait(Duration::from_secs(60))),
-        vec![hex(2), hex(4)]
+    for (i, shard) in shards.iter().enumerate() {
+        let path = dir.join(format!("shard-{i}.json"));
+        std::fs::write(&path, &shard.stdout).unwrap();
+        args.push(path.display().to_string());
+    }
+    let out = Command::new("jq").args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let mut merged: Json = serde_json::from_slice(&out.stdout).unwrap();
+
+    let all = dir.join("all.jsonl");
+    let lines: Vec<String> = (1..=4).map(|t| json_line(&reset_chain(t))).collect();
+    std::fs::write(&all, lines.join("\n")).unwrap();
+    let mut whole = run(&[
+        "check",
+        "--input",
+        all.to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+    .json();
+    for report in [&mut merged, &mut whole] {
+        report["findings"]
+            .as_array_mut()
+            .unwrap()
+            .sort_by_key(|f| f["trace_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(merged, whole);
 }
