@@ -4,7 +4,7 @@
 // node-frontend (edge, 1000 ms default) -> node-orders (SLA 800) -> node-inventory (SLA 300),
 // plus the mistakes budget-top exists to find:
 // - node-reports forwards its own SLA (3000 ms) instead of what remains: budget_reset;
-// - node-search is a stock service that ignores budgets and works 300 ms while its caller
+// - node-search is a stock service that ignores budgets and works 600 ms while its caller
 //   gives up after 100 ms: orphaned_work;
 // - a request that arrives with 8 ms cannot afford its 10 ms margin: the call is refused;
 // - a request that arrives with 0 ms is shed before work starts: shed_expired (info).
@@ -76,13 +76,16 @@ async function main() {
   }));
   // A stock service: traced, but it neither reads nor honours a budget.
   const searchTracer = tracer('node-search');
+  let searchDone;
+  const searchFinished = new Promise((resolve) => { searchDone = resolve; });
   const search = await listen(require('node:http').createServer((req, res) => {
     const parent = new W3CTraceContextPropagator().extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
     const span = searchTracer.startSpan('GET /search', { kind: SpanKind.SERVER }, parent);
     setTimeout(() => {
       span.end();
       res.end('results');
-    }, 300);
+      searchDone();
+    }, 600);
   }));
   const frontend = await listen(budgetServer(tracer('node-frontend'), 1000, async (req, hop) => {
     const path = req.url;
@@ -103,7 +106,7 @@ async function main() {
     refused: await get(frontend, '/checkout', '8'),
     expired: await get(orders, '/orders', '0'),
   };
-  await sleep(250); // node-search finishes the work nobody waits for
+  await searchFinished; // node-search finishes the work nobody waits for
   console.log(JSON.stringify(statuses));
   for (const server of [inventory, orders, reports, search, frontend]) {
     server.close();

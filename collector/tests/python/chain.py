@@ -4,7 +4,7 @@ budget-top. Usage: chain.py grpc|http HOST:PORT
 py-frontend (edge, 1000 ms default) -> py-orders (SLA 800) -> py-inventory (SLA 300), plus the
 mistakes budget-top exists to find:
 - py-reports forwards its own SLA (3000 ms) instead of what remains: budget_reset;
-- py-search is a stock service that ignores budgets and works 300 ms while its caller gives up
+- py-search is a stock service that ignores budgets and works 600 ms while its caller gives up
   after 100 ms: orphaned_work;
 - a request that arrives with 8 ms cannot afford its 10 ms margin: the call is refused;
 - a request that arrives with 0 ms is shed before work starts: shed_expired (info).
@@ -80,18 +80,20 @@ def main():
     reports = serve(budget_handler(tracer("py-reports"), report))
 
     search_tracer = tracer("py-search")
+    search_finished = threading.Event()
 
     class Search(BaseHTTPRequestHandler):  # a stock service: traced, budgets ignored
         def do_GET(self):
             parent = PROPAGATOR.extract({k.lower(): v for k, v in self.headers.items()})
             span = search_tracer.start_span("GET /search", context=parent, kind=SpanKind.SERVER)
-            time.sleep(0.3)
+            time.sleep(0.6)
             span.end()
             try:
                 self.send_response(200)
                 self.end_headers()
             except OSError:
                 pass  # the caller is long gone
+            search_finished.set()
 
         def log_message(self, *args):
             pass
@@ -124,7 +126,7 @@ def main():
         "refused": get(frontend, "/checkout", "8"),
         "expired": get(orders, "/orders", "0"),
     }
-    time.sleep(0.25)  # py-search finishes the work nobody waits for
+    search_finished.wait(10)  # py-search finishes the work nobody waits for
     print(json.dumps(statuses))
     for server in [inventory, orders, reports, search, frontend]:
         server.shutdown()
