@@ -62,7 +62,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Play a recording into the live screen.
     Replay(ReplayArgs),
-    /// Run the demo services and watch them live.
+    /// Run the demo services into budget-top: live, as a workshop, or headless (--check).
     Demo(DemoArgs),
 }
 
@@ -115,6 +115,10 @@ pub struct ReplayArgs {
 #[derive(Debug, Args)]
 // Its own group id: the flattened `budget_demo::DemoArgs` already takes the name `DemoArgs`.
 #[group(id = "demo-command")]
+#[command(
+    after_help = "Keys on the screen: 1-7 switch scenario, [ ] select a service, +/- change its \
+latency by 50 ms, w next workshop step, q quit."
+)]
 pub struct DemoArgs {
     /// The scenario, traffic and timing.
     #[command(flatten)]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use budget_demo::{Demo, DemoConfig, DemoHandle, Latencies, Scenario, Timing};
+use budget_demo::{Demo, DemoConfig, DemoHandle, Latencies, Scenario, ServiceInfo, Timing};
 use budget_top::check::{self, Signals};
 use budget_top::cli::DemoArgs;
 use budget_top::ingest::{self, Ingest, IngestConfig};
@@ -209,13 +209,13 @@ struct Snapshot {
     /// The scenario running, once started.
     scenario: Option<Scenario>,
     /// Its services, edge first.
-    services: Vec<&'static str>,
+    services: Vec<ServiceInfo>,
     /// Their work-time knobs.
     latencies: Option<Latencies>,
     /// Counts starts and switches, so the screen notices a new set of services.
     generation: u64,
-    /// "starting ...", "switching to ...": an order in progress.
-    busy: Option<String>,
+    /// An order in progress: starting (`false`) or switching to (`true`) this scenario.
+    busy: Option<(bool, Scenario)>,
     /// The last order that failed, in words.
     error: Option<String>,
 }
@@ -303,7 +303,7 @@ async fn drive(
         };
         match (order, handle.as_mut()) {
             (Order::Start, None) => {
-                set_busy(&link, format!("starting {}...", config.scenario));
+                set_busy(&link, false, config.scenario);
                 match Demo::start(config.clone()).await {
                     Ok(started) => {
                         publish(&link, &started);
@@ -314,7 +314,7 @@ async fn drive(
             }
             (Order::Start, Some(_)) => {}
             (Order::Switch(scenario, latencies), Some(running)) => {
-                set_busy(&link, format!("switching to {scenario}..."));
+                set_busy(&link, true, scenario);
                 match running.switch_scenario(scenario).await {
                     Ok(()) => {
                         for (service, ms) in latencies {
@@ -334,9 +334,9 @@ async fn drive(
     }
 }
 
-fn set_busy(link: &Link, what: String) {
+fn set_busy(link: &Link, switching: bool, scenario: Scenario) {
     let mut s = link.snapshot();
-    s.busy = Some(what);
+    s.busy = Some((switching, scenario));
     s.error = None;
 }
 
@@ -349,7 +349,7 @@ fn fail(link: &Link, error: String) {
 fn publish(link: &Link, handle: &DemoHandle) {
     let mut s = link.snapshot();
     s.scenario = Some(handle.scenario());
-    s.services = handle.services().iter().map(|s| s.name).collect();
+    s.services = handle.services();
     s.latencies = Some(handle.latencies());
     s.generation += 1;
     s.busy = None;
@@ -379,11 +379,12 @@ impl Controller {
     fn selected(&self, snapshot: &Snapshot) -> Option<&'static str> {
         match self.selected {
             Some((name, generation))
-                if generation == snapshot.generation && snapshot.services.contains(&name) =>
+                if generation == snapshot.generation
+                    && snapshot.services.iter().any(|s| s.name == name) =>
             {
                 Some(name)
             }
-            _ => snapshot.services.last().copied(),
+            _ => snapshot.services.last().map(|s| s.name),
         }
     }
 
@@ -395,7 +396,7 @@ impl Controller {
         }
         let current = self
             .selected(&snapshot)
-            .and_then(|name| services.iter().position(|s| *s == name))
+            .and_then(|name| services.iter().position(|s| s.name == name))
             .unwrap_or(0);
         let n = services.len();
         let next = if forward {
@@ -403,7 +404,7 @@ impl Controller {
         } else {
             (current + n - 1) % n
         };
-        let chosen = (services[next], snapshot.generation);
+        let chosen = (services[next].name, snapshot.generation);
         drop(snapshot);
         self.selected = Some(chosen);
     }
@@ -437,11 +438,15 @@ impl DemoControl for Controller {
         let Some(running) = snapshot.scenario else {
             // Not started (the live screen before `d`): nothing to show, unless it is starting
             // or failed to.
-            return match (&snapshot.busy, &snapshot.error) {
+            return match (snapshot.busy, &snapshot.error) {
                 (None, None) => DemoStatus::default(),
                 (busy, error) => DemoStatus {
-                    scenario: busy.clone().unwrap_or_else(|| "demo".into()),
-                    lesson: error.clone().unwrap_or_default(),
+                    scenario: busy.map_or_else(|| "demo".into(), busy_label),
+                    lesson: match (error, busy) {
+                        (Some(error), _) => error.clone(),
+                        (None, Some((_, scenario))) => scenario.lesson().to_owned(),
+                        (None, None) => String::new(),
+                    },
                     keys: String::new(),
                 },
             };
@@ -462,8 +467,11 @@ impl DemoControl for Controller {
                 keys: "1-7 scenario  [ ] service  +/- latency".to_owned(),
             },
         };
-        if let Some(busy) = &snapshot.busy {
-            status.scenario = busy.clone();
+        if let Some(busy) = snapshot.busy {
+            status.scenario = busy_label(busy);
+            if self.workshop.is_none() {
+                status.lesson = busy.1.lesson().to_owned();
+            }
         } else if let Some(knob) = knob {
             status.scenario = format!("{}  ·  {knob}", status.scenario);
         }
@@ -507,6 +515,16 @@ impl DemoControl for Controller {
     }
 }
 
+/// "switching to 3/7 drop-header…" while an order runs.
+fn busy_label((switching, scenario): (bool, Scenario)) -> String {
+    let verb = if switching {
+        "switching to"
+    } else {
+        "starting"
+    };
+    format!("{verb} {}…", scenario_label(scenario))
+}
+
 /// "3/7 drop-header": the scenario's place in [`ORDER`] (its digit key) and name.
 fn scenario_label(scenario: Scenario) -> String {
     let digit = ORDER
@@ -527,6 +545,16 @@ struct Step {
     coming: &'static str,
     /// Shown while it runs: what to look at on the screen.
     watch: &'static str,
+}
+
+impl Step {
+    /// "propagate", or "propagate, slow settlement" for a step that slows a service.
+    fn title(&self) -> String {
+        match self.latency {
+            Some((service, _)) => format!("{}, slow {service}", self.scenario),
+            None => self.scenario.to_string(),
+        }
+    }
 }
 
 /// The workshop, in teaching order. Figures are the workshop's (`--time-scale 1`).
@@ -553,19 +581,19 @@ const STEPS: [Step; 8] = [
         scenario: Scenario::DropHeader,
         latency: None,
         coming: "Next, a dropped budget: bff calls orders without x-budget-ms, like a proxy or client that loses the header.",
-        watch: "budget_dropped on bff's call. Enter on orders, then Enter for its span: budget.source = none, no deadline from there on.",
+        watch: "budget_dropped on bff's call. Enter, then the orders row and Enter: budget.source = none, no deadline from there on.",
     },
     Step {
         scenario: Scenario::NoCancel,
         latency: None,
         coming: "Next, work nobody waits for: settlement (1500 ms) ignores both its deadline and pix-api hanging up.",
-        watch: "orphaned_work on settlement: ~600 ms of work per request after pix-api stopped waiting. See wasted ms/s in the header.",
+        watch: "orphaned_work on settlement (once its late span arrives): ~600 ms per request after pix-api gave up; see wasted ms/s.",
     },
     Step {
         scenario: Scenario::NoDequeueCheck,
         latency: None,
         coming: "Next, a queue: bursts of 40 hit orders (4 workers, queue of 20), which runs items without checking their deadline.",
-        watch: "ran_after_expiry on orders: items started after their deadline, and the ms wasted. Tab to Services: its dead-work share.",
+        watch: "ran_after_expiry on orders: items started after their deadline; s sorts by most waste. Tab to Services: the dead work.",
     },
     Step {
         scenario: Scenario::Burst,
@@ -665,14 +693,14 @@ impl Workshop {
         let step = &STEPS[self.step];
         match self.phase {
             Phase::Watch => DemoStatus {
-                scenario: format!("workshop {}/{n} {}", self.step + 1, step.scenario),
+                scenario: format!("workshop {}/{n} {}", self.step + 1, step.title()),
                 lesson: step.watch.to_owned(),
                 keys: "w next  1-7 jump  [ ] service  +/- latency".to_owned(),
             },
             Phase::Coming => {
                 let next = &STEPS[self.step + 1];
                 DemoStatus {
-                    scenario: format!("workshop {}/{n} next: {}", self.step + 2, next.scenario),
+                    scenario: format!("workshop {}/{n} next: {}", self.step + 2, next.title()),
                     lesson: next.coming.to_owned(),
                     keys: "w start it  1-7 jump  [ ] service  +/- latency".to_owned(),
                 }
@@ -714,7 +742,10 @@ mod tests {
         // First w: the next step is announced, nothing switches yet.
         assert_eq!(w.advance(), None);
         assert_eq!(w.status().lesson, STEPS[1].coming);
-        assert!(w.status().scenario.contains("2/8"), "{:?}", w.status());
+        assert_eq!(
+            w.status().scenario,
+            "workshop 2/8 next: propagate, slow settlement"
+        );
         // Second w: it starts (here: same scenario, settlement slowed).
         assert_eq!(
             w.advance(),
@@ -776,7 +807,14 @@ mod tests {
         {
             let mut s = link.snapshot();
             s.scenario = Some(Scenario::Propagate);
-            s.services = vec!["pix-api", "antifraud", "settlement"];
+            s.services = ["pix-api", "antifraud", "settlement"]
+                .into_iter()
+                .map(|name| ServiceInfo {
+                    name,
+                    addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+                    latency_ms: 0,
+                })
+                .collect();
             s.latencies = Some(knobs.clone());
             s.generation = 1;
         }
@@ -802,7 +840,63 @@ mod tests {
         ));
         assert!(!control.key('w'), "w is the workshop's");
         assert!(!control.key('x'));
-        link.snapshot().busy = Some("switching to no-cancel...".into());
-        assert_eq!(control.status().scenario, "switching to no-cancel...");
+        link.snapshot().busy = Some((true, Scenario::NoCancel));
+        let status = control.status();
+        assert_eq!(status.scenario, "switching to 4/7 no-cancel…");
+        assert_eq!(
+            status.lesson,
+            Scenario::NoCancel.lesson(),
+            "the coming lesson"
+        );
+    }
+
+    async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn d_on_the_live_screen_starts_the_demo_into_its_receivers_and_stop_frees_every_port() {
+        let mut ingest = ingest::start(loopback_ingest(false)).await.unwrap();
+        let LiveDemo {
+            mut control,
+            mut start,
+            driver,
+        } = for_live_screen(ingest.grpc_addr).unwrap();
+        assert_eq!(control.status(), DemoStatus::default(), "nothing until d");
+        assert!(!control.key('2'), "keys wait for the demo to start");
+        start();
+        wait_for("the demo to start", || {
+            control.status().scenario.starts_with("1/7 propagate")
+        })
+        .await;
+        // The services export to the receivers the screen reads.
+        let batch = tokio::time::timeout(Duration::from_secs(60), ingest.receiver.recv())
+            .await
+            .expect("spans within a minute")
+            .expect("the receivers run");
+        assert!(!batch.spans.is_empty());
+        assert!(control.key('3'));
+        wait_for("the switch", || {
+            control.status().scenario.starts_with("3/7 drop-header")
+        })
+        .await;
+        let services = driver.link.snapshot().services.clone();
+        assert_eq!(services.first().map(|s| s.name), Some("gateway"));
+        tokio::time::timeout(Duration::from_secs(60), driver.stop())
+            .await
+            .expect("the demo stops within a minute");
+        for service in services {
+            assert!(
+                tokio::net::TcpStream::connect(service.addr).await.is_err(),
+                "{} still listens on {}",
+                service.name,
+                service.addr
+            );
+        }
+        ingest.shutdown();
     }
 }

@@ -1,0 +1,330 @@
+//! `budget-top demo` as a user runs it: the real binary, its flags, and the headless
+//! `--check` report of each kind of run (the demo's services exporting to budget-top's own
+//! receivers). The screen itself is driven in tmux by `screen_tmux.rs`. Runs at half scale
+//! (`--time-scale 0.5`) to stay fast.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+/// Every run is bounded by its own `--for` or `--requests`; this only stops a hung one.
+const SAFETY: Duration = Duration::from_secs(120);
+
+fn budget_top() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_budget-top"));
+    command.env("NO_COLOR", "1").stdin(Stdio::null());
+    command
+}
+
+/// Runs `budget-top demo ARGS` to the end (killed after [`SAFETY`]).
+#[track_caller]
+fn demo(args: &[&str]) -> Output {
+    let mut child = budget_top()
+        .arg("demo")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("budget-top runs");
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > SAFETY {
+            child.kill().unwrap();
+            panic!("budget-top demo {args:?} still running after {SAFETY:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[track_caller]
+fn json_report(output: &Output) -> Json {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not the JSON report ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn kinds(report: &Json) -> BTreeSet<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn fixed_timeout_reports_the_reset_and_exits_1() {
+    let output = demo(&[
+        "--scenario",
+        "fixed-timeout",
+        "--check",
+        "--for",
+        "4s",
+        "--format",
+        "json",
+        "--time-scale",
+        "0.5",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let report = json_report(&output);
+    assert!(
+        kinds(&report).contains("budget_reset"),
+        "{}",
+        describe(&output)
+    );
+    // The reset is bff's call: it forwarded its fixed 3 s (1500 ms at half scale) with less
+    // than the gateway's 500 ms left.
+    let reset = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "budget_reset")
+        .unwrap();
+    assert_eq!(reset["service"], "bff", "{reset}");
+    assert_eq!(reset["forwarded_ms"], 1500, "{reset}");
+    assert!(reset["remaining_ms"].as_i64().unwrap() < 500, "{reset}");
+    // The receivers took every span the services sent.
+    assert_eq!(report["ingest"]["spans_refused"], 0, "{report}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("scenario fixed-timeout"), "{stderr}");
+}
+
+#[test]
+fn propagate_has_no_error_findings_and_exits_0() {
+    let output = demo(&[
+        "--scenario",
+        "propagate",
+        "--check",
+        "--for",
+        "4s",
+        "--format",
+        "json",
+        "--time-scale",
+        "0.5",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let report = json_report(&output);
+    assert!(
+        report["summary"]["traces"].as_u64().unwrap() >= 3,
+        "the load ran: {report}"
+    );
+    assert_eq!(report["summary"]["findings"]["error"], 0, "{report}");
+}
+
+/// A callee's deadline starts when the request arrives, so its span may end a few ms after its
+/// caller gave up: transit on a loaded machine, not work (the demo's own tests allow the same).
+const TRANSIT_MS: i64 = 50;
+
+#[test]
+fn a_bounded_load_reports_every_request_and_fail_on_picks_the_severity() {
+    // retry-storm's finding is a warning: it fails with --fail-on warning, not by default.
+    let run = |fail_on: &'static str| {
+        std::thread::spawn(move || {
+            demo(&[
+                "--scenario",
+                "retry-storm",
+                "--check",
+                "--requests",
+                "3",
+                "--fail-on",
+                fail_on,
+                "--format",
+                "json",
+                "--time-scale",
+                "0.5",
+            ])
+        })
+    };
+    let (warning, error) = (run("warning"), run("error"));
+    let (warning, error) = (warning.join().unwrap(), error.join().unwrap());
+    for output in [&warning, &error] {
+        let report = json_report(output);
+        // Exactly the 3 requests, each with all its spans: the services' last spans were
+        // flushed into the receivers before the report.
+        assert_eq!(report["summary"]["traces"], 3, "{report}");
+        assert!(kinds(&report).contains("retry_over_budget"), "{report}");
+        for finding in report["findings"].as_array().unwrap() {
+            match finding["kind"].as_str().unwrap() {
+                "retry_over_budget" => {}
+                "orphaned_work" => assert!(
+                    finding["wasted_ms"].as_i64().unwrap() <= TRANSIT_MS,
+                    "{finding}"
+                ),
+                other => panic!("unexpected {other}: {report}"),
+            }
+        }
+    }
+    assert_eq!(warning.status.code(), Some(1), "{}", describe(&warning));
+    let errors = json_report(&error)["summary"]["findings"]["error"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        error.status.code(),
+        Some(i32::from(errors > 0)),
+        "warnings alone do not fail by default: {}",
+        describe(&error)
+    );
+}
+
+#[test]
+fn the_text_report_is_the_default() {
+    let output = demo(&[
+        "--scenario",
+        "drop-header",
+        "--check",
+        "--requests",
+        "2",
+        "--time-scale",
+        "0.5",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("2 traces, "), "{stdout}");
+    assert!(stdout.contains("budget_dropped"), "{stdout}");
+    assert!(stdout.contains("bff had "), "{stdout}");
+}
+
+#[test]
+fn sigterm_ends_the_load_early_and_still_reports() {
+    let mut child = budget_top()
+        .args(["demo", "--scenario", "propagate", "--check", "--for", "10m"])
+        .args(["--format", "json", "--time-scale", "0.5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("budget-top runs");
+    // Wait until the services run (the scenario line), then let a few requests through.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + SAFETY;
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("budget-top demo says which scenario runs");
+        if line.starts_with("scenario propagate") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let signalled = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        signalled.elapsed() < Duration::from_secs(30),
+        "took {:?} to stop",
+        signalled.elapsed()
+    );
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    let report: Json = serde_json::from_str(&stdout).expect("the JSON report");
+    assert!(
+        report["summary"]["traces"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+    let load: Vec<String> = rx.try_iter().collect();
+    assert!(
+        load.iter().any(|l| l.starts_with("load: ")),
+        "the load summary on stderr: {load:?}"
+    );
+}
+
+#[test]
+fn help_lists_every_demo_flag() {
+    let output = budget_top().args(["demo", "--help"]).output().unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--scenario",
+        "--rate",
+        "--jitter",
+        "--requests",
+        "--time-scale",
+        "--latency",
+        "--check",
+        "--for",
+        "--format",
+        "--fail-on",
+        "--workshop",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    for scenario in [
+        "propagate",
+        "fixed-timeout",
+        "drop-header",
+        "no-dequeue-check",
+        "no-cancel",
+        "burst",
+        "retry-storm",
+    ] {
+        assert!(help.contains(scenario), "{scenario} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn bad_usage_exits_2_and_says_why() {
+    let output = budget_top()
+        .args(["demo", "--scenario", "retry", "--check"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'retry'"), "{stderr}");
+    assert!(
+        stderr.contains("retry-storm"),
+        "names the real ones: {stderr}"
+    );
+
+    // The report options only make sense headless; the workshop needs the screen.
+    for args in [
+        &["demo", "--for", "5s"][..],
+        &["demo", "--format", "json"],
+        &["demo", "--check", "--workshop"],
+        &["demo", "--latency", "settlement"],
+    ] {
+        let output = budget_top().args(args).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            describe(&output)
+        );
+        assert!(!output.stderr.is_empty(), "{args:?}");
+    }
+}
