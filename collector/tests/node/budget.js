@@ -5,7 +5,9 @@
 'use strict';
 
 const http = require('node:http');
-const { SpanKind, ROOT_CONTEXT, trace, defaultTextMapGetter, defaultTextMapSetter } = require('@opentelemetry/api');
+const {
+  SpanKind, SpanStatusCode, ROOT_CONTEXT, trace, defaultTextMapGetter, defaultTextMapSetter,
+} = require('@opentelemetry/api');
 const { W3CTraceContextPropagator } = require('@opentelemetry/core');
 
 const MARGIN_MS = 10; // kept back for our own reply on every call
@@ -60,6 +62,7 @@ function budgetServer(tracer, defaultMs, handler) {
       { kind: SpanKind.SERVER, attributes }, parent);
     const finish = (status, outcome, body) => {
       span.setAttributes({ 'budget.outcome': outcome, 'http.response.status_code': status });
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end(); // before replying: the caller's span must not end before ours
       res.writeHead(status, { 'content-type': 'text/plain' }).end(body);
     };
@@ -112,6 +115,7 @@ async function call(hop, name, url, slaMs) {
   } catch (err) {
     const timedOut = err.name === 'TimeoutError';
     span.setAttribute('budget.outcome', timedOut ? 'deadline_exceeded' : 'error');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
     throw err;
   } finally {
     span.end();

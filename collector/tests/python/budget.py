@@ -13,7 +13,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 MARGIN_MS = 10  # kept back for our own reply on every call
@@ -99,6 +99,8 @@ def budget_handler(tracer, handle, default_ms=None):
 
         def reply(self, span, status, outcome, body):
             span.set_attributes({"budget.outcome": outcome, "http.response.status_code": status})
+            if status >= 500:
+                span.set_status(Status(StatusCode.ERROR))
             span.end()  # before replying: the caller's span must not end before ours
             self.send_response(status)
             self.send_header("content-length", str(len(body)))
