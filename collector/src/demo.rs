@@ -270,6 +270,10 @@ impl Driver {
     /// Stops the services (after an order in progress finishes) and waits until every thread
     /// is joined and every port closed.
     pub async fn stop(self) {
+        if self.link.snapshot().scenario.is_some() {
+            // The screen is gone; the drain of in-flight requests can take a second or two.
+            eprintln!("budget-top: stopping the demo services...");
+        }
         self.stop.cancel();
         let _ = self.task.await;
     }
@@ -472,7 +476,12 @@ impl DemoControl for Controller {
             if self.workshop.is_none() {
                 status.lesson = busy.1.lesson().to_owned();
             }
-        } else if let Some(knob) = knob {
+        } else if let Some(knob) = knob
+            && self
+                .workshop
+                .as_ref()
+                .is_none_or(|w| w.phase != Phase::Coming)
+        {
             status.scenario = format!("{}  ·  {knob}", status.scenario);
         }
         if let Some(error) = &snapshot.error {
@@ -693,20 +702,20 @@ impl Workshop {
         let step = &STEPS[self.step];
         match self.phase {
             Phase::Watch => DemoStatus {
-                scenario: format!("workshop {}/{n} {}", self.step + 1, step.title()),
+                scenario: format!("step {}/{n} {}", self.step + 1, step.title()),
                 lesson: step.watch.to_owned(),
-                keys: "w next  1-7 jump  [ ] service  +/- latency".to_owned(),
+                keys: "w next  1-7 jump  [ ] +/- latency".to_owned(),
             },
             Phase::Coming => {
                 let next = &STEPS[self.step + 1];
                 DemoStatus {
-                    scenario: format!("workshop {}/{n} next: {}", self.step + 2, next.title()),
+                    scenario: format!("step {}/{n} next: {}", self.step + 2, next.title()),
                     lesson: next.coming.to_owned(),
-                    keys: "w start it  1-7 jump  [ ] service  +/- latency".to_owned(),
+                    keys: "w start it  1-7 jump".to_owned(),
                 }
             }
             Phase::Done => DemoStatus {
-                scenario: format!("workshop done ({n} steps)"),
+                scenario: format!("workshop done: {n} steps"),
                 lesson: WORKSHOP_DONE.to_owned(),
                 keys: "w start over  1-7 scenario  q quit".to_owned(),
             },
@@ -744,7 +753,7 @@ mod tests {
         assert_eq!(w.status().lesson, STEPS[1].coming);
         assert_eq!(
             w.status().scenario,
-            "workshop 2/8 next: propagate, slow settlement"
+            "step 2/8 next: propagate, slow settlement"
         );
         // Second w: it starts (here: same scenario, settlement slowed).
         assert_eq!(
@@ -847,6 +856,39 @@ mod tests {
             status.lesson,
             Scenario::NoCancel.lesson(),
             "the coming lesson"
+        );
+    }
+
+    #[test]
+    fn in_the_workshop_w_announces_then_switches() {
+        let (link, mut orders) = link();
+        let workshop = Workshop::starting_at(Scenario::Propagate, Timing::default());
+        let mut control = Controller::new(link.clone(), Some(workshop));
+        {
+            let mut s = link.snapshot();
+            s.scenario = Some(Scenario::Propagate);
+            s.generation = 1;
+        }
+        assert_eq!(control.status().lesson, STEPS[0].watch);
+        assert!(control.key('w') && control.key('w'));
+        assert_eq!(control.status().lesson, STEPS[1].watch);
+        assert!(control.key('w'));
+        assert_eq!(control.status().lesson, STEPS[2].coming);
+        assert!(orders.try_recv().is_ok(), "step 2 slowed settlement");
+        assert!(orders.try_recv().is_err(), "announcing switches nothing");
+        assert!(
+            control.key('n'),
+            "n works too where the screen does not use it"
+        );
+        assert!(matches!(
+            orders.try_recv(),
+            Ok(Order::Switch(Scenario::FixedTimeout, _))
+        ));
+        assert!(
+            control
+                .status()
+                .scenario
+                .starts_with("step 3/8 fixed-timeout")
         );
     }
 
