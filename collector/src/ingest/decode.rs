@@ -1,8 +1,12 @@
 //! OTLP spans -> [`analysis::Span`]: the compact record the store and the analysis read.
 //!
-//! Enters: an `ExportTraceServiceRequest` (from gRPC, HTTP or a file line). Leaves: spans with
-//! their budget facts decoded, the raw attributes (moved, not copied) when the screen wants them,
-//! and a count of spans rejected with the reason for the first one (for `partial_success`).
+//! Enters: an `ExportTraceServiceRequest`, either already decoded by prost (a file line, or
+//! when the whole request is kept for `record`) or as its protobuf bytes straight off the wire
+//! ([`decode_protobuf`]: the receivers' hot path, which reads the bytes in place and allocates
+//! nothing per attribute). Leaves: spans with their budget facts decoded, the raw attributes
+//! when the screen wants them, and a count of spans rejected with the reason for the first one
+//! (for `partial_success`). Both paths share [`SpanParts`] and the facts reader, so they give
+//! the same spans for the same request.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use deadline_budget::semconv;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1 as otlp;
+use prost::Message as _;
 
 /// Longest span or service name kept (bytes); longer names are cut at a char boundary.
 const MAX_NAME_BYTES: usize = 512;
@@ -69,6 +74,29 @@ pub struct Decoded {
     pub first_error: Option<String>,
 }
 
+impl Decoded {
+    /// Spans in the request, valid or not.
+    pub fn total(&self) -> u64 {
+        self.spans.len() as u64 + self.rejected
+    }
+
+    fn push(&mut self, span: Result<Span, String>) -> bool {
+        match span {
+            Ok(span) => {
+                self.spans.push(span);
+                true
+            }
+            Err(reason) => {
+                self.rejected += 1;
+                if self.first_error.is_none() {
+                    self.first_error = Some(reason);
+                }
+                false
+            }
+        }
+    }
+}
+
 /// Decodes every span of `request`. With `keep_attributes`, the attributes are moved out of
 /// the request into [`Decoded::attributes`] (the request is left without them).
 pub fn decode_request(
@@ -86,21 +114,10 @@ pub fn decode_request(
         let service = interner.intern(service);
         for scope_spans in &mut resource_spans.scope_spans {
             for span in &mut scope_spans.spans {
-                match decode_span(span, &service, interner) {
-                    Ok(decoded) => {
-                        out.spans.push(decoded);
-                        if keep_attributes {
-                            let mut attrs = std::mem::take(&mut span.attributes);
-                            attrs.truncate(MAX_KEPT_ATTRIBUTES);
-                            out.attributes.push(attrs.into_boxed_slice());
-                        }
-                    }
-                    Err(reason) => {
-                        out.rejected += 1;
-                        if out.first_error.is_none() {
-                            out.first_error = Some(reason);
-                        }
-                    }
+                if out.push(decode_span(span, &service, interner)) && keep_attributes {
+                    let mut attrs = std::mem::take(&mut span.attributes);
+                    attrs.truncate(MAX_KEPT_ATTRIBUTES);
+                    out.attributes.push(attrs.into_boxed_slice());
                 }
             }
         }
@@ -123,113 +140,283 @@ fn decode_span(
     service: &Arc<str>,
     interner: &mut Interner,
 ) -> Result<Span, String> {
-    let trace_id: [u8; 16] = span.trace_id.as_slice().try_into().map_err(|_| {
-        format!(
-            "span {:?}: trace_id must be 16 bytes, got {}",
-            truncate(&span.name, 64),
-            span.trace_id.len()
-        )
-    })?;
-    if trace_id == [0; 16] {
-        return Err(format!(
-            "span {:?}: trace_id is all zero",
-            truncate(&span.name, 64)
-        ));
+    let mut facts = FactsReader::default();
+    for kv in &span.attributes {
+        facts.attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
     }
-    let span_id: [u8; 8] = span.span_id.as_slice().try_into().map_err(|_| {
-        format!(
-            "span {:?}: span_id must be 8 bytes, got {}",
-            truncate(&span.name, 64),
-            span.span_id.len()
-        )
-    })?;
-    let parent_span_id = match span.parent_span_id.len() {
-        0 => None,
-        8 => {
-            let mut id = [0u8; 8];
-            id.copy_from_slice(&span.parent_span_id);
-            // An all-zero parent is how some exporters say "no parent".
-            (id != [0; 8]).then_some(SpanId(id))
-        }
-        n => {
-            return Err(format!(
-                "span {:?}: parent_span_id must be 0 or 8 bytes, got {n}",
-                truncate(&span.name, 64)
-            ));
-        }
-    };
-    let kind = match span.kind {
-        2 => SpanKind::Server,
-        3 => SpanKind::Client,
-        4 => SpanKind::Producer,
-        5 => SpanKind::Consumer,
-        _ => SpanKind::Internal,
-    };
-    let status = match span.status.as_ref().map(|s| s.code) {
-        Some(1) => SpanStatus::Ok,
-        Some(2) => SpanStatus::Error,
-        _ => SpanStatus::Unset,
-    };
-    let budget = budget_facts(&span.attributes, span.start_time_unix_nano);
-    Ok(Span {
-        trace_id: TraceId(trace_id),
-        span_id: SpanId(span_id),
-        parent_span_id,
-        service: service.clone(),
-        name: interner.intern(&span.name),
-        kind,
+    SpanParts {
+        trace_id: &span.trace_id,
+        span_id: &span.span_id,
+        parent_span_id: &span.parent_span_id,
+        name: &span.name,
+        kind: span.kind,
         start_unix_nano: span.start_time_unix_nano,
         end_unix_nano: span.end_time_unix_nano,
-        status,
-        budget,
-    })
+        status_code: span.status.as_ref().map(|s| s.code),
+    }
+    .build(facts, service, interner)
+}
+
+/// The fields of one OTLP span the analysis reads, borrowed from either decoding path.
+#[derive(Debug, Default)]
+struct SpanParts<'a> {
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    parent_span_id: &'a [u8],
+    name: &'a str,
+    kind: i32,
+    start_unix_nano: u64,
+    end_unix_nano: u64,
+    status_code: Option<i32>,
+}
+
+impl SpanParts<'_> {
+    fn build(
+        self,
+        facts: FactsReader<'_>,
+        service: &Arc<str>,
+        interner: &mut Interner,
+    ) -> Result<Span, String> {
+        let name = self.name;
+        let trace_id: [u8; 16] = self.trace_id.try_into().map_err(|_| {
+            format!(
+                "span {:?}: trace_id must be 16 bytes, got {}",
+                truncate(name, 64),
+                self.trace_id.len()
+            )
+        })?;
+        if trace_id == [0; 16] {
+            return Err(format!(
+                "span {:?}: trace_id is all zero",
+                truncate(name, 64)
+            ));
+        }
+        let span_id: [u8; 8] = self.span_id.try_into().map_err(|_| {
+            format!(
+                "span {:?}: span_id must be 8 bytes, got {}",
+                truncate(name, 64),
+                self.span_id.len()
+            )
+        })?;
+        let parent_span_id = match <[u8; 8]>::try_from(self.parent_span_id) {
+            // An all-zero parent is how some exporters say "no parent".
+            Ok(id) => (id != [0; 8]).then_some(SpanId(id)),
+            Err(_) if self.parent_span_id.is_empty() => None,
+            Err(_) => {
+                return Err(format!(
+                    "span {:?}: parent_span_id must be 0 or 8 bytes, got {}",
+                    truncate(name, 64),
+                    self.parent_span_id.len()
+                ));
+            }
+        };
+        let kind = match self.kind {
+            2 => SpanKind::Server,
+            3 => SpanKind::Client,
+            4 => SpanKind::Producer,
+            5 => SpanKind::Consumer,
+            _ => SpanKind::Internal,
+        };
+        let status = match self.status_code {
+            Some(1) => SpanStatus::Ok,
+            Some(2) => SpanStatus::Error,
+            _ => SpanStatus::Unset,
+        };
+        Ok(Span {
+            trace_id: TraceId(trace_id),
+            span_id: SpanId(span_id),
+            parent_span_id,
+            service: service.clone(),
+            name: interner.intern(name),
+            kind,
+            start_unix_nano: self.start_unix_nano,
+            end_unix_nano: self.end_unix_nano,
+            status,
+            budget: facts.finish(self.start_unix_nano),
+        })
+    }
 }
 
 /// Reads the contract's attributes; falls back to captured headers when `budget.*` says
 /// nothing about where the budget came from.
 pub fn budget_facts(attributes: &[KeyValue], start_unix_nano: u64) -> BudgetFacts {
-    let mut facts = BudgetFacts::default();
-    let mut header_budget_ms: Option<&str> = None;
-    let mut header_grpc_timeout: Option<&str> = None;
-    let mut header_deadline: Option<&str> = None;
+    let mut facts = FactsReader::default();
     for kv in attributes {
-        let value = kv.value.as_ref();
-        match kv.key.as_str() {
-            semconv::RECEIVED_MS => facts.received_ms = int_of(value),
-            semconv::SOURCE => facts.source = str_of(value).and_then(BudgetSource::parse),
-            semconv::DEFAULT_MS => facts.default_ms = int_of(value),
-            semconv::QUEUE_WAIT_MS => facts.queue_wait_ms = int_of(value),
-            semconv::REMAINING_AT_START_MS => facts.remaining_at_start_ms = int_of(value),
-            semconv::OUTCOME => facts.outcome = str_of(value).and_then(Outcome::parse),
-            semconv::REMAINING_MS => facts.remaining_ms = int_of(value),
-            semconv::FORWARDED_MS => facts.forwarded_ms = int_of(value),
-            semconv::TIMEOUT_MS => facts.timeout_ms = int_of(value),
-            semconv::SLA_MS => facts.sla_ms = int_of(value),
-            semconv::ATTEMPT => facts.attempt = int_of(value),
-            semconv::HTTP_RESPONSE_STATUS_CODE => facts.http_status = int_of(value),
-            semconv::RPC_GRPC_STATUS_CODE | semconv::RPC_STATUS_CODE => {
-                facts.rpc_status = facts.rpc_status.or(int_of(value));
-            }
-            semconv::ERROR_TYPE => facts.error_type = str_of(value).map(Arc::from),
-            semconv::HTTP_HEADER_BUDGET_MS => header_budget_ms = header_of(value),
-            semconv::HTTP_HEADER_GRPC_TIMEOUT | semconv::RPC_METADATA_GRPC_TIMEOUT => {
-                header_grpc_timeout = header_grpc_timeout.or(header_of(value));
-            }
-            semconv::HTTP_HEADER_REQUEST_DEADLINE => header_deadline = header_of(value),
-            _ => {}
+        facts.attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
+    }
+    facts.finish(start_unix_nano)
+}
+
+/// An attribute value as the facts reader sees it, borrowed from a decoded `AnyValue` or
+/// straight from the protobuf bytes (strings are checked for UTF-8 only when read).
+#[derive(Clone, Copy, Debug, Default)]
+enum ValueRef<'a> {
+    /// No value, or one the facts never read (bool, bytes, key-value list).
+    #[default]
+    Other,
+    Str(&'a [u8]),
+    Int(i64),
+    Double(f64),
+    /// An array: whether it has a first element, and that element if it is a string.
+    Array {
+        has_first: bool,
+        first_str: Option<&'a [u8]>,
+    },
+}
+
+impl<'a> ValueRef<'a> {
+    fn str(self) -> Option<&'a str> {
+        match self {
+            ValueRef::Str(s) => std::str::from_utf8(s).ok(),
+            _ => None,
         }
     }
-    if facts.source.is_none() && facts.received_ms.is_none() {
-        let start_ms = (start_unix_nano / 1_000_000) as i64;
-        from_headers(
-            &mut facts,
-            header_budget_ms,
-            header_grpc_timeout,
-            header_deadline,
-            start_ms,
-        );
+
+    /// Integers as the contract writes them; also doubles and numeric strings, which other
+    /// SDKs produce for the same attribute.
+    fn int(self) -> Option<i64> {
+        match self {
+            ValueRef::Int(i) => Some(i),
+            ValueRef::Double(d) if d.is_finite() && d.abs() < 9.0e15 => Some(d as i64),
+            ValueRef::Str(_) => self.str()?.trim().parse().ok(),
+            _ => None,
+        }
     }
-    facts
+
+    /// A captured header: a string, or (as the HTTP semantic conventions say) an array of
+    /// strings of which the first is used.
+    fn header(self) -> Option<&'a str> {
+        match self {
+            ValueRef::Str(_) => self.str(),
+            ValueRef::Array { first_str, .. } => ValueRef::Str(first_str?).str(),
+            _ => None,
+        }
+    }
+}
+
+fn value_ref(value: Option<&AnyValue>) -> ValueRef<'_> {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(Value::StringValue(s)) => ValueRef::Str(s.as_bytes()),
+        Some(Value::IntValue(i)) => ValueRef::Int(*i),
+        Some(Value::DoubleValue(d)) => ValueRef::Double(*d),
+        Some(Value::ArrayValue(array)) => ValueRef::Array {
+            has_first: !array.values.is_empty(),
+            first_str: match array.values.first().and_then(|v| v.value.as_ref()) {
+                Some(Value::StringValue(s)) => Some(s.as_bytes()),
+                _ => None,
+            },
+        },
+        _ => ValueRef::Other,
+    }
+}
+
+/// Which budget fact an attribute key feeds, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    ReceivedMs,
+    Source,
+    DefaultMs,
+    QueueWaitMs,
+    RemainingAtStartMs,
+    Outcome,
+    RemainingMs,
+    ForwardedMs,
+    TimeoutMs,
+    SlaMs,
+    Attempt,
+    HttpStatus,
+    RpcStatus,
+    ErrorType,
+    HeaderBudgetMs,
+    HeaderGrpcTimeout,
+    HeaderDeadline,
+}
+
+impl Slot {
+    fn of(key: &[u8]) -> Option<Slot> {
+        // Most keys are not ours: a look at the first byte skips them.
+        if !matches!(key.first(), Some(b'b' | b'h' | b'r' | b'e')) {
+            return None;
+        }
+        Some(match std::str::from_utf8(key).ok()? {
+            semconv::RECEIVED_MS => Slot::ReceivedMs,
+            semconv::SOURCE => Slot::Source,
+            semconv::DEFAULT_MS => Slot::DefaultMs,
+            semconv::QUEUE_WAIT_MS => Slot::QueueWaitMs,
+            semconv::REMAINING_AT_START_MS => Slot::RemainingAtStartMs,
+            semconv::OUTCOME => Slot::Outcome,
+            semconv::REMAINING_MS => Slot::RemainingMs,
+            semconv::FORWARDED_MS => Slot::ForwardedMs,
+            semconv::TIMEOUT_MS => Slot::TimeoutMs,
+            semconv::SLA_MS => Slot::SlaMs,
+            semconv::ATTEMPT => Slot::Attempt,
+            semconv::HTTP_RESPONSE_STATUS_CODE => Slot::HttpStatus,
+            semconv::RPC_GRPC_STATUS_CODE | semconv::RPC_STATUS_CODE => Slot::RpcStatus,
+            semconv::ERROR_TYPE => Slot::ErrorType,
+            semconv::HTTP_HEADER_BUDGET_MS => Slot::HeaderBudgetMs,
+            semconv::HTTP_HEADER_GRPC_TIMEOUT | semconv::RPC_METADATA_GRPC_TIMEOUT => {
+                Slot::HeaderGrpcTimeout
+            }
+            semconv::HTTP_HEADER_REQUEST_DEADLINE => Slot::HeaderDeadline,
+            _ => return None,
+        })
+    }
+}
+
+/// The budget facts of one span, attribute by attribute, in the span's order.
+#[derive(Debug, Default)]
+struct FactsReader<'a> {
+    facts: BudgetFacts,
+    header_budget_ms: Option<&'a str>,
+    header_grpc_timeout: Option<&'a str>,
+    header_deadline: Option<&'a str>,
+}
+
+impl<'a> FactsReader<'a> {
+    fn attribute(&mut self, key: &[u8], value: ValueRef<'a>) {
+        if let Some(slot) = Slot::of(key) {
+            self.set(slot, value);
+        }
+    }
+
+    fn set(&mut self, slot: Slot, value: ValueRef<'a>) {
+        let facts = &mut self.facts;
+        match slot {
+            Slot::ReceivedMs => facts.received_ms = value.int(),
+            Slot::Source => facts.source = value.str().and_then(BudgetSource::parse),
+            Slot::DefaultMs => facts.default_ms = value.int(),
+            Slot::QueueWaitMs => facts.queue_wait_ms = value.int(),
+            Slot::RemainingAtStartMs => facts.remaining_at_start_ms = value.int(),
+            Slot::Outcome => facts.outcome = value.str().and_then(Outcome::parse),
+            Slot::RemainingMs => facts.remaining_ms = value.int(),
+            Slot::ForwardedMs => facts.forwarded_ms = value.int(),
+            Slot::TimeoutMs => facts.timeout_ms = value.int(),
+            Slot::SlaMs => facts.sla_ms = value.int(),
+            Slot::Attempt => facts.attempt = value.int(),
+            Slot::HttpStatus => facts.http_status = value.int(),
+            Slot::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.int()),
+            Slot::ErrorType => facts.error_type = value.str().map(Arc::from),
+            Slot::HeaderBudgetMs => self.header_budget_ms = value.header(),
+            Slot::HeaderGrpcTimeout => {
+                self.header_grpc_timeout = self.header_grpc_timeout.or(value.header());
+            }
+            Slot::HeaderDeadline => self.header_deadline = value.header(),
+        }
+    }
+
+    fn finish(mut self, start_unix_nano: u64) -> BudgetFacts {
+        if self.facts.source.is_none() && self.facts.received_ms.is_none() {
+            let start_ms = (start_unix_nano / 1_000_000) as i64;
+            from_headers(
+                &mut self.facts,
+                self.header_budget_ms,
+                self.header_grpc_timeout,
+                self.header_deadline,
+                start_ms,
+            );
+        }
+        self.facts
+    }
 }
 
 /// The contract's carrier order: the first present and valid header wins; present but
@@ -307,34 +494,313 @@ fn find_str<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
     attributes
         .iter()
         .find(|kv| kv.key == key)
-        .and_then(|kv| str_of(kv.value.as_ref()))
+        .and_then(|kv| value_ref(kv.value.as_ref()).str())
 }
 
-fn str_of(value: Option<&AnyValue>) -> Option<&str> {
-    match value?.value.as_ref()? {
-        Value::StringValue(s) => Some(s),
-        _ => None,
+/// Why a protobuf request body could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid OTLP protobuf ExportTraceServiceRequest: {0}")]
+pub struct ProtobufError(&'static str);
+
+/// Decodes an `ExportTraceServiceRequest` straight from its protobuf bytes: the same spans,
+/// facts and rejections as prost followed by [`decode_request`], without building the request
+/// (no allocation per attribute, no copy of a string the analysis does not keep). With
+/// `keep_attributes`, only each valid span's attributes are decoded into `KeyValue`s.
+///
+/// Stricter checks than the analysis needs are not made on fields it skips (prost would also
+/// reject invalid UTF-8 in, say, an event name); malformed framing is an error.
+pub fn decode_protobuf(
+    body: &[u8],
+    interner: &mut Interner,
+    keep_attributes: bool,
+) -> Result<Decoded, ProtobufError> {
+    use wire::{Field, fields};
+    // ~300 bytes a span on the wire is typical: one allocation instead of a doubling series.
+    let mut out = Decoded {
+        spans: Vec::with_capacity(body.len() / 256),
+        ..Decoded::default()
+    };
+    let mut kept: Vec<&[u8]> = Vec::new();
+    for field in fields(body) {
+        let (1, Field::Len(resource_spans)) = field? else {
+            continue;
+        };
+        let service = service_name(resource_spans)?;
+        let service = interner.intern(service.unwrap_or("unknown_service"));
+        for field in fields(resource_spans) {
+            let (2, Field::Len(scope_spans)) = field? else {
+                continue;
+            };
+            for field in fields(scope_spans) {
+                let (2, Field::Len(span)) = field? else {
+                    continue;
+                };
+                kept.clear();
+                let decoded = decode_span_bytes(
+                    span,
+                    &service,
+                    interner,
+                    keep_attributes.then_some(&mut kept),
+                )?;
+                if out.push(decoded) && keep_attributes {
+                    let mut attrs = Vec::with_capacity(kept.len().min(MAX_KEPT_ATTRIBUTES));
+                    for bytes in kept.iter().take(MAX_KEPT_ATTRIBUTES) {
+                        attrs.push(
+                            KeyValue::decode(*bytes)
+                                .map_err(|_| ProtobufError("an attribute is malformed"))?,
+                        );
+                    }
+                    out.attributes.push(attrs.into_boxed_slice());
+                }
+            }
+        }
     }
+    Ok(out)
 }
 
-/// Integers as the contract writes them; also doubles and numeric strings, which other SDKs
-/// produce for the same attribute.
-fn int_of(value: Option<&AnyValue>) -> Option<i64> {
-    match value?.value.as_ref()? {
-        Value::IntValue(i) => Some(*i),
-        Value::DoubleValue(d) if d.is_finite() && d.abs() < 9.0e15 => Some(*d as i64),
-        Value::StringValue(s) => s.trim().parse().ok(),
-        _ => None,
+/// The first `service.name` attribute of a `ResourceSpans`' resource, when it is a string
+/// (as prost merges repeated `resource` fields: their attributes in order).
+fn service_name(resource_spans: &[u8]) -> Result<Option<&str>, ProtobufError> {
+    use wire::{Field, fields};
+    for field in fields(resource_spans) {
+        let (1, Field::Len(resource)) = field? else {
+            continue;
+        };
+        for field in fields(resource) {
+            let (1, Field::Len(kv)) = field? else {
+                continue;
+            };
+            let (key, value) = key_value(kv)?;
+            if key == b"service.name" {
+                return Ok(value.str());
+            }
+        }
     }
+    Ok(None)
 }
 
-/// A captured header: a string, or (as the HTTP semantic conventions say) an array of strings
-/// of which the first is used.
-fn header_of(value: Option<&AnyValue>) -> Option<&str> {
-    match value?.value.as_ref()? {
-        Value::StringValue(s) => Some(s),
-        Value::ArrayValue(array) => array.values.first().and_then(|v| str_of(Some(v))),
-        _ => None,
+fn decode_span_bytes<'a>(
+    span: &'a [u8],
+    service: &Arc<str>,
+    interner: &mut Interner,
+    mut kept: Option<&mut Vec<&'a [u8]>>,
+) -> Result<Result<Span, String>, ProtobufError> {
+    use wire::{Field, fields};
+    let mut parts = SpanParts::default();
+    let mut facts = FactsReader::default();
+    for field in fields(span) {
+        match field? {
+            (1, Field::Len(b)) => parts.trace_id = b,
+            (2, Field::Len(b)) => parts.span_id = b,
+            (4, Field::Len(b)) => parts.parent_span_id = b,
+            (5, Field::Len(b)) => {
+                parts.name = std::str::from_utf8(b)
+                    .map_err(|_| ProtobufError("a span name is not UTF-8"))?;
+            }
+            (6, Field::Varint(v)) => parts.kind = v as i32,
+            (7, Field::Fixed64(v)) => parts.start_unix_nano = v,
+            (8, Field::Fixed64(v)) => parts.end_unix_nano = v,
+            (9, Field::Len(kv)) => {
+                // The value is read only for the keys the facts want.
+                if let Some(slot) = Slot::of(key_of(kv)?) {
+                    facts.set(slot, key_value(kv)?.1);
+                }
+                if let Some(kept) = kept.as_deref_mut() {
+                    kept.push(kv);
+                }
+            }
+            (15, Field::Len(status)) => {
+                let mut code = parts.status_code.unwrap_or(0);
+                for field in fields(status) {
+                    match field? {
+                        (3, Field::Varint(v)) => code = v as i32,
+                        (3, _) => return Err(ProtobufError("status code of the wrong type")),
+                        _ => {}
+                    }
+                }
+                parts.status_code = Some(code);
+            }
+            (1 | 2 | 4 | 5 | 6 | 7 | 8 | 9 | 15, _) => {
+                return Err(ProtobufError("a span field of the wrong wire type"));
+            }
+            _ => {}
+        }
+    }
+    Ok(parts.build(facts, service, interner))
+}
+
+/// A `KeyValue`'s key (the last one, as prost reads it).
+fn key_of(kv: &[u8]) -> Result<&[u8], ProtobufError> {
+    use wire::{Field, fields};
+    let mut key: &[u8] = &[];
+    for field in fields(kv) {
+        match field? {
+            (1, Field::Len(b)) => key = b,
+            (1, _) => return Err(ProtobufError("a key of the wrong wire type")),
+            _ => {}
+        }
+    }
+    Ok(key)
+}
+
+/// A `KeyValue`'s key and value (repeated `value` fields merge, as prost merges them).
+fn key_value(kv: &[u8]) -> Result<(&[u8], ValueRef<'_>), ProtobufError> {
+    use wire::{Field, fields};
+    let mut key: &[u8] = &[];
+    let mut value = ValueRef::Other;
+    for field in fields(kv) {
+        match field? {
+            (1, Field::Len(b)) => key = b,
+            (2, Field::Len(any)) => value = any_value(any, value)?,
+            (1 | 2, _) => return Err(ProtobufError("a key-value of the wrong wire type")),
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
+/// An `AnyValue` merged into `value` (the last oneof field wins; arrays append).
+fn any_value<'a>(any: &'a [u8], mut value: ValueRef<'a>) -> Result<ValueRef<'a>, ProtobufError> {
+    use wire::{Field, fields};
+    for field in fields(any) {
+        value = match field? {
+            (1, Field::Len(s)) => ValueRef::Str(s),
+            (2, Field::Varint(_)) | (6 | 7, Field::Len(_)) => ValueRef::Other,
+            (3, Field::Varint(v)) => ValueRef::Int(v as i64),
+            (4, Field::Fixed64(v)) => ValueRef::Double(f64::from_bits(v)),
+            (5, Field::Len(array)) => {
+                let (mut has_first, mut first_str) = match value {
+                    ValueRef::Array {
+                        has_first,
+                        first_str,
+                    } => (has_first, first_str),
+                    _ => (false, None),
+                };
+                for field in fields(array) {
+                    match field? {
+                        (1, Field::Len(element)) if !has_first => {
+                            has_first = true;
+                            first_str = match any_value(element, ValueRef::Other)? {
+                                ValueRef::Str(s) => Some(s),
+                                _ => None,
+                            };
+                        }
+                        (1, Field::Len(_)) => {}
+                        (1, _) => return Err(ProtobufError("an array of the wrong wire type")),
+                        _ => {}
+                    }
+                }
+                ValueRef::Array {
+                    has_first,
+                    first_str,
+                }
+            }
+            (1..=7, _) => return Err(ProtobufError("a value of the wrong wire type")),
+            _ => value,
+        };
+    }
+    Ok(value)
+}
+
+/// Just enough of the protobuf wire format to walk a message's fields in place.
+mod wire {
+    use super::ProtobufError;
+
+    /// One field's payload.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum Field<'a> {
+        Varint(u64),
+        Fixed64(u64),
+        Len(&'a [u8]),
+        Fixed32,
+    }
+
+    /// The fields of a message, in order: `(field number, payload)`.
+    pub fn fields(buf: &[u8]) -> Fields<'_> {
+        Fields { buf, failed: false }
+    }
+
+    #[derive(Debug)]
+    pub struct Fields<'a> {
+        buf: &'a [u8],
+        failed: bool,
+    }
+
+    #[inline]
+    fn varint(buf: &mut &[u8]) -> Result<u64, ProtobufError> {
+        if let Some((&byte, rest)) = buf.split_first()
+            && byte < 0x80
+        {
+            *buf = rest;
+            return Ok(u64::from(byte));
+        }
+        let mut value = 0u64;
+        for i in 0..10 {
+            let Some((&byte, rest)) = buf.split_first() else {
+                return Err(ProtobufError("truncated varint"));
+            };
+            *buf = rest;
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err(ProtobufError("varint longer than 10 bytes"))
+    }
+
+    #[inline]
+    fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], ProtobufError> {
+        if buf.len() < n {
+            return Err(ProtobufError("truncated field"));
+        }
+        let (head, rest) = buf.split_at(n);
+        *buf = rest;
+        Ok(head)
+    }
+
+    impl<'a> Fields<'a> {
+        #[inline]
+        fn field(&mut self) -> Result<(u32, Field<'a>), ProtobufError> {
+            let key = varint(&mut self.buf)?;
+            let number = u32::try_from(key >> 3)
+                .ok()
+                .filter(|n| *n != 0)
+                .ok_or(ProtobufError("invalid field number"))?;
+            let field = match key & 7 {
+                0 => Field::Varint(varint(&mut self.buf)?),
+                1 => {
+                    let bytes = take(&mut self.buf, 8)?;
+                    let mut le = [0u8; 8];
+                    le.copy_from_slice(bytes);
+                    Field::Fixed64(u64::from_le_bytes(le))
+                }
+                2 => {
+                    let len = usize::try_from(varint(&mut self.buf)?)
+                        .map_err(|_| ProtobufError("length too large"))?;
+                    Field::Len(take(&mut self.buf, len)?)
+                }
+                5 => {
+                    take(&mut self.buf, 4)?;
+                    Field::Fixed32
+                }
+                _ => return Err(ProtobufError("unsupported wire type")),
+            };
+            Ok((number, field))
+        }
+    }
+
+    impl<'a> Iterator for Fields<'a> {
+        type Item = Result<(u32, Field<'a>), ProtobufError>;
+
+        #[inline]
+        fn next(&mut self) -> Option<Self::Item> {
+            if self.buf.is_empty() || self.failed {
+                return None;
+            }
+            let field = self.field();
+            self.failed = field.is_err();
+            Some(field)
+        }
     }
 }
 
@@ -558,7 +1024,6 @@ mod hostile_tests {
 mod properties {
     use super::*;
     use proptest::prelude::*;
-    use prost::Message as _;
 
     fn any_value() -> impl Strategy<Value = Value> {
         prop_oneof![
@@ -665,6 +1130,66 @@ mod properties {
             for s in &decoded.spans {
                 prop_assert!(s.name.len() <= MAX_NAME_BYTES);
                 prop_assert!(s.parent_span_id != Some(SpanId([0; 8])));
+            }
+        }
+
+        #[test]
+        fn reading_the_bytes_in_place_gives_what_prost_then_decode_request_give(
+            spans in proptest::collection::vec(
+                (span(), proptest::option::of(0i32..4)), 0..12),
+            service in proptest::option::of("[a-z]{1,8}"),
+            split in 0usize..12,
+            keep in any::<bool>(),
+        ) {
+            let spans: Vec<otlp::Span> = spans
+                .into_iter()
+                .map(|(mut s, code)| {
+                    s.status = code.map(|code| otlp::Status { code, ..Default::default() });
+                    s
+                })
+                .collect();
+            let resource = service.map(|name| opentelemetry_proto::tonic::resource::v1::Resource {
+                attributes: vec![KeyValue {
+                    key: "service.name".into(),
+                    value: Some(AnyValue { value: Some(Value::StringValue(name)) }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            // Two scopes, so spans of one resource come from more than one list.
+            let split = split.min(spans.len());
+            let (a, b) = spans.split_at(split);
+            let request = ExportTraceServiceRequest {
+                resource_spans: vec![otlp::ResourceSpans {
+                    resource,
+                    scope_spans: vec![
+                        otlp::ScopeSpans { spans: a.to_vec(), ..Default::default() },
+                        otlp::ScopeSpans { spans: b.to_vec(), ..Default::default() },
+                    ],
+                    ..Default::default()
+                }],
+            };
+            let bytes = request.encode_to_vec();
+            let mut interner = Interner::default();
+            let fast = decode_protobuf(&bytes, &mut interner, keep).unwrap();
+            let mut decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
+            let slow = decode_request(&mut decoded, &mut interner, keep);
+            prop_assert_eq!(&fast.spans, &slow.spans);
+            prop_assert_eq!(&fast.attributes, &slow.attributes);
+            prop_assert_eq!(fast.rejected, slow.rejected);
+            prop_assert_eq!(&fast.first_error, &slow.first_error);
+            prop_assert_eq!(fast.total(), count_spans(&request));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_in_place_path(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let fast = decode_protobuf(&bytes, &mut Interner::default(), true);
+            // Whatever prost reads in full, the in-place path reads too, with the same spans.
+            if let Ok(mut request) = ExportTraceServiceRequest::decode(bytes.as_slice()) {
+                let slow = decode_request(&mut request, &mut Interner::default(), true);
+                let fast = fast.unwrap();
+                prop_assert_eq!(fast.spans, slow.spans);
+                prop_assert_eq!(fast.rejected, slow.rejected);
             }
         }
 
