@@ -274,6 +274,10 @@ fn the_real_demo_shows_a_finding_and_the_lesson_then_q_gives_the_shell_back() {
         pane.contains("bff forwards a fixed 3 s instead of what remains"),
         "the lesson: {pane}"
     );
+    assert!(
+        pane.contains("after the gateway gave up") && pane.contains("(budget_reset)."),
+        "the whole lesson, wrapped: {pane}"
+    );
     let ports: Vec<u16> = pane
         .lines()
         .next()
