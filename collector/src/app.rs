@@ -78,6 +78,11 @@ pub trait DemoControl: Send {
     /// A key the screen did not use (digits, `+`, `-`, `[`, `]`, `w`, ...). Returns whether the
     /// demo used it.
     fn key(&mut self, key: char) -> bool;
+    /// Counts the demo's scenario switches: when it changes, the screen starts over with an
+    /// empty store, so it shows only what the current scenario does.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 /// The top-level views, in `Tab` order.
@@ -159,6 +164,11 @@ pub struct State {
     pub spans_dropped: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
+    /// The most spans a fresh store holds (for [`State::start_over`]).
+    pub max_spans: usize,
+    /// Traces held when the screen last started over: their late spans are dropped, so the
+    /// previous scenario's chains do not come back piece by piece.
+    stale: std::collections::HashSet<TraceId>,
     /// Batches held back while paused.
     held: Vec<Batch>,
     held_spans: usize,
@@ -184,6 +194,8 @@ impl State {
             http_addr: None,
             spans_dropped: 0,
             demo: None,
+            max_spans: budget_top::store::DEFAULT_MAX_SPANS,
+            stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,
             paused_drops: 0,
@@ -198,8 +210,57 @@ impl State {
             .and_then(|id| self.data.analysis(id))
     }
 
+    /// Forget every chain and count (a new demo scenario starts): a new store, the selection
+    /// back at the top. Spans that arrive later for the chains forgotten here are dropped.
+    pub fn start_over(&mut self) {
+        self.data.store.analyse_dirty();
+        self.stale = self.data.store.chains().map(|c| c.trace_id).collect();
+        self.stale.extend(
+            self.held
+                .iter()
+                .flat_map(|b| b.spans.iter().map(|s| s.trace_id)),
+        );
+        self.held.clear();
+        self.held_spans = 0;
+        self.data = ScreenData::new(Store::new(self.max_spans));
+        self.ui.selected = 0;
+        self.ui.selected_id = None;
+        self.ui.span_row = 0;
+        self.ui.table_row = 0;
+        self.ui.follow = true;
+        if self.ui.overlay == Overlay::Detail {
+            self.ui.overlay = Overlay::None;
+        }
+        if self.ui.view == View::Waterfall {
+            self.ui.view = View::Chains;
+        }
+    }
+
+    /// Drop the spans of chains forgotten by [`State::start_over`].
+    fn without_stale(&self, mut batch: Batch) -> Batch {
+        if self.stale.is_empty() || !batch.spans.iter().any(|s| self.stale.contains(&s.trace_id)) {
+            return batch;
+        }
+        let keep: Vec<bool> = batch
+            .spans
+            .iter()
+            .map(|s| !self.stale.contains(&s.trace_id))
+            .collect();
+        let mut flags = keep.iter();
+        batch.spans.retain(|_| *flags.next().unwrap_or(&true));
+        if !batch.attributes.is_empty() {
+            let mut flags = keep.iter();
+            batch.attributes.retain(|_| *flags.next().unwrap_or(&true));
+        }
+        batch
+    }
+
     /// Take in a batch of spans (held back while paused).
     pub fn add_batch(&mut self, batch: Batch) {
+        let batch = self.without_stale(batch);
+        if batch.spans.is_empty() {
+            return;
+        }
         if self.ui.paused {
             if self.held_spans + batch.spans.len() > MAX_HELD_SPANS {
                 self.paused_drops += batch.spans.len() as u64;
@@ -571,6 +632,7 @@ where
     let mut spans_open = true;
     let mut dirty = true;
     state.now_unix_nano = (controls.clock)();
+    let mut demo_generation = controls.demo.as_ref().map_or(0, |d| d.generation());
     if let Some(d) = controls.demo.as_ref() {
         state.demo = d.status().shown();
     }
@@ -616,6 +678,11 @@ where
                     dirty = true;
                 }
                 if let Some(d) = controls.demo.as_ref() {
+                    if d.generation() != demo_generation {
+                        demo_generation = d.generation();
+                        state.start_over();
+                        dirty = true;
+                    }
                     let status = d.status().shown();
                     if state.demo != status {
                         state.demo = status;
@@ -665,6 +732,7 @@ pub async fn run_live(
         config.max_spans
     };
     let mut state = State::new(ScreenData::new(Store::new(max)), config.mode);
+    state.max_spans = max;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
     let mut term = crate::term::Term::enter()?;

@@ -379,6 +379,83 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     assert!(text.contains("gateway POST /checkout"), "{text}");
 }
 
+/// A demo that only switches: the test turns its generation.
+struct SwitchingDemo(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl app::DemoControl for SwitchingDemo {
+    fn status(&self) -> app::DemoStatus {
+        app::DemoStatus {
+            scenario: "6/7 burst".into(),
+            lesson: "the same burst done right".into(),
+            keys: String::new(),
+        }
+    }
+    fn key(&mut self, _: char) -> bool {
+        false
+    }
+    fn generation(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A scenario switch empties the screen: the chains and counts of the scenarios before are
+/// gone, late spans of their chains are dropped, and the new scenario's chains show alone.
+#[tokio::test(start_paused = true)]
+async fn a_demo_switch_starts_the_screen_over() {
+    use crossterm::event::Event;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let generation = std::sync::Arc::new(AtomicU64::new(3));
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let mut state = empty_state();
+    let (batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let controls = app::Controls {
+        clock: Box::new(|| NOW_NS),
+        demo: Some(Box::new(SwitchingDemo(generation.clone()))),
+        ..app::Controls::default()
+    };
+    let task = tokio::spawn(async move {
+        app::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        (terminal, state)
+    });
+    let batch = |spans| budget_top::ingest::Batch {
+        spans,
+        attributes: Vec::new(),
+        raw: None,
+    };
+    let old = fixture_spans();
+    batches.send(batch(old.clone())).await.unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    generation.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(app::FRAME * 3).await;
+    // A late span of an old chain, then a chain of the new scenario.
+    batches.send(batch(old[..1].to_vec())).await.unwrap();
+    let mut fresh = ChainBuilder::new(900, 14_000);
+    fresh.edge(1, "frontdoor", "GET /burst", 0, 5, 100);
+    batches.send(batch(fresh.spans)).await.unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let (terminal, state) = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+        .await
+        .expect("the loop stops on q")
+        .unwrap();
+    let text = screen_text(&terminal);
+    assert_eq!(state.data.store.counters().chains_held, 1, "{text}");
+    assert!(text.contains("frontdoor GET /burst"), "{text}");
+    assert!(!text.contains("gateway"), "no chain of before: {text}");
+    assert!(text.contains(" 1 chains "), "{text}");
+    assert!(text.contains("✖ 0 error"), "the counts start over: {text}");
+}
+
 /// When the terminal's event stream ends (the pty closed), the loop ends too.
 #[tokio::test(start_paused = true)]
 async fn the_loop_ends_when_the_terminal_goes_away() {
