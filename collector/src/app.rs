@@ -175,6 +175,9 @@ pub struct State {
     paused_drops: u64,
 }
 
+/// The notice after `d` on the live screen, until the demo's status shows.
+const STARTING_DEMO: &str = "starting the demo...";
+
 /// The most spans held back while paused; more are dropped (and counted).
 pub const MAX_HELD_SPANS: usize = 200_000;
 
@@ -272,6 +275,24 @@ impl State {
             return;
         }
         self.data.add_batch(batch, self.now_unix_nano);
+    }
+
+    /// Show the demo's status. The first one after `d` on the live screen means the demo is
+    /// starting: the header says so and the "starting the demo..." notice has done its job.
+    /// Returns whether the screen changed.
+    pub fn set_demo_status(&mut self, status: Option<DemoStatus>) -> bool {
+        if self.demo == status {
+            return false;
+        }
+        if status.is_some() && self.ui.start_demo_requested {
+            self.ui.start_demo_requested = false;
+            self.mode = Mode::Demo;
+            if self.ui.message.as_deref() == Some(STARTING_DEMO) {
+                self.ui.message = None;
+            }
+        }
+        self.demo = status;
+        true
     }
 
     /// Set the receivers' count of refused spans (the screen adds what it dropped while paused).
@@ -500,7 +521,7 @@ impl State {
             KeyCode::BackTab => self.cycle_view(false),
             KeyCode::Char('d') if self.data.is_empty() && self.mode == Mode::Live => {
                 self.ui.start_demo_requested = true;
-                self.ui.message = Some("starting the demo...".into());
+                self.ui.message = Some(STARTING_DEMO.into());
             }
             KeyCode::Char(c) => {
                 return match demo {
@@ -683,11 +704,7 @@ where
                         state.start_over();
                         dirty = true;
                     }
-                    let status = d.status().shown();
-                    if state.demo != status {
-                        state.demo = status;
-                        dirty = true;
-                    }
+                    dirty |= state.set_demo_status(d.status().shown());
                 }
                 dirty |= state.settle();
                 if dirty {

@@ -456,6 +456,79 @@ async fn a_demo_switch_starts_the_screen_over() {
     assert!(text.contains("✖ 0 error"), "the counts start over: {text}");
 }
 
+/// A demo that shows nothing until started (as on the live screen before `d`).
+struct LaterDemo(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl app::DemoControl for LaterDemo {
+    fn status(&self) -> app::DemoStatus {
+        if !self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            return app::DemoStatus::default();
+        }
+        app::DemoStatus {
+            scenario: "starting 1/7 propagate…".into(),
+            lesson: "Everything right".into(),
+            keys: String::new(),
+        }
+    }
+    fn key(&mut self, _: char) -> bool {
+        false
+    }
+}
+
+/// `d` on the live screen: once the demo's status shows, the header says demo and the
+/// "starting the demo..." notice is gone without another key.
+#[tokio::test(start_paused = true)]
+async fn d_turns_the_live_screen_into_the_demo_screen() {
+    use crossterm::event::Event;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let started = std::sync::Arc::new(AtomicBool::new(false));
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut state = empty_state();
+    assert_eq!(state.mode, app::Mode::Live);
+    let (_batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let start_flag = started.clone();
+    let controls = app::Controls {
+        clock: Box::new(|| NOW_NS),
+        demo: Some(Box::new(LaterDemo(started.clone()))),
+        start_demo: Some(Box::new(move || start_flag.store(true, Ordering::Relaxed))),
+        ..app::Controls::default()
+    };
+    let (screens_tx, mut screens) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        app::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        let _ = screens_tx.send(screen_text(&terminal));
+        state
+    });
+    tokio::time::sleep(app::FRAME * 3).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('d'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    assert!(started.load(Ordering::Relaxed), "d started the demo");
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let state = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+        .await
+        .expect("the loop stops on q")
+        .unwrap();
+    let text = screens.recv().await.unwrap();
+    assert_eq!(state.mode, app::Mode::Demo);
+    assert!(text.starts_with("budget-top demo"), "{text}");
+    assert!(!text.contains("starting the demo..."), "{text}");
+    assert!(text.contains("starting 1/7 propagate…"), "{text}");
+}
+
 /// When the terminal's event stream ends (the pty closed), the loop ends too.
 #[tokio::test(start_paused = true)]
 async fn the_loop_ends_when_the_terminal_goes_away() {
