@@ -130,6 +130,8 @@ pub struct Ui {
     pub span_row: usize,
     /// Selected row of the edges or services table.
     pub table_row: usize,
+    /// How far the open popup (legend, detail) is scrolled, in rows.
+    pub popup_scroll: u16,
     /// Paused: arriving spans wait until resumed.
     pub paused: bool,
     /// Colour allowed (false with `NO_COLOR`).
@@ -455,17 +457,28 @@ impl State {
             return true;
         }
         if self.ui.overlay != Overlay::None {
-            match key.code {
+            let scroll = self.ui.popup_scroll;
+            self.ui.popup_scroll = match key.code {
                 KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?') | KeyCode::Char('q') => {
                     self.ui.overlay = Overlay::None;
-                    return true;
+                    0
                 }
+                KeyCode::Down | KeyCode::Char('j') => scroll.saturating_add(1),
+                KeyCode::Up | KeyCode::Char('k') => scroll.saturating_sub(1),
+                KeyCode::PageDown | KeyCode::Char(' ') => scroll.saturating_add(10),
+                KeyCode::PageUp => scroll.saturating_sub(10),
+                KeyCode::Home | KeyCode::Char('g') => 0,
+                KeyCode::End | KeyCode::Char('G') => u16::MAX,
                 _ => return false,
-            }
+            };
+            return true;
         }
         match key.code {
             KeyCode::Char('q') => self.ui.quit = true,
-            KeyCode::Char('?') => self.ui.overlay = Overlay::Legend,
+            KeyCode::Char('?') => {
+                self.ui.overlay = Overlay::Legend;
+                self.ui.popup_scroll = 0;
+            }
             KeyCode::Char(' ') => self.toggle_pause(),
             KeyCode::Char('/') => {
                 self.ui.searching = true;
@@ -490,7 +503,8 @@ impl State {
                     self.ui.span_row = self.first_finding_row();
                 }
                 View::Waterfall if self.selected_span().is_some() => {
-                    self.ui.overlay = Overlay::Detail
+                    self.ui.overlay = Overlay::Detail;
+                    self.ui.popup_scroll = 0;
                 }
                 // From a table row to the chains through that service.
                 View::Edges | View::Services => {
@@ -558,8 +572,26 @@ impl State {
         self.ui.table_row = 0;
     }
 
+    /// Keep the popup's scroll within what it has to show on a screen of size `area`.
+    pub fn clamp_popup_scroll(&mut self, area: Rect) {
+        self.ui.popup_scroll = self
+            .ui
+            .popup_scroll
+            .min(view::popup::max_scroll(self, area));
+    }
+
     /// Handle a mouse event on a screen of size `area`. Returns whether to redraw.
     pub fn on_mouse(&mut self, mouse: MouseEvent, area: Rect) -> bool {
+        if self.ui.overlay != Overlay::None {
+            let scroll = self.ui.popup_scroll;
+            self.ui.popup_scroll = match mouse.kind {
+                MouseEventKind::ScrollDown => scroll.saturating_add(3),
+                MouseEventKind::ScrollUp => scroll.saturating_sub(3),
+                _ => return false,
+            };
+            self.clamp_popup_scroll(area);
+            return true;
+        }
         match mouse.kind {
             MouseEventKind::ScrollDown => self.move_by(3),
             MouseEventKind::ScrollUp => self.move_by(-3),
@@ -668,6 +700,9 @@ where
                     // A message stays until the next key.
                     dirty |= state.ui.message.take().is_some();
                     dirty |= state.on_key(key, &mut controls.demo);
+                    // Scrolling stops at the popup's last row on this screen.
+                    let size = terminal.size()?;
+                    state.clamp_popup_scroll(Rect::new(0, 0, size.width, size.height));
                     if state.ui.start_demo_requested
                         && let Some(mut start) = controls.start_demo.take()
                     {

@@ -186,6 +186,87 @@ fn detail_popup_and_legend() {
     assert!(text.contains("orphaned_work"));
 }
 
+/// A span with more attributes than an 80x24 popup shows: the popup scrolls with the keys and
+/// the wheel, stops at its last row, and says when there is more.
+#[test]
+fn the_detail_popup_scrolls_through_long_attributes() {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+    let mut state = empty_state();
+    let mut chain = ChainBuilder::new(700, 14_000);
+    chain.edge(1, "checkout", "POST /buy", 0, 5, 100);
+    let attributes: Box<[KeyValue]> = (0..40)
+        .map(|i| KeyValue {
+            key: format!("app.attribute_{i:02}"),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(format!("value {i}"))),
+            }),
+            ..KeyValue::default()
+        })
+        .collect();
+    state.data.add_batch(
+        budget_top::ingest::Batch {
+            spans: chain.spans,
+            attributes: vec![attributes],
+            raw: None,
+        },
+        NOW_NS,
+    );
+    state.settle();
+    key(&mut state, KeyCode::Enter);
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.overlay, Overlay::Detail);
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let text = snap("detail_scroll_top", &state, 80, 24);
+    assert!(text.contains("app.attribute_00"), "{text}");
+    assert!(!text.contains("app.attribute_39"), "{text}");
+    assert!(text.contains("↓ more"), "{text}");
+    // Down one row at a time, a page at a time, and never past the end.
+    key(&mut state, KeyCode::Down);
+    state.clamp_popup_scroll(area);
+    assert_eq!(state.ui.popup_scroll, 1);
+    for _ in 0..10 {
+        key(&mut state, KeyCode::PageDown);
+        state.clamp_popup_scroll(area);
+    }
+    let end = state.ui.popup_scroll;
+    assert!(end > 0 && end < 100, "{end}");
+    let text = snap("detail_scroll_end", &state, 80, 24);
+    assert!(text.contains("app.attribute_39 "), "{text}");
+    assert!(text.contains("↑ more"), "{text}");
+    assert!(!text.contains("↓ more"), "{text}");
+    key(&mut state, KeyCode::Up);
+    assert_eq!(
+        state.ui.popup_scroll,
+        end - 1,
+        "one key back up from the end"
+    );
+    key(&mut state, KeyCode::PageUp);
+    assert_eq!(state.ui.popup_scroll, end - 11);
+    let wheel = |kind| crossterm::event::MouseEvent {
+        kind,
+        column: 10,
+        row: 10,
+        modifiers: KeyModifiers::NONE,
+    };
+    state.on_mouse(wheel(crossterm::event::MouseEventKind::ScrollUp), area);
+    assert_eq!(
+        state.ui.popup_scroll,
+        end - 14,
+        "the wheel scrolls the popup"
+    );
+    key(&mut state, KeyCode::Home);
+    assert_eq!(state.ui.popup_scroll, 0);
+    // At 200x60 it all fits: nothing to scroll, no hint.
+    state.ui.popup_scroll = 5;
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(text.contains("app.attribute_00") && text.contains("app.attribute_39"));
+    assert!(!text.contains("more:"), "{text}");
+    // Esc closes; the next popup opens at its top.
+    key(&mut state, KeyCode::Esc);
+    key(&mut state, KeyCode::Char('?'));
+    assert_eq!(state.ui.popup_scroll, 0);
+}
+
 #[test]
 fn empty_state_tells_the_user_what_to_set() {
     let mut state = empty_state();

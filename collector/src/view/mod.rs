@@ -118,8 +118,8 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
     header::render_footer(state, theme, l.footer, buf);
     match state.ui.overlay {
         Overlay::None => {}
-        Overlay::Legend => popup::render_legend(theme, area, buf),
-        Overlay::Detail => popup::render_detail(state, theme, area, buf),
+        Overlay::Legend => popup::render_legend(theme, area, state.ui.popup_scroll, buf),
+        Overlay::Detail => popup::render_detail(state, theme, area, state.ui.popup_scroll, buf),
     }
 }
 

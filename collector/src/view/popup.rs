@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{boxed, waterfall};
-use crate::app::State;
+use crate::app::{Overlay, State};
 
 /// A finding kind in plain words: what happened and why it matters.
 pub fn meaning(kind: FindingKind) -> &'static str {
@@ -57,10 +57,35 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     )
 }
 
-/// Draw the legend.
-pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
-    let rect = centered(area, 100, 40);
+/// A popup box as wide as `width` and as tall as its `lines` need (within the screen, one row
+/// of the screen left above and below when it can be), centred.
+fn fitted(area: Rect, width: u16, lines: &[Line<'_>]) -> Rect {
+    let w = width.min(area.width);
+    let rows = wrapped(lines.to_vec(), w.saturating_sub(2)).area.height;
+    let room = if area.height > 12 {
+        area.height - 2
+    } else {
+        area.height
+    };
+    centered(area, w, rows.saturating_add(2).min(room))
+}
+
+/// The inside of a box drawn by [`boxed`].
+fn inside(rect: Rect) -> Rect {
+    use ratatui::widgets::{Block, Borders};
+    Block::default().borders(Borders::ALL).inner(rect)
+}
+
+/// Draw the legend, scrolled down `scroll` rows.
+pub fn render_legend(theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
+    let lines = legend_lines(theme);
+    let rect = fitted(area, 100, &lines);
     let inner = boxed(buf, rect, "legend  (Esc closes)", theme);
+    scrolled(buf, rect, inner, lines, scroll, theme);
+}
+
+/// The legend's text.
+fn legend_lines(theme: Theme) -> Vec<Line<'static>> {
     let glyph = |g: &'static str, style, text: &'static str| {
         Line::from(vec![
             TextSpan::styled(format!(" {g:<3}"), style),
@@ -122,30 +147,102 @@ pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
     lines.push(Line::raw(
         " mouse: a click selects a row (a second click opens it), the wheel scrolls",
     ));
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .render(inner, buf);
+    lines
 }
 
-/// Draw the detail of the selected waterfall row.
-pub fn render_detail(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let Some(chain) = state.selected_chain() else {
+/// How far the open popup can scroll on a screen of size `area` (0 when it all fits).
+pub fn max_scroll(state: &State, area: Rect) -> u16 {
+    let theme = Theme {
+        color: state.ui.color,
+    };
+    let (width, lines) = match state.ui.overlay {
+        Overlay::None => return 0,
+        Overlay::Legend => (100, legend_lines(theme)),
+        Overlay::Detail => match detail(state, theme) {
+            Some((_, lines)) => (90, lines),
+            None => return 0,
+        },
+    };
+    let rect = fitted(area, width, &lines);
+    let inner = inside(rect);
+    let rows = wrapped(lines, inner.width).area.height;
+    rows.saturating_sub(inner.height)
+}
+
+/// `lines` word-wrapped to `width` into a buffer just tall enough for them.
+fn wrapped(lines: Vec<Line<'_>>, width: u16) -> Buffer {
+    if width == 0 {
+        return Buffer::empty(Rect::default());
+    }
+    // Word wrapping never takes more than twice the rows of the text cut at the width.
+    let bound: usize = lines
+        .iter()
+        .map(|l| 2 * (l.width() / width as usize) + 1)
+        .sum();
+    let tall = Rect::new(0, 0, width, bound.clamp(1, 4000) as u16);
+    let mut scratch = Buffer::empty(tall);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(tall, &mut scratch);
+    let used = (0..tall.height)
+        .rev()
+        .find(|y| (0..width).any(|x| scratch[(x, *y)].symbol() != " "))
+        .map_or(0, |y| y + 1);
+    scratch.resize(Rect::new(0, 0, width, used));
+    scratch
+}
+
+/// Draw `lines` into `inner` (the inside of the box `rect`) from row `scroll` on, with a hint on
+/// the box's bottom edge when there is more above or below.
+fn scrolled(
+    buf: &mut Buffer,
+    rect: Rect,
+    inner: Rect,
+    lines: Vec<Line<'_>>,
+    scroll: u16,
+    theme: Theme,
+) {
+    let text = wrapped(lines, inner.width);
+    let rows = text.area.height;
+    let scroll = scroll.min(rows.saturating_sub(inner.height));
+    for y in 0..inner.height.min(rows - scroll) {
+        for x in 0..inner.width {
+            buf[(inner.x + x, inner.y + y)] = text[(x, scroll + y)].clone();
+        }
+    }
+    let (above, below) = (scroll > 0, scroll + inner.height < rows);
+    let hint = match (above, below) {
+        (false, false) => return,
+        (false, true) => " ↓ more: ↓ PgDn ",
+        (true, true) => " ↑↓ more: ↑ ↓ PgUp PgDn ",
+        (true, false) => " ↑ more: ↑ PgUp ",
+    };
+    let width = super::unicode_width(hint) as u16;
+    if rect.height >= 2 && rect.width > width + 2 {
+        let x = rect.x + rect.width - width - 2;
+        super::put(buf, x, rect.y + rect.height - 1, hint, width, theme.title());
+    }
+}
+
+/// Draw the detail of the selected waterfall row, scrolled down `scroll` rows.
+pub fn render_detail(state: &State, theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
+    let Some((title, lines)) = detail(state, theme) else {
         return;
     };
-    let Some(row) = chain.rows.get(state.ui.span_row) else {
-        return;
-    };
+    let rect = fitted(area, 90, &lines);
+    let inner = boxed(buf, rect, &title, theme);
+    scrolled(buf, rect, inner, lines, scroll, theme);
+}
+
+/// The detail popup's title and text, for the selected waterfall row.
+fn detail(state: &State, theme: Theme) -> Option<(String, Vec<Line<'static>>)> {
+    let chain = state.selected_chain()?;
+    let row = chain.rows.get(state.ui.span_row)?;
     let span = &row.span;
-    let rect = centered(area, 90, 34);
-    let inner = boxed(
-        buf,
-        rect,
-        &format!(
-            "{} {}  (Esc closes)",
-            clean(&span.service),
-            clean(&span.name)
-        ),
-        theme,
+    let title = format!(
+        "{} {}  (Esc closes)",
+        clean(&span.service),
+        clean(&span.name)
     );
     let mut lines = Vec::new();
     let kv = |k: &str, v: String| {
@@ -200,9 +297,7 @@ pub fn render_detail(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         ]));
         lines.push(Line::styled(format!("  {}", meaning(f.kind)), theme.dim()));
     }
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .render(inner, buf);
+    Some((title, lines))
 }
 
 /// The span's budget facts that are present, under the contract's attribute names.
