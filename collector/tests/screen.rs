@@ -125,6 +125,33 @@ fn big_terminal_shows_list_and_waterfall_together() {
     );
 }
 
+/// What does not fit is marked or left out whole, never cut mid-word without a sign: names
+/// end in `…`, the trace id shows whole or not at all, the table notes pick a shorter text.
+#[test]
+fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
+    let mut state = fixture_state(false);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("svc GET /be…"), "{text}");
+    select_chain(&mut state, 1);
+    key(&mut state, KeyCode::Enter);
+    let trace = format!("trace {}", tid(1));
+    let narrow = screen_text(&draw(&state, 80, 24));
+    let title = narrow.lines().nth(3).unwrap();
+    assert!(!title.contains("trace"), "{title}");
+    let wide = screen_text(&draw(&state, 200, 60));
+    assert!(wide.contains(&trace), "{wide}");
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Edges);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("p50/p99 budget received "), "{text}");
+    key(&mut state, KeyCode::Tab);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("DEAD = work for callers who gave up"),
+        "{text}"
+    );
+}
+
 #[test]
 fn edges_view_names_the_broken_links() {
     let mut state = fixture_state(false);

@@ -140,7 +140,15 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         );
         x += c.start;
         let root = format!("{} {}", clean(&s.root_service), clean(&s.root_name));
-        put(buf, x, y, &root, c.root.saturating_sub(1), row_style);
+        let root_w = c.root.saturating_sub(1);
+        put(
+            buf,
+            x,
+            y,
+            &super::text::fit(&root, root_w as usize),
+            root_w,
+            row_style,
+        );
         x += c.root;
         let budget = s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into());
         put_right(buf, x, y, &budget, c.budget - 1, row_style);

@@ -68,6 +68,27 @@ pub fn rate(v: f64) -> String {
     }
 }
 
+/// `s` cut to `width` cells, its last cell a `…` when it did not fit.
+pub fn fit(s: &str, width: usize) -> Cow<'_, str> {
+    if super::unicode_width(s) <= width {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = super::unicode_width(c.encode_utf8(&mut [0; 4]));
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    if width > 0 {
+        out.push('…');
+    }
+    Cow::Owned(out)
+}
+
 /// Word-wrap `s` into lines of at most `width` cells, at most `max_lines` of them: a word longer
 /// than a line is cut across lines, and text that does not fit ends the last line with `…`.
 pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
@@ -161,6 +182,14 @@ mod tests {
         assert_eq!(ms(200_000), "3m20s");
         assert_eq!(count(1_234_567), "1,234,567");
         assert_eq!(clock(1_764_430_925_120_000_000), "15:42:05.120");
+    }
+
+    #[test]
+    fn fit_marks_a_cut_with_an_ellipsis() {
+        assert_eq!(fit("orders GET /orders", 18), "orders GET /orders");
+        assert_eq!(fit("orders GET /orders", 10), "orders GE…");
+        assert_eq!(fit("→ café", 4), "→ c…");
+        assert_eq!(fit("abc", 0), "");
     }
 
     #[test]
