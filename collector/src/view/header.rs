@@ -37,6 +37,21 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     if !receivers.is_empty() {
         x = put(buf, x + 2, y, &receivers.join("  "), w(x + 2), theme.dim());
     }
+    // Listening beyond loopback is a deliberate choice (--allow-remote): say so, every frame.
+    let open = [state.grpc_addr, state.http_addr]
+        .into_iter()
+        .flatten()
+        .any(|a| !a.ip().is_loopback());
+    if open {
+        x = put(
+            buf,
+            x + 2,
+            y,
+            "⚠ open to the network",
+            w(x + 2),
+            theme.alert(),
+        );
+    }
     if state.ui.paused {
         let badge = " PAUSED (space resumes) ";
         let bw = badge.chars().count() as u16;
@@ -223,5 +238,33 @@ fn hints(state: &State, width: u16) -> &'static str {
         (View::Edges | View::Services, _) => {
             "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use budget_top::store::Store;
+
+    use super::*;
+    use crate::app::data::ScreenData;
+
+    fn first_line(grpc: &str) -> String {
+        let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);
+        state.grpc_addr = grpc.parse().ok();
+        state.http_addr = "127.0.0.1:4318".parse().ok();
+        let area = Rect::new(0, 0, 120, 3);
+        let mut buf = Buffer::empty(area);
+        render(&state, Theme { color: false }, area, &mut buf);
+        (0..area.width)
+            .map(|x| buf[(x, 0)].symbol().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_header_says_when_receivers_are_open_to_the_network() {
+        assert!(!first_line("127.0.0.1:4317").contains("open to the network"));
+        let open = first_line("0.0.0.0:4317");
+        assert!(open.contains("gRPC 0.0.0.0:4317"), "{open}");
+        assert!(open.contains("⚠ open to the network"), "{open}");
     }
 }
