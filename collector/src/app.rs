@@ -326,10 +326,11 @@ impl State {
         if self.ui.follow && self.ui.view == View::Chains {
             // The newest chain whose spans have all arrived (its root is not missing), so the
             // preview does not show half a chain.
+            let now = self.now_unix_nano;
             let complete = visible.iter().take(64).position(|id| {
-                self.data
-                    .analysis(id)
-                    .is_some_and(|a| a.summary.orphans == 0 && a.summary.hops > 0)
+                self.data.analysis(id).is_some_and(|a| {
+                    a.summary.orphans == 0 && a.summary.hops > 0 && !awaits(&a, now)
+                })
             });
             self.ui.selected = complete.unwrap_or(0);
             self.ui.selected_id = visible.get(self.ui.selected).copied();
@@ -614,6 +615,37 @@ impl State {
         }
         true
     }
+}
+
+/// How long after a chain's last span ended a call without its callee's hop is taken to be a
+/// call to a service that sends no spans, rather than one whose spans are still on the way.
+const CALLEE_GRACE_NS: u64 = 5_000_000_000;
+
+/// Whether the chain still waits for a callee's spans: a call that was sent (not refused) has no
+/// hop under it yet, and the chain ended only moments ago. The chain list's preview skips such
+/// chains, so it does not say "no findings" of a chain whose slow, late hop has not arrived.
+fn awaits(chain: &ChainAnalysis, now_unix_nano: u64) -> bool {
+    let ended = chain
+        .summary
+        .start_unix_nano
+        .saturating_add(chain.summary.duration_ms.max(0) as u64 * 1_000_000);
+    if now_unix_nano.saturating_sub(ended) > CALLEE_GRACE_NS {
+        return false;
+    }
+    let mut answered = vec![false; chain.rows.len()];
+    for row in &chain.rows {
+        if row.span.kind.is_hop()
+            && let Some(parent) = row.parent_row
+            && let Some(slot) = answered.get_mut(parent as usize)
+        {
+            *slot = true;
+        }
+    }
+    chain.rows.iter().zip(answered).any(|(row, answered)| {
+        row.span.kind.is_call()
+            && !answered
+            && row.span.budget.outcome != Some(deadline_budget::analysis::Outcome::Refused)
+    })
 }
 
 /// Whether colour is allowed: `NO_COLOR` set to anything non-empty turns it off.

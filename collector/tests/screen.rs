@@ -152,6 +152,40 @@ fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
     );
 }
 
+/// The chain list's preview skips a newest chain whose callee's (late) hop has not arrived
+/// yet: it would say "no findings" of a chain whose slow callee is still working. Once the
+/// chain has been quiet for a while, a call without a hop is a call to an uninstrumented
+/// service and the chain is previewed like any other.
+#[test]
+fn the_preview_waits_for_a_late_callee_hop() {
+    let mut state = empty_state();
+    let mut done = ChainBuilder::new(500, 10_000);
+    done.edge(1, "pix-api", "GET /pay", 0, 600, 600);
+    done.call(2, 1, "pix-api", "GET settlement", 10, 600, 590, Some(590));
+    done.hop(3, Some(2), "settlement", "POST /settle", 12, 900, Some(588));
+    let mut waiting = ChainBuilder::new(501, 14_000);
+    waiting.edge(1, "pix-api", "GET /pay", 0, 600, 600);
+    waiting.call(2, 1, "pix-api", "GET settlement", 10, 600, 590, Some(590));
+    state.data.add_spans(done.spans, NOW_NS);
+    state.data.add_spans(waiting.spans.clone(), NOW_NS);
+    state.settle();
+    assert_eq!(state.data.visible[0], tid(501), "newest first in the list");
+    assert_eq!(state.ui.selected, 1, "the preview shows the complete chain");
+    assert_eq!(state.ui.selected_id, Some(tid(500)));
+    // Ten seconds later nothing came: settlement sends no spans; the newest is shown.
+    state.now_unix_nano = NOW_NS + 10_000_000_000;
+    let mut next = ChainBuilder::new(502, 5_000);
+    next.edge(1, "other", "GET /x", 0, 10, 100);
+    state.data.add_spans(next.spans, state.now_unix_nano);
+    state.settle();
+    assert_eq!(
+        state.ui.selected_id,
+        Some(tid(501)),
+        "{:?}",
+        state.data.visible
+    );
+}
+
 #[test]
 fn edges_view_names_the_broken_links() {
     let mut state = fixture_state(false);
