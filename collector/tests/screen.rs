@@ -132,6 +132,14 @@ fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
     let mut state = fixture_state(false);
     let text = screen_text(&draw(&state, 80, 24));
     assert!(text.contains("svc GET /be…"), "{text}");
+    // On a wide screen the figures stay near the name they belong to.
+    let wide = screen_text(&draw(&state, 200, 60));
+    let row = wide
+        .lines()
+        .find(|l| l.contains("gateway POST /checkout"))
+        .unwrap();
+    let gap = row.find("1000ms").unwrap() - row.find("gateway").unwrap();
+    assert!(gap < 72, "{row}");
     select_chain(&mut state, 1);
     key(&mut state, KeyCode::Enter);
     let trace = format!("trace {}", tid(1));

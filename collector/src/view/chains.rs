@@ -38,7 +38,8 @@ fn columns(width: u16) -> Columns {
     let fixed = 2 + 13 + 8 + 8 + 5 + worst + wasted + trace;
     Columns {
         start: 13,
-        root: width.saturating_sub(fixed).max(8),
+        // Wider than this, the figures drift far from the name they belong to.
+        root: width.saturating_sub(fixed).clamp(8, 60),
         budget: 8,
         used: 8,
         hops: 5,

@@ -114,7 +114,8 @@ impl Table<'_> {
 
 fn first_width(area: Rect, heads: &[(&str, u16)]) -> u16 {
     let rest: u16 = heads.iter().map(|(_, w)| *w).sum();
-    area.width.saturating_sub(rest + 3).max(10)
+    // Wider than this, the figures drift far from the name they belong to.
+    area.width.saturating_sub(rest + 3).clamp(10, 48)
 }
 
 /// Draw the edges view.
