@@ -807,6 +807,34 @@ fn a_long_lesson_wraps_whole_and_the_list_gives_it_room() {
     );
 }
 
+/// At 80 columns the workshop's scenario line keeps its keys whole (the service knob gives way
+/// first), and the lesson never parts a number from its unit.
+#[test]
+fn the_scenario_line_keeps_its_keys_whole_and_numbers_keep_their_units() {
+    let mut state = fixture_state(false);
+    state.demo = Some(app::DemoStatus {
+        scenario: "step 2/8 propagate, slow settlement  ·  settlement 750 ms".into(),
+        lesson: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).".into(),
+        keys: "w next  1-7 jump  [ ] +/- latency".into(),
+    });
+    let text = screen_text(&draw(&state, 80, 24));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[20].trim_end(),
+        "▶ step 2/8 propagate, slow settlement  w next  1-7 jump  [ ] +/- latency"
+    );
+    assert!(text.contains("~600 ms"), "{text}");
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(
+        text.contains("settlement  ·  settlement 750 ms  w next  1-7 jump  [ ] +/- latency"),
+        "{text}"
+    );
+    // Not even the keys fit next to the scenario: the scenario alone.
+    state.demo.as_mut().unwrap().scenario = "x".repeat(60);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(!text.contains("1-7 jump"), "{text}");
+}
+
 fn demo_status(demo: &FakeDemo) -> app::DemoStatus {
     use app::DemoControl as _;
     demo.status()

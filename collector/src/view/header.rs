@@ -6,9 +6,11 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 
-use super::put;
+use std::borrow::Cow;
+
 use super::text::{clean, count, rate};
 use super::theme::{Theme, severity_glyph};
+use super::{put, unicode_width};
 use crate::app::{Mode, State, View};
 
 /// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
@@ -162,23 +164,25 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         && area.height >= 2
     {
         let y = area.y;
+        let (scenario, keys) = (clean(&demo.scenario), clean(&demo.keys));
+        let (scenario, keys) = scenario_line(&scenario, &keys, area.width);
         let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
         let x = put(
             buf,
             x,
             y,
-            &clean(&demo.scenario),
+            &scenario,
             area.width.saturating_sub(x - area.x),
             theme.title(),
         );
-        let kx = x + 2;
-        if kx < area.x + area.width {
+        if !keys.is_empty() {
+            let kx = x + 2;
             put(
                 buf,
                 kx,
                 y,
-                &clean(&demo.keys),
-                area.x + area.width - kx,
+                keys,
+                (area.x + area.width).saturating_sub(kx),
                 theme.dim(),
             );
         }
@@ -215,6 +219,23 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         theme.dim()
     };
     put(buf, area.x, last, &line, area.width, style);
+}
+
+/// The demo's scenario line for a footer of `width`: the scenario, then its keys when they fit
+/// whole. Short of room, the service knob ("  ·  settlement 750 ms") goes first (`[ ]` and
+/// `+/-` show it again), then the keys.
+fn scenario_line<'a>(scenario: &'a str, keys: &'a str, width: u16) -> (Cow<'a, str>, &'a str) {
+    let room = (width as usize).saturating_sub(2);
+    let fits = |s: &str| keys.is_empty() || unicode_width(s) + 2 + unicode_width(keys) <= room;
+    if fits(scenario) {
+        return (Cow::Borrowed(scenario), keys);
+    }
+    if let Some((head, _knob)) = scenario.split_once("  ·  ")
+        && fits(head)
+    {
+        return (Cow::Borrowed(head), keys);
+    }
+    (Cow::Borrowed(scenario), "")
 }
 
 fn hints(state: &State, width: u16) -> &'static str {

@@ -99,7 +99,8 @@ pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     }
     let (mut line, mut used) = (String::new(), 0usize);
     let mut overflow = false;
-    'words: for word in s.split_whitespace() {
+    // Breaks only at ASCII spaces: a no-break space (U+00A0) keeps its neighbours together.
+    'words: for word in s.split_ascii_whitespace() {
         let w = super::unicode_width(word);
         let gap = usize::from(used > 0);
         if used + gap + w <= width {
@@ -201,6 +202,7 @@ mod tests {
         assert_eq!(wrap("a b c d e f g h", 3, 2), ["a b", "c…"]);
         assert_eq!(wrap("aaaa bbbb cccc", 4, 2), ["aaaa", "bbb…"]);
         assert_eq!(wrap("→ café ✖ ok", 6, 3), ["→ café", "✖ ok"]);
+        assert_eq!(wrap("after 600\u{a0}ms", 9, 3), ["after", "600\u{a0}ms"]);
         for line in wrap(&"word ".repeat(100), 30, 3) {
             assert!(super::super::unicode_width(&line) <= 30, "{line}");
         }
