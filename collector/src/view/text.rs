@@ -59,6 +59,15 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// `n` and a noun, plural unless one: `1 hop`, `3 findings`.
+pub fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", count(n))
+    }
+}
+
 /// A rate with one decimal when small: `0.4`, `12.5`, `1,234`.
 pub fn rate(v: f64) -> String {
     if v < 100.0 {
@@ -182,6 +191,9 @@ mod tests {
         assert_eq!(ms(12_500), "12.5s");
         assert_eq!(ms(200_000), "3m20s");
         assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(counted(1, "hop"), "1 hop");
+        assert_eq!(counted(0, "finding"), "0 findings");
+        assert_eq!(counted(1200, "finding"), "1,200 findings");
         assert_eq!(clock(1_764_430_925_120_000_000), "15:42:05.120");
     }
 

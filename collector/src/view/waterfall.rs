@@ -129,13 +129,13 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     // Title line.
     let y = area.y;
     let mut title = format!(
-        "─ {} {}  budget {}  used {}  {} hops  {} findings ",
+        "─ {} {}  budget {}  used {}  {}  {} ",
         clean(&s.root_service),
         clean(&s.root_name),
         s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into()),
         ms(s.duration_ms),
-        s.hops,
-        chain.findings.len(),
+        super::text::counted(s.hops as u64, "hop"),
+        super::text::counted(chain.findings.len() as u64, "finding"),
     );
     // The trace id only whole (to copy it into a trace search), when it fits.
     let trace = format!(" trace {} ", chain.trace_id);
@@ -501,7 +501,10 @@ fn draw_explanation(
             buf,
             area.x + 1,
             area.y,
-            &format!(" {total} findings in this chain "),
+            &format!(
+                " {} in this chain ",
+                super::text::counted(total as u64, "finding")
+            ),
             area.width,
             theme.title(),
         );
