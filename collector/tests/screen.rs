@@ -250,9 +250,15 @@ fn detail_popup_and_legend() {
     assert_eq!(state.ui.overlay, Overlay::None);
     key(&mut state, KeyCode::Char('?'));
     assert_eq!(state.ui.overlay, Overlay::Legend);
-    snap("legend", &state, 80, 24);
+    let text = snap("legend", &state, 80, 24);
+    assert!(
+        text.contains("│                     the next one works to a deadline"),
+        "a wrapped explanation hangs under its text, not under its label: {text}"
+    );
     let text = snap("legend", &state, 200, 60);
     assert!(text.contains("orphaned_work"));
+    assert!(text.contains("budget-top demo: 1-7 scenario"), "{text}");
+    assert!(text.contains("↑↓ PgUp PgDn and the wheel scroll"), "{text}");
 }
 
 /// A span with more attributes than an 80x24 popup shows: the popup scrolls with the keys and

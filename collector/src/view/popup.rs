@@ -78,14 +78,50 @@ fn inside(rect: Rect) -> Rect {
 
 /// Draw the legend, scrolled down `scroll` rows.
 pub fn render_legend(theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
-    let lines = legend_lines(theme);
-    let rect = fitted(area, 100, &lines);
+    let lines = legend_lines(theme, LEGEND_WIDTH.min(area.width).saturating_sub(2));
+    let rect = fitted(area, LEGEND_WIDTH, &lines);
     let inner = boxed(buf, rect, "legend  (Esc closes)", theme);
     scrolled(buf, rect, inner, lines, scroll, theme);
 }
 
-/// The legend's text.
-fn legend_lines(theme: Theme) -> Vec<Line<'static>> {
+/// The detail popup's widest box.
+const DETAIL_WIDTH: u16 = 90;
+
+/// The legend's widest box.
+const LEGEND_WIDTH: u16 = 100;
+
+/// `head` then `text` word-wrapped to `width`, its continuation lines indented under the text's
+/// start (a hanging indent), so a wrapped explanation does not run back under its label.
+fn hanging(
+    head: TextSpan<'static>,
+    text: &str,
+    style: ratatui::style::Style,
+    width: u16,
+) -> Vec<Line<'static>> {
+    let indent = head.width();
+    let room = (width as usize).saturating_sub(indent);
+    if room < 20 {
+        return vec![Line::from(vec![
+            head,
+            TextSpan::styled(text.to_owned(), style),
+        ])];
+    }
+    super::text::wrap(text, room, usize::MAX)
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let lead = if i == 0 {
+                head.clone()
+            } else {
+                TextSpan::raw(" ".repeat(indent))
+            };
+            Line::from(vec![lead, TextSpan::styled(part, style)])
+        })
+        .collect()
+}
+
+/// The legend's text, for a box `width` cells wide inside.
+fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     let glyph = |g: &'static str, style, text: &'static str| {
         Line::from(vec![
             TextSpan::styled(format!(" {g:<3}"), style),
@@ -131,22 +167,22 @@ fn legend_lines(theme: Theme) -> Vec<Line<'static>> {
     ];
     for kind in FindingKind::ALL {
         let sev = kind.severity();
-        lines.push(Line::from(vec![
-            TextSpan::styled(
-                format!(" {} {:<18}", severity_glyph(sev), kind.as_str()),
-                theme.severity(sev),
-            ),
-            TextSpan::raw(meaning(kind)),
-        ]));
+        let head = TextSpan::styled(
+            format!(" {} {:<18}", severity_glyph(sev), kind.as_str()),
+            theme.severity(sev),
+        );
+        lines.extend(hanging(head, meaning(kind), theme.text(), width));
     }
     lines.push(Line::styled("Keys", theme.title()));
-    lines.push(Line::raw(
-        " ↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
-    ));
-    lines.push(Line::raw(" f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit"));
-    lines.push(Line::raw(
-        " mouse: a click selects a row (a second click opens it), the wheel scrolls",
-    ));
+    for keys in [
+        "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
+        "f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit",
+        "mouse: a click selects a row (a second click opens it), the wheel scrolls",
+        "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
+        "budget-top demo: 1-7 scenario · [ ] pick a service · +/- its latency · w next workshop step",
+    ] {
+        lines.extend(hanging(TextSpan::raw(" "), keys, theme.text(), width));
+    }
     lines
 }
 
@@ -157,9 +193,12 @@ pub fn max_scroll(state: &State, area: Rect) -> u16 {
     };
     let (width, lines) = match state.ui.overlay {
         Overlay::None => return 0,
-        Overlay::Legend => (100, legend_lines(theme)),
-        Overlay::Detail => match detail(state, theme) {
-            Some((_, lines)) => (90, lines),
+        Overlay::Legend => (
+            LEGEND_WIDTH,
+            legend_lines(theme, LEGEND_WIDTH.min(area.width).saturating_sub(2)),
+        ),
+        Overlay::Detail => match detail(state, theme, area.width) {
+            Some((_, lines)) => (DETAIL_WIDTH, lines),
             None => return 0,
         },
     };
@@ -226,16 +265,16 @@ fn scrolled(
 
 /// Draw the detail of the selected waterfall row, scrolled down `scroll` rows.
 pub fn render_detail(state: &State, theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
-    let Some((title, lines)) = detail(state, theme) else {
+    let Some((title, lines)) = detail(state, theme, area.width) else {
         return;
     };
-    let rect = fitted(area, 90, &lines);
+    let rect = fitted(area, DETAIL_WIDTH, &lines);
     let inner = boxed(buf, rect, &title, theme);
     scrolled(buf, rect, inner, lines, scroll, theme);
 }
 
 /// The detail popup's title and text, for the selected waterfall row.
-fn detail(state: &State, theme: Theme) -> Option<(String, Vec<Line<'static>>)> {
+fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'static>>)> {
     let chain = state.selected_chain()?;
     let row = chain.rows.get(state.ui.span_row)?;
     let span = &row.span;
@@ -295,7 +334,12 @@ fn detail(state: &State, theme: Theme) -> Option<(String, Vec<Line<'static>>)> {
             ),
             TextSpan::raw(clean(&f.message).into_owned()),
         ]));
-        lines.push(Line::styled(format!("  {}", meaning(f.kind)), theme.dim()));
+        lines.extend(hanging(
+            TextSpan::raw("  "),
+            meaning(f.kind),
+            theme.dim(),
+            DETAIL_WIDTH.min(width).saturating_sub(2),
+        ));
     }
     Some((title, lines))
 }
