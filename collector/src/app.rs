@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -179,6 +179,8 @@ pub struct State {
 
 /// The notice after `d` on the live screen, until the demo's status shows.
 const STARTING_DEMO: &str = "starting the demo...";
+/// Where `e` appends the selected chain, in the directory budget-top was started from.
+pub const EXPORT_FILE: &str = "budget-top-export.jsonl";
 
 /// The most spans held back while paused; more are dropped (and counted).
 pub const MAX_HELD_SPANS: usize = 200_000;
@@ -213,6 +215,26 @@ impl State {
             .visible
             .get(self.ui.selected)
             .and_then(|id| self.data.analysis(id))
+    }
+
+    /// Append the selected chain to `path` as one OTLP/JSON line (what `check --input` and
+    /// `replay` read), and say what happened in words for the footer.
+    pub fn export_selected(&self, path: &Path) -> String {
+        let Some(analysis) = self.selected_chain() else {
+            return "no chain selected to export".into();
+        };
+        let id = analysis.trace_id;
+        let store = &self.data.store;
+        let Some(chain) = store.chain(id) else {
+            return format!("chain {id} is no longer held");
+        };
+        match budget_top::export::write_chain(path, chain, |span| store.attributes(id, span)) {
+            Ok(()) => format!(
+                "exported chain {id} to {} (check --input or replay reads it)",
+                path.display()
+            ),
+            Err(e) => format!("export failed: {e:#}"),
+        }
     }
 
     /// Forget every chain and count (a new demo scenario starts): a new store, the selection
@@ -534,6 +556,9 @@ impl State {
             },
             KeyCode::Tab => self.cycle_view(true),
             KeyCode::BackTab => self.cycle_view(false),
+            KeyCode::Char('e') if matches!(self.ui.view, View::Chains | View::Waterfall) => {
+                self.ui.message = Some(self.export_selected(Path::new(EXPORT_FILE)));
+            }
             KeyCode::Char('d') if self.data.is_empty() && self.mode == Mode::Live => {
                 self.ui.start_demo_requested = true;
                 self.ui.message = Some(STARTING_DEMO.into());

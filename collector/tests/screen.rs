@@ -876,3 +876,54 @@ fn evicted_chains_leave_the_list() {
     let text = screen_text(&draw(&state, 80, 24));
     assert!(text.contains("evicted: 30"), "{text}");
 }
+
+#[test]
+fn export_writes_the_selected_chain_as_one_otlp_json_line() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+    let mut state = fixture_state(false);
+    let trace = state.data.visible[3];
+    let i = state
+        .data
+        .visible
+        .iter()
+        .position(|id| *id == trace)
+        .unwrap();
+    state.ui.view = View::Chains;
+    key(&mut state, KeyCode::Home);
+    for _ in 0..i {
+        key(&mut state, KeyCode::Char('j'));
+    }
+    let expected_spans = state.selected_chain().unwrap().summary.spans as usize;
+
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screen-export");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("chains.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let message = state.export_selected(&path);
+    assert_eq!(
+        message,
+        format!(
+            "exported chain {trace} to {} (check --input or replay reads it)",
+            path.display()
+        )
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    let request: ExportTraceServiceRequest = serde_json::from_str(text.trim_end()).unwrap();
+    let spans: Vec<_> = request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    assert_eq!(spans.len(), expected_spans);
+    assert!(spans.iter().all(|s| s.trace_id == trace.0.to_vec()));
+
+    // Nothing selected: nothing written, and the footer says so.
+    let mut empty = fixture_state(false);
+    empty.ui.query.search = "no such service".into();
+    empty.settle();
+    assert_eq!(empty.export_selected(&path), "no chain selected to export");
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+}

@@ -245,13 +245,13 @@ fn hints(state: &State, width: u16) -> &'static str {
     }
     match (state.ui.view, narrow) {
         (View::Chains, false) => {
-            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  space pause  ? legend  q quit"
+            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  e export  space pause  ? legend  q quit"
         }
         (View::Chains, true) => {
             "↑↓ move  ⏎ open  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit"
         }
         (View::Waterfall, false) => {
-            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  space pause  ? legend  q quit"
+            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit"
         }
         (View::Waterfall, true) => {
             "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit"

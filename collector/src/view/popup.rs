@@ -177,6 +177,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     for keys in [
         "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
         "f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit",
+        "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
         "budget-top demo: 1-7 scenario · [ ] pick a service · +/- its latency · w next workshop step",
