@@ -6,8 +6,8 @@
 //! analysis -> the screen or the [`check`] report. [`record`] writes what arrives to a file.
 
 pub mod check;
-pub mod export;
 pub mod cli;
+pub mod export;
 pub mod ingest;
 pub mod record;
 pub mod report_text;

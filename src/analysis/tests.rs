@@ -201,7 +201,14 @@ fn duplicates_and_parents_are_found_in_small_and_large_chains_alike() {
         let spans: Vec<Span> = (1..=n)
             .map(|i| {
                 let parent = (i > 1).then(|| i - 1);
-                span(i, parent, "svc", SpanKind::Internal, i * 1_000_000, 10_000_000_000)
+                span(
+                    i,
+                    parent,
+                    "svc",
+                    SpanKind::Internal,
+                    i * 1_000_000,
+                    10_000_000_000,
+                )
             })
             .collect();
         for s in spans.iter().rev() {
@@ -215,7 +222,11 @@ fn duplicates_and_parents_are_found_in_small_and_large_chains_alike() {
         assert_eq!(chain.missing_parents(), 0, "n={n}");
         assert!(chain.get(sid(n + 1)).is_none());
         let a = chain.analyse(&Options::default());
-        assert_eq!(u64::from(a.rows.last().map_or(0, |r| r.depth)), n - 1, "n={n}: one line");
+        assert_eq!(
+            u64::from(a.rows.last().map_or(0, |r| r.depth)),
+            n - 1,
+            "n={n}: one line"
+        );
     }
 }
 
