@@ -735,6 +735,54 @@ mod wire {
         Fixed64(u64),
         Len(&'a [u8]),
         Fixed32,
+        /// A group (protobuf's deprecated encoding, wire types 3 and 4): OTLP has none, so
+        /// it is an unknown field, skipped whole as prost skips it.
+        Group,
+    }
+
+    /// How deep groups may nest, as prost allows.
+    const MAX_GROUP_DEPTH: usize = 100;
+
+    /// Skip the fields of a group whose start tag (field `number`) was just read, up to and
+    /// including its matching end tag; nested groups must close in order.
+    fn skip_group(buf: &mut &[u8], number: u64) -> Result<(), ProtobufError> {
+        let mut open = vec![number];
+        while let Some(&innermost) = open.last() {
+            if buf.is_empty() {
+                return Err(ProtobufError("truncated group"));
+            }
+            let key = varint(buf)?;
+            let inner = key >> 3;
+            if inner == 0 {
+                return Err(ProtobufError("invalid field number"));
+            }
+            match key & 7 {
+                0 => {
+                    varint(buf)?;
+                }
+                1 => {
+                    take(buf, 8)?;
+                }
+                2 => {
+                    let len = usize::try_from(varint(buf)?)
+                        .map_err(|_| ProtobufError("length too large"))?;
+                    take(buf, len)?;
+                }
+                3 if open.len() >= MAX_GROUP_DEPTH => {
+                    return Err(ProtobufError("recursion limit reached"));
+                }
+                3 => open.push(inner),
+                4 if inner == innermost => {
+                    open.pop();
+                }
+                4 => return Err(ProtobufError("unexpected end group tag")),
+                5 => {
+                    take(buf, 4)?;
+                }
+                _ => return Err(ProtobufError("unsupported wire type")),
+            }
+        }
+        Ok(())
     }
 
     /// The fields of a message, in order: `(field number, payload)`.
@@ -805,6 +853,11 @@ mod wire {
                     take(&mut self.buf, 4)?;
                     Field::Fixed32
                 }
+                3 => {
+                    skip_group(&mut self.buf, key >> 3)?;
+                    Field::Group
+                }
+                4 => return Err(ProtobufError("unexpected end group tag")),
                 _ => return Err(ProtobufError("unsupported wire type")),
             };
             Ok((number, field))
