@@ -317,6 +317,16 @@ async fn drive(
                 }
             }
             (Order::Start, Some(_)) => {}
+            // A workshop step that only slows a service of the running scenario: no restart.
+            (Order::Switch(scenario, latencies), Some(running))
+                if scenario == running.scenario() && !latencies.is_empty() =>
+            {
+                for (service, ms) in latencies {
+                    let _ = running.set_latency(service, ms);
+                }
+                publish(&link, running);
+            }
+            // Also the digit of the running scenario: a fresh start with its own latencies.
             (Order::Switch(scenario, latencies), Some(running)) => {
                 set_busy(&link, true, scenario);
                 match running.switch_scenario(scenario).await {
@@ -921,6 +931,30 @@ mod tests {
             .expect("spans within a minute")
             .expect("the receivers run");
         assert!(!batch.spans.is_empty());
+        // A workshop step that slows a service of the running scenario does not restart it.
+        let before: Vec<SocketAddr> = driver
+            .link
+            .snapshot()
+            .services
+            .iter()
+            .map(|s| s.addr)
+            .collect();
+        driver.link.send(Order::Switch(
+            Scenario::Propagate,
+            vec![("settlement", 777)],
+        ));
+        wait_for("the slower settlement", || {
+            control.status().scenario.ends_with("settlement 777 ms")
+        })
+        .await;
+        let after: Vec<SocketAddr> = driver
+            .link
+            .snapshot()
+            .services
+            .iter()
+            .map(|s| s.addr)
+            .collect();
+        assert_eq!(before, after, "the same services, still running");
         assert!(control.key('3'));
         wait_for("the switch", || {
             control.status().scenario.starts_with("3/7 drop-header")

@@ -405,15 +405,22 @@ async fn the_loop_ends_when_the_terminal_goes_away() {
 struct FakeDemo {
     scenario: usize,
     latency_ms: i64,
+    /// A lesson of its own instead of the short one with the latency.
+    lesson: Option<&'static str>,
 }
 
 impl app::DemoControl for FakeDemo {
     fn status(&self) -> app::DemoStatus {
         app::DemoStatus {
             scenario: format!("{}/7 fixed-timeout", self.scenario),
-            lesson: format!(
-                "bff forwards a fixed 3 s instead of what remains (inventory latency {} ms)",
-                self.latency_ms
+            lesson: self.lesson.map_or_else(
+                || {
+                    format!(
+                        "bff forwards a fixed 3 s instead of what remains (inventory latency {} ms)",
+                        self.latency_ms
+                    )
+                },
+                str::to_owned,
             ),
             keys: "1-7 scenario  +/- latency".into(),
         }
@@ -435,6 +442,7 @@ fn demo_keys_reach_the_demo_and_its_lesson_is_on_screen() {
     let mut demo: Option<Box<dyn app::DemoControl>> = Some(Box::new(FakeDemo {
         scenario: 2,
         latency_ms: 100,
+        lesson: None,
     }));
     state.demo = demo.as_ref().map(|d| d.status());
     let press = |state: &mut State, demo: &mut Option<Box<dyn app::DemoControl>>, c: char| {
@@ -454,6 +462,54 @@ fn demo_keys_reach_the_demo_and_its_lesson_is_on_screen() {
     assert!(text.contains("3/7 fixed-timeout"), "{text}");
     assert!(text.contains("inventory latency 150 ms"), "{text}");
     snap("demo", &state, 200, 60);
+}
+
+/// The fixed-timeout lesson as the demo shows it: longer than 80 and than 120 columns.
+const LONG_LESSON: &str = "bff forwards a fixed 3 s instead of what remains: orders and inventory keep working after the gateway gave up (budget_reset).";
+
+#[test]
+fn a_long_lesson_wraps_whole_and_the_list_gives_it_room() {
+    let mut state = fixture_state(false);
+    let demo = FakeDemo {
+        scenario: 2,
+        latency_ms: 100,
+        lesson: Some(LONG_LESSON),
+    };
+    state.demo = Some(demo_status(&demo));
+    for (w, h, rows) in [(80u16, 24u16, 2usize), (120, 40, 2)] {
+        let text = snap("demo_lesson", &state, w, h);
+        let lines: Vec<&str> = text.lines().collect();
+        // Every word of the lesson is on screen, in order, on the rows above the key hints.
+        let lesson: Vec<&str> = lines[lines.len() - 1 - rows..lines.len() - 1]
+            .iter()
+            .map(|l| l.trim_end())
+            .collect();
+        assert_eq!(lesson.join(" "), LONG_LESSON, "{text}");
+        assert!(lines[lines.len() - 2 - rows].starts_with("▶ 2/7 fixed-timeout"));
+        // The list ends above the footer: no row of it is hidden under the lesson.
+        let l = view::layout(&state, ratatui::layout::Rect::new(0, 0, w, h));
+        assert_eq!(l.body.y + l.body.height, l.footer.y);
+        for part in [l.list, l.waterfall].into_iter().flatten() {
+            assert!(part.y + part.height <= l.footer.y, "{part:?} under {l:?}");
+        }
+        assert_eq!(l.footer.height as usize, rows + 2);
+    }
+    // Far too long a lesson: three lines at most, the cut marked.
+    state.demo.as_mut().unwrap().lesson = LONG_LESSON.repeat(4);
+    let l = view::layout(&state, ratatui::layout::Rect::new(0, 0, 80, 24));
+    assert_eq!(l.footer.height, 5);
+    let text = screen_text(&draw(&state, 80, 24));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[22].trim_end().ends_with('…'), "{text}");
+    assert!(
+        l.list.unwrap().height >= 10,
+        "the list keeps most of the screen"
+    );
+}
+
+fn demo_status(demo: &FakeDemo) -> app::DemoStatus {
+    use app::DemoControl as _;
+    demo.status()
 }
 
 #[test]

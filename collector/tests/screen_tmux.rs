@@ -8,36 +8,101 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// A tmux server of its own (`tmux -L NAME`) holding one session of the same name: other tests
+/// that kill a tmux server (or the default one) cannot take it down. Dropping it ends the server.
 struct Session(String);
+
+impl Session {
+    /// Starts `cmd` in a detached `width`x`height` pane, with `NO_COLOR` unset.
+    #[track_caller]
+    fn start(label: &str, width: u16, height: u16, cmd: &str) -> Session {
+        let name = format!("budget-top-{label}-{}", std::process::id());
+        let session = Session(name.clone());
+        let (w, h) = (width.to_string(), height.to_string());
+        let started = Command::new("tmux")
+            .args([
+                "-L",
+                &name,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+            ])
+            .args(["-x", &w, "-y", &h, cmd])
+            .env_remove("NO_COLOR")
+            .env_remove("TMUX")
+            .status()
+            .unwrap();
+        assert!(started.success(), "tmux new-session failed");
+        session
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn capture(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", &self.0])
+    }
+
+    fn keys(&self, keys: &str) {
+        self.tmux(&["send-keys", "-t", &self.0, keys]);
+    }
+
+    /// Polls the pane until it shows `needle` (at most `WAIT`); returns what it showed.
+    #[track_caller]
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait_until(needle, |pane| pane.contains(needle))
+    }
+
+    /// Polls the pane until `done` holds (at most `WAIT`), then returns it.
+    #[track_caller]
+    fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let pane = self.capture();
+            if done(&pane) {
+                return pane;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what:?} never appeared; the pane shows:\n{pane}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
 
 impl Drop for Session {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
+            .args(["-L", &self.0, "kill-server"])
             .stderr(std::process::Stdio::null())
             .status();
     }
 }
 
-fn tmux(args: &[&str]) -> String {
-    let out = Command::new("tmux").args(args).output().expect("run tmux");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+/// The longest wait for something to appear: a safety net for a loaded 2-core machine, not a
+/// timing assertion (every wait polls and returns as soon as the pane shows it).
+const WAIT: Duration = Duration::from_secs(40);
 
-#[track_caller]
-fn wait_for(session: &str, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let pane = tmux(&["capture-pane", "-p", "-t", session]);
-        if pane.contains(needle) {
-            return pane;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{needle:?} never appeared; the pane shows:\n{pane}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
+fn no_tmux() -> bool {
+    let missing = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true);
+    if missing {
+        eprintln!("tmux is not installed: skipping the terminal test");
     }
+    missing
 }
 
 fn free_port() -> u16 {
@@ -154,100 +219,119 @@ fn post(port: u16, body: &str) -> String {
 
 #[test]
 fn the_real_screen_shows_a_chain_and_gives_the_terminal_back() {
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("tmux is not installed: skipping the terminal test");
+    if no_tmux() {
         return;
     }
     let (grpc, http) = (free_port(), free_port());
-    let name = format!("budget-top-screen-{}", std::process::id());
-    let session = Session(name.clone());
     let cmd = format!(
-        "{} --grpc 127.0.0.1:{grpc} --http 127.0.0.1:{http}; echo SCREEN-EXITED $?; sleep 30",
+        "{} --grpc 127.0.0.1:{grpc} --http 127.0.0.1:{http}; echo SCREEN-EXITED $?; sleep 60",
         env!("CARGO_BIN_EXE_budget-top")
     );
-    let started = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &cmd,
-        ])
-        .env_remove("NO_COLOR")
-        .status()
-        .unwrap();
-    assert!(started.success());
-    wait_for(&session.0, "No spans yet");
+    let session = Session::start("screen", 120, 40, &cmd);
+    session.wait_for("No spans yet");
     let answer = post(http, &export_request());
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let pane = wait_for(&session.0, "budget_reset");
+    let pane = session.wait_for("budget_reset");
     assert!(pane.contains("orders POST /orders"), "{pane}");
     assert!(
         pane.contains("forwarded 3000 ms with only 700 ms left"),
         "{pane}"
     );
-    tmux(&["send-keys", "-t", &session.0, "q"]);
-    let pane = wait_for(&session.0, "SCREEN-EXITED 0");
+    session.keys("q");
+    let pane = session.wait_for("SCREEN-EXITED 0");
     assert!(
         !pane.contains("budget_reset"),
         "the alternate screen is gone: {pane}"
     );
 }
 
+/// The "Done means" of the live screen: the real `budget-top demo` on a real terminal shows a
+/// chain with its finding and the lesson, `q` ends it, the shell gets a clean terminal back and
+/// the receivers' ports are closed.
+#[test]
+fn the_real_demo_shows_a_finding_and_the_lesson_then_q_gives_the_shell_back() {
+    if no_tmux() {
+        return;
+    }
+    let cmd = format!(
+        "{} demo --scenario fixed-timeout --time-scale 0.5; echo EXITED:$?; sleep 60",
+        env!("CARGO_BIN_EXE_budget-top")
+    );
+    let session = Session::start("demo", 120, 40, &cmd);
+    // A chain row whose worst finding is the reset (the glyph tells it from the lesson's own
+    // mention of budget_reset).
+    let pane = session.wait_for("✖ budget_reset");
+    assert!(
+        pane.contains("budget-top demo"),
+        "the header says demo: {pane}"
+    );
+    assert!(pane.contains("gateway"), "the chain's root service: {pane}");
+    assert!(
+        pane.contains("2/7 fixed-timeout"),
+        "the scenario line: {pane}"
+    );
+    assert!(
+        pane.contains("bff forwards a fixed 3 s instead of what remains"),
+        "the lesson: {pane}"
+    );
+    assert!(
+        pane.contains("after the gateway gave up") && pane.contains("(budget_reset)."),
+        "the whole lesson, wrapped: {pane}"
+    );
+    let ports: Vec<u16> = pane
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("127.0.0.1:"))
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert_eq!(
+        ports.len(),
+        2,
+        "gRPC and HTTP receivers in the header: {pane}"
+    );
+    session.keys("q");
+    let pane = session.wait_until("EXITED:0", |pane| pane.contains("EXITED:"));
+    assert!(pane.contains("EXITED:0"), "budget-top demo exits 0: {pane}");
+    for gone in ["budget-top demo", "✖", "fixed-timeout", "Chains │"] {
+        assert!(
+            !pane.contains(gone),
+            "the alternate screen is gone, yet {gone:?} is on it:\n{pane}"
+        );
+    }
+    for port in ports {
+        assert!(
+            TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "port {port} still listens after the demo ended"
+        );
+    }
+}
+
 /// SIGTERM (a supervisor, `kill`) also gives the terminal back: cooked mode, main screen.
 #[test]
 fn sigterm_restores_the_terminal() {
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("tmux is not installed: skipping the terminal test");
+    if no_tmux() {
         return;
     }
     let (grpc, http) = (free_port(), free_port());
-    let name = format!("budget-top-sigterm-{}", std::process::id());
-    let session = Session(name.clone());
-    let pid_file = std::env::temp_dir().join(format!("{name}.pid"));
+    let pid_file =
+        std::env::temp_dir().join(format!("budget-top-sigterm-{}.pid", std::process::id()));
     let cmd = format!(
         "sh -c 'echo $$ > {pid}; exec {bin} --grpc 127.0.0.1:{grpc} --http 127.0.0.1:{http}'; \
-         echo SCREEN-EXITED $?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon' | sed 's/^/MODE:/'; sleep 30",
+         echo SCREEN-EXITED $?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon' | sed 's/^/MODE:/'; sleep 60",
         pid = pid_file.display(),
         bin = env!("CARGO_BIN_EXE_budget-top"),
     );
-    let started = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "100",
-            "-y",
-            "30",
-            &cmd,
-        ])
-        .status()
-        .unwrap();
-    assert!(started.success());
-    wait_for(&session.0, "No spans yet");
+    let session = Session::start("sigterm", 100, 30, &cmd);
+    session.wait_for("No spans yet");
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let killed = Command::new("kill")
         .args(["-TERM", pid.trim()])
         .status()
         .unwrap();
     assert!(killed.success());
-    let pane = wait_for(&session.0, "MODE:");
+    let pane = session.wait_for("MODE:");
     let _ = std::fs::remove_file(&pid_file);
     assert!(pane.contains("SCREEN-EXITED 0"), "{pane}");
     assert!(
@@ -263,95 +347,52 @@ fn sigterm_restores_the_terminal() {
 /// `budget-top replay FILE` plays a recording into the same screen.
 #[test]
 fn replay_plays_a_recording_into_the_screen() {
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("tmux is not installed: skipping the terminal test");
+    if no_tmux() {
         return;
     }
-    let name = format!("budget-top-replay-{}", std::process::id());
-    let session = Session(name.clone());
-    let file = std::env::temp_dir().join(format!("{name}.jsonl"));
+    let file = std::env::temp_dir().join(format!("budget-top-replay-{}.jsonl", std::process::id()));
     std::fs::write(&file, format!("{}\n", export_request())).unwrap();
     let cmd = format!(
-        "{} replay {}; echo SCREEN-EXITED $?; sleep 30",
+        "{} replay {}; echo SCREEN-EXITED $?; sleep 60",
         env!("CARGO_BIN_EXE_budget-top"),
         file.display()
     );
-    let started = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &cmd,
-        ])
-        .status()
-        .unwrap();
-    assert!(started.success());
-    let pane = wait_for(&session.0, "replay finished: 3 spans");
+    let session = Session::start("replay", 120, 40, &cmd);
+    let pane = session.wait_for("replay finished: 3 spans");
     assert!(
         pane.contains("replay /"),
         "the header names the recording: {pane}"
     );
     assert!(pane.contains("orders POST /orders"), "{pane}");
     assert!(pane.contains("budget_reset"), "{pane}");
-    tmux(&["send-keys", "-t", &session.0, "q"]);
-    wait_for(&session.0, "SCREEN-EXITED 0");
+    session.keys("q");
+    session.wait_for("SCREEN-EXITED 0");
     let _ = std::fs::remove_file(&file);
 }
 
 /// Closing the terminal (the pty goes away: SIGHUP, then reads fail) ends the process.
 #[test]
 fn closing_the_terminal_ends_the_process() {
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("tmux is not installed: skipping the terminal test");
+    if no_tmux() {
         return;
     }
     let (grpc, http) = (free_port(), free_port());
-    let name = format!("budget-top-hangup-{}", std::process::id());
-    let session = Session(name.clone());
-    let pid_file = std::env::temp_dir().join(format!("{name}.pid"));
+    let pid_file =
+        std::env::temp_dir().join(format!("budget-top-hangup-{}.pid", std::process::id()));
     let cmd = format!(
         "sh -c 'echo $$ > {pid}; exec {bin} --grpc 127.0.0.1:{grpc} --http 127.0.0.1:{http}'",
         pid = pid_file.display(),
         bin = env!("CARGO_BIN_EXE_budget-top"),
     );
-    let started = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "100",
-            "-y",
-            "30",
-            &cmd,
-        ])
-        .status()
-        .unwrap();
-    assert!(started.success());
-    wait_for(&session.0, "No spans yet");
+    let session = Session::start("hangup", 100, 30, &cmd);
+    session.wait_for("No spans yet");
     let pid = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .to_string();
     let _ = std::fs::remove_file(&pid_file);
-    tmux(&["kill-session", "-t", &session.0]);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    session.tmux(&["kill-session", "-t", &session.0]);
+    let deadline = Instant::now() + WAIT;
     loop {
         let alive = Command::new("kill")
             .args(["-0", &pid])

@@ -499,7 +499,7 @@ fn find_str<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
 
 /// Why a protobuf request body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid OTLP protobuf ExportTraceServiceRequest: {0}")]
+#[error("invalid protobuf ExportTraceServiceRequest: {0}")]
 pub struct ProtobufError(&'static str);
 
 /// Decodes an `ExportTraceServiceRequest` straight from its protobuf bytes: the same spans,

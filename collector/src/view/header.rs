@@ -144,7 +144,7 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     }
     let last = area.y + area.height - 1;
     if let Some(demo) = &state.demo
-        && area.height >= 3
+        && area.height >= 2
     {
         let y = area.y;
         let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
@@ -167,14 +167,22 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
                 theme.dim(),
             );
         }
-        put(
-            buf,
-            area.x,
-            y + 1,
-            &clean(&demo.lesson),
-            area.width,
-            theme.text(),
-        );
+        // The lesson under it, wrapped, in the rows between the scenario line and the hints.
+        let room = area.height.saturating_sub(2) as usize;
+        for (i, line) in super::lesson_lines(state, area.width)
+            .iter()
+            .take(room)
+            .enumerate()
+        {
+            put(
+                buf,
+                area.x,
+                y + 1 + i as u16,
+                line,
+                area.width,
+                theme.text(),
+            );
+        }
     }
     let line = if state.ui.searching {
         format!(

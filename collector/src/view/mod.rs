@@ -38,10 +38,23 @@ pub struct ScreenLayout {
     pub footer: Rect,
 }
 
-/// How many footer rows: the demo's lesson takes two more.
+/// The most rows the demo's lesson wraps onto.
+pub const LESSON_ROWS: usize = 3;
+
+/// The demo's lesson, wrapped to the screen's width (at most [`LESSON_ROWS`] lines).
+pub fn lesson_lines(state: &State, width: u16) -> Vec<String> {
+    state.demo.as_ref().map_or_else(Vec::new, |demo| {
+        text::wrap(&text::clean(&demo.lesson), width as usize, LESSON_ROWS)
+    })
+}
+
+/// How many footer rows: the key hints, and with the demo its scenario line and the lesson.
 fn footer_rows(state: &State, area: Rect) -> u16 {
-    let base = if state.demo.is_some() { 3 } else { 1 };
-    base.min(area.height.saturating_sub(HEADER_ROWS + 3))
+    let rows = match state.demo {
+        Some(_) => 2 + lesson_lines(state, area.width).len() as u16,
+        None => 1,
+    };
+    rows.min(area.height.saturating_sub(HEADER_ROWS + 3))
 }
 
 /// Lay the screen out.

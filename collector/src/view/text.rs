@@ -68,6 +68,80 @@ pub fn rate(v: f64) -> String {
     }
 }
 
+/// Word-wrap `s` into lines of at most `width` cells, at most `max_lines` of them: a word longer
+/// than a line is cut across lines, and text that does not fit ends the last line with `…`.
+pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
+    let cell = |c: char| super::unicode_width(c.encode_utf8(&mut [0; 4]));
+    let mut lines: Vec<String> = Vec::new();
+    if width == 0 || max_lines == 0 {
+        return lines;
+    }
+    let (mut line, mut used) = (String::new(), 0usize);
+    let mut overflow = false;
+    'words: for word in s.split_whitespace() {
+        let w = super::unicode_width(word);
+        let gap = usize::from(used > 0);
+        if used + gap + w <= width {
+            if gap == 1 {
+                line.push(' ');
+            }
+            line.push_str(word);
+            used += gap + w;
+            continue;
+        }
+        // Start a new line for the word (cutting it when it is longer than a line).
+        let mut rest = word;
+        loop {
+            if used > 0 {
+                if lines.len() + 1 == max_lines {
+                    overflow = true;
+                    break 'words;
+                }
+                lines.push(std::mem::take(&mut line));
+                used = 0;
+            }
+            if super::unicode_width(rest) <= width {
+                line.push_str(rest);
+                used = super::unicode_width(rest);
+                break;
+            }
+            let mut cut = 0;
+            let mut cells = 0;
+            for (i, c) in rest.char_indices() {
+                if cells + cell(c) > width {
+                    break;
+                }
+                cells += cell(c);
+                cut = i + c.len_utf8();
+            }
+            if cut == 0 {
+                // A character wider than the line: nothing can show it.
+                break;
+            }
+            line.push_str(&rest[..cut]);
+            used = cells;
+            rest = &rest[cut..];
+        }
+    }
+    if overflow {
+        // Make room for the ellipsis at the end of the last line.
+        while used + 1 > width {
+            match line.pop() {
+                Some(c) => used -= cell(c),
+                None => break,
+            }
+        }
+        let trimmed = line.trim_end().len();
+        used -= line.len() - trimmed;
+        line.truncate(trimmed);
+        line.push('…');
+    }
+    if used > 0 || overflow {
+        lines.push(line);
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +161,19 @@ mod tests {
         assert_eq!(ms(200_000), "3m20s");
         assert_eq!(count(1_234_567), "1,234,567");
         assert_eq!(clock(1_764_430_925_120_000_000), "15:42:05.120");
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_cuts_long_words_and_marks_what_is_left_out() {
+        assert_eq!(wrap("one two three", 7, 3), ["one two", "three"]);
+        assert_eq!(wrap("  one   two  ", 20, 3), ["one two"]);
+        assert_eq!(wrap("", 20, 3), Vec::<String>::new());
+        assert_eq!(wrap("abcdefghij", 4, 3), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("a b c d e f g h", 3, 2), ["a b", "c…"]);
+        assert_eq!(wrap("aaaa bbbb cccc", 4, 2), ["aaaa", "bbb…"]);
+        assert_eq!(wrap("→ café ✖ ok", 6, 3), ["→ café", "✖ ok"]);
+        for line in wrap(&"word ".repeat(100), 30, 3) {
+            assert!(super::super::unicode_width(&line) <= 30, "{line}");
+        }
     }
 }

@@ -60,7 +60,7 @@ const B: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 /// Two lines, as the file exporter writes two exports: trace A (frontend -> orders ->
 /// inventory, where orders forwards 3000 ms with 700 left) split over both, trace B (one clean
 /// edge hop with every kind of attribute value, an event and a link) in the first.
-fn file_exporter_lines() -> [String; 2] {
+pub fn file_exporter_lines() -> [String; 2] {
     let checkout = span(
         A,
         "b7ad6b7169203331",

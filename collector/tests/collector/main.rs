@@ -12,6 +12,7 @@ mod node_sdk;
 mod python_chain;
 mod python_sdk;
 mod record;
+mod record_format;
 mod store;
 mod support;
 mod throughput;

@@ -49,6 +49,9 @@ fn node_modules() -> PathBuf {
             "--no-fund",
             "--save-exact",
             "--loglevel=error",
+            // bounded: a registry that does not answer fails the test instead of hanging it
+            "--fetch-timeout=60000",
+            "--fetch-retries=2",
         ])
         .args(PACKAGES)
         .output()

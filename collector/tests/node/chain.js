@@ -6,7 +6,7 @@
 // - node-reports forwards its own SLA (3000 ms) instead of what remains: budget_reset;
 // - node-search is a stock service that ignores budgets and works 600 ms while its caller
 //   gives up after 100 ms: orphaned_work;
-// - a request that arrives with 8 ms cannot afford its 10 ms margin: the call is refused;
+// - node-batch gets 200 ms and spends 250 ms on its own work: its call is refused;
 // - a request that arrives with 0 ms is shed before work starts: shed_expired (info).
 'use strict';
 
@@ -45,6 +45,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main() {
   const [transport, addr] = process.argv.slice(2);
+  setTimeout(() => { console.error('chain.js: no result in 60 s'); process.exit(3); }, 60000).unref();
   const providers = {};
   const tracer = (service) => {
     providers[service] ??= provider(service, transport, addr);
@@ -73,6 +74,10 @@ async function main() {
     const response = await fetch(url(inventory, '/stock'), { headers });
     span.end();
     return { status: response.status, body: await response.text() };
+  }));
+  const batch = await listen(budgetServer(tracer('node-batch'), undefined, async (req, hop) => {
+    await sleep(250); // local work that uses up the budget
+    return call(hop, 'GET inventory', url(inventory, '/stock'), 300);
   }));
   // A stock service: traced, but it neither reads nor honours a budget.
   const searchTracer = tracer('node-search');
@@ -103,12 +108,12 @@ async function main() {
     checkout: await get(frontend, '/checkout'),
     report: await get(frontend, '/report'),
     search: await get(frontend, '/search'),
-    refused: await get(frontend, '/checkout', '8'),
+    refused: await get(batch, '/batch', '200'),
     expired: await get(orders, '/orders', '0'),
   };
   await searchFinished; // node-search finishes the work nobody waits for
   console.log(JSON.stringify(statuses));
-  for (const server of [inventory, orders, reports, search, frontend]) {
+  for (const server of [inventory, orders, reports, batch, search, frontend]) {
     server.close();
     server.closeAllConnections();
   }

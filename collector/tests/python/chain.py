@@ -6,11 +6,12 @@ mistakes budget-top exists to find:
 - py-reports forwards its own SLA (3000 ms) instead of what remains: budget_reset;
 - py-search is a stock service that ignores budgets and works 600 ms while its caller gives up
   after 100 ms: orphaned_work;
-- a request that arrives with 8 ms cannot afford its 10 ms margin: the call is refused;
+- py-batch gets 200 ms and spends 250 ms on its own work: its call is refused;
 - a request that arrives with 0 ms is shed before work starts: shed_expired (info).
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -50,6 +51,9 @@ def url(server, path):
 
 def main():
     transport, addr = sys.argv[1], sys.argv[2]
+    watchdog = threading.Timer(60, lambda: os._exit(3))  # a test never hangs on this script
+    watchdog.daemon = True
+    watchdog.start()
     providers = {}
 
     def tracer(service):
@@ -74,10 +78,17 @@ def main():
                                                           "budget.timeout_ms": 3000}) as span:
             headers = {"x-budget-ms": "3000"}
             PROPAGATOR.inject(headers, context=trace.set_span_in_context(span, hop.context))
-            with urllib.request.urlopen(urllib.request.Request(url(inventory, "/stock"), headers=headers)) as r:
+            request = urllib.request.Request(url(inventory, "/stock"), headers=headers)
+            with urllib.request.urlopen(request, timeout=3) as r:
                 return r.status, r.read()
 
     reports = serve(budget_handler(tracer("py-reports"), report))
+
+    def batch_work(path, hop):
+        time.sleep(0.25)  # local work that uses up the budget
+        return call(hop, "GET inventory", url(inventory, "/stock"), 300)
+
+    batch = serve(budget_handler(tracer("py-batch"), batch_work))
 
     search_tracer = tracer("py-search")
     search_finished = threading.Event()
@@ -114,7 +125,7 @@ def main():
     def get(server, path, budget=None):
         headers = {} if budget is None else {"x-budget-ms": budget}
         try:
-            with urllib.request.urlopen(urllib.request.Request(url(server, path), headers=headers)) as r:
+            with urllib.request.urlopen(urllib.request.Request(url(server, path), headers=headers), timeout=10) as r:
                 return r.status
         except urllib.error.HTTPError as err:
             return err.code
@@ -123,12 +134,12 @@ def main():
         "checkout": get(frontend, "/checkout"),
         "report": get(frontend, "/report"),
         "search": get(frontend, "/search"),
-        "refused": get(frontend, "/checkout", "8"),
+        "refused": get(batch, "/batch", "200"),
         "expired": get(orders, "/orders", "0"),
     }
     search_finished.wait(10)  # py-search finishes the work nobody waits for
     print(json.dumps(statuses))
-    for server in [inventory, orders, reports, search, frontend]:
+    for server in [inventory, orders, reports, batch, search, frontend]:
         server.shutdown()
     for p in providers.values():
         p.shutdown()
