@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -78,6 +78,11 @@ pub trait DemoControl: Send {
     /// A key the screen did not use (digits, `+`, `-`, `[`, `]`, `w`, ...). Returns whether the
     /// demo used it.
     fn key(&mut self, key: char) -> bool;
+    /// Counts the demo's scenario switches: when it changes, the screen starts over with an
+    /// empty store, so it shows only what the current scenario does.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 /// The top-level views, in `Tab` order.
@@ -125,6 +130,8 @@ pub struct Ui {
     pub span_row: usize,
     /// Selected row of the edges or services table.
     pub table_row: usize,
+    /// How far the open popup (legend, detail) is scrolled, in rows.
+    pub popup_scroll: u16,
     /// Paused: arriving spans wait until resumed.
     pub paused: bool,
     /// Colour allowed (false with `NO_COLOR`).
@@ -159,11 +166,21 @@ pub struct State {
     pub spans_dropped: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
+    /// The most spans a fresh store holds (for [`State::start_over`]).
+    pub max_spans: usize,
+    /// Traces held when the screen last started over: their late spans are dropped, so the
+    /// previous scenario's chains do not come back piece by piece.
+    stale: std::collections::HashSet<TraceId>,
     /// Batches held back while paused.
     held: Vec<Batch>,
     held_spans: usize,
     paused_drops: u64,
 }
+
+/// The notice after `d` on the live screen, until the demo's status shows.
+const STARTING_DEMO: &str = "starting the demo...";
+/// Where `e` appends the selected chain, in the directory budget-top was started from.
+pub const EXPORT_FILE: &str = "budget-top-export.jsonl";
 
 /// The most spans held back while paused; more are dropped (and counted).
 pub const MAX_HELD_SPANS: usize = 200_000;
@@ -184,6 +201,8 @@ impl State {
             http_addr: None,
             spans_dropped: 0,
             demo: None,
+            max_spans: budget_top::store::DEFAULT_MAX_SPANS,
+            stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,
             paused_drops: 0,
@@ -198,8 +217,77 @@ impl State {
             .and_then(|id| self.data.analysis(id))
     }
 
+    /// Append the selected chain to `path` as one OTLP/JSON line (what `check --input` and
+    /// `replay` read), and say what happened in words for the footer.
+    pub fn export_selected(&self, path: &Path) -> String {
+        let Some(analysis) = self.selected_chain() else {
+            return "no chain selected to export".into();
+        };
+        let id = analysis.trace_id;
+        let store = &self.data.store;
+        let Some(chain) = store.chain(id) else {
+            return format!("chain {id} is no longer held");
+        };
+        match budget_top::export::write_chain(path, chain, |span| store.attributes(id, span)) {
+            Ok(()) => format!(
+                "exported chain {id} to {} (check --input or replay reads it)",
+                path.display()
+            ),
+            Err(e) => format!("export failed: {e:#}"),
+        }
+    }
+
+    /// Forget every chain and count (a new demo scenario starts): a new store, the selection
+    /// back at the top. Spans that arrive later for the chains forgotten here are dropped.
+    pub fn start_over(&mut self) {
+        self.data.store.analyse_dirty();
+        self.stale = self.data.store.chains().map(|c| c.trace_id).collect();
+        self.stale.extend(
+            self.held
+                .iter()
+                .flat_map(|b| b.spans.iter().map(|s| s.trace_id)),
+        );
+        self.held.clear();
+        self.held_spans = 0;
+        self.data = ScreenData::new(Store::new(self.max_spans));
+        self.ui.selected = 0;
+        self.ui.selected_id = None;
+        self.ui.span_row = 0;
+        self.ui.table_row = 0;
+        self.ui.follow = true;
+        if self.ui.overlay == Overlay::Detail {
+            self.ui.overlay = Overlay::None;
+        }
+        if self.ui.view == View::Waterfall {
+            self.ui.view = View::Chains;
+        }
+    }
+
+    /// Drop the spans of chains forgotten by [`State::start_over`].
+    fn without_stale(&self, mut batch: Batch) -> Batch {
+        if self.stale.is_empty() || !batch.spans.iter().any(|s| self.stale.contains(&s.trace_id)) {
+            return batch;
+        }
+        let keep: Vec<bool> = batch
+            .spans
+            .iter()
+            .map(|s| !self.stale.contains(&s.trace_id))
+            .collect();
+        let mut flags = keep.iter();
+        batch.spans.retain(|_| *flags.next().unwrap_or(&true));
+        if !batch.attributes.is_empty() {
+            let mut flags = keep.iter();
+            batch.attributes.retain(|_| *flags.next().unwrap_or(&true));
+        }
+        batch
+    }
+
     /// Take in a batch of spans (held back while paused).
     pub fn add_batch(&mut self, batch: Batch) {
+        let batch = self.without_stale(batch);
+        if batch.spans.is_empty() {
+            return;
+        }
         if self.ui.paused {
             if self.held_spans + batch.spans.len() > MAX_HELD_SPANS {
                 self.paused_drops += batch.spans.len() as u64;
@@ -211,6 +299,24 @@ impl State {
             return;
         }
         self.data.add_batch(batch, self.now_unix_nano);
+    }
+
+    /// Show the demo's status. The first one after `d` on the live screen means the demo is
+    /// starting: the header says so and the "starting the demo..." notice has done its job.
+    /// Returns whether the screen changed.
+    pub fn set_demo_status(&mut self, status: Option<DemoStatus>) -> bool {
+        if self.demo == status {
+            return false;
+        }
+        if status.is_some() && self.ui.start_demo_requested {
+            self.ui.start_demo_requested = false;
+            self.mode = Mode::Demo;
+            if self.ui.message.as_deref() == Some(STARTING_DEMO) {
+                self.ui.message = None;
+            }
+        }
+        self.demo = status;
+        true
     }
 
     /// Set the receivers' count of refused spans (the screen adds what it dropped while paused).
@@ -242,10 +348,11 @@ impl State {
         if self.ui.follow && self.ui.view == View::Chains {
             // The newest chain whose spans have all arrived (its root is not missing), so the
             // preview does not show half a chain.
+            let now = self.now_unix_nano;
             let complete = visible.iter().take(64).position(|id| {
-                self.data
-                    .analysis(id)
-                    .is_some_and(|a| a.summary.orphans == 0 && a.summary.hops > 0)
+                self.data.analysis(id).is_some_and(|a| {
+                    a.summary.orphans == 0 && a.summary.hops > 0 && !awaits(&a, now)
+                })
             });
             self.ui.selected = complete.unwrap_or(0);
             self.ui.selected_id = visible.get(self.ui.selected).copied();
@@ -373,17 +480,28 @@ impl State {
             return true;
         }
         if self.ui.overlay != Overlay::None {
-            match key.code {
+            let scroll = self.ui.popup_scroll;
+            self.ui.popup_scroll = match key.code {
                 KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?') | KeyCode::Char('q') => {
                     self.ui.overlay = Overlay::None;
-                    return true;
+                    0
                 }
+                KeyCode::Down | KeyCode::Char('j') => scroll.saturating_add(1),
+                KeyCode::Up | KeyCode::Char('k') => scroll.saturating_sub(1),
+                KeyCode::PageDown | KeyCode::Char(' ') => scroll.saturating_add(10),
+                KeyCode::PageUp => scroll.saturating_sub(10),
+                KeyCode::Home | KeyCode::Char('g') => 0,
+                KeyCode::End | KeyCode::Char('G') => u16::MAX,
                 _ => return false,
-            }
+            };
+            return true;
         }
         match key.code {
             KeyCode::Char('q') => self.ui.quit = true,
-            KeyCode::Char('?') => self.ui.overlay = Overlay::Legend,
+            KeyCode::Char('?') => {
+                self.ui.overlay = Overlay::Legend;
+                self.ui.popup_scroll = 0;
+            }
             KeyCode::Char(' ') => self.toggle_pause(),
             KeyCode::Char('/') => {
                 self.ui.searching = true;
@@ -408,7 +526,8 @@ impl State {
                     self.ui.span_row = self.first_finding_row();
                 }
                 View::Waterfall if self.selected_span().is_some() => {
-                    self.ui.overlay = Overlay::Detail
+                    self.ui.overlay = Overlay::Detail;
+                    self.ui.popup_scroll = 0;
                 }
                 // From a table row to the chains through that service.
                 View::Edges | View::Services => {
@@ -437,9 +556,12 @@ impl State {
             },
             KeyCode::Tab => self.cycle_view(true),
             KeyCode::BackTab => self.cycle_view(false),
+            KeyCode::Char('e') if matches!(self.ui.view, View::Chains | View::Waterfall) => {
+                self.ui.message = Some(self.export_selected(Path::new(EXPORT_FILE)));
+            }
             KeyCode::Char('d') if self.data.is_empty() && self.mode == Mode::Live => {
                 self.ui.start_demo_requested = true;
-                self.ui.message = Some("starting the demo...".into());
+                self.ui.message = Some(STARTING_DEMO.into());
             }
             KeyCode::Char(c) => {
                 return match demo {
@@ -476,8 +598,26 @@ impl State {
         self.ui.table_row = 0;
     }
 
+    /// Keep the popup's scroll within what it has to show on a screen of size `area`.
+    pub fn clamp_popup_scroll(&mut self, area: Rect) {
+        self.ui.popup_scroll = self
+            .ui
+            .popup_scroll
+            .min(view::popup::max_scroll(self, area));
+    }
+
     /// Handle a mouse event on a screen of size `area`. Returns whether to redraw.
     pub fn on_mouse(&mut self, mouse: MouseEvent, area: Rect) -> bool {
+        if self.ui.overlay != Overlay::None {
+            let scroll = self.ui.popup_scroll;
+            self.ui.popup_scroll = match mouse.kind {
+                MouseEventKind::ScrollDown => scroll.saturating_add(3),
+                MouseEventKind::ScrollUp => scroll.saturating_sub(3),
+                _ => return false,
+            };
+            self.clamp_popup_scroll(area);
+            return true;
+        }
         match mouse.kind {
             MouseEventKind::ScrollDown => self.move_by(3),
             MouseEventKind::ScrollUp => self.move_by(-3),
@@ -500,6 +640,37 @@ impl State {
         }
         true
     }
+}
+
+/// How long after a chain's last span ended a call without its callee's hop is taken to be a
+/// call to a service that sends no spans, rather than one whose spans are still on the way.
+const CALLEE_GRACE_NS: u64 = 5_000_000_000;
+
+/// Whether the chain still waits for a callee's spans: a call that was sent (not refused) has no
+/// hop under it yet, and the chain ended only moments ago. The chain list's preview skips such
+/// chains, so it does not say "no findings" of a chain whose slow, late hop has not arrived.
+fn awaits(chain: &ChainAnalysis, now_unix_nano: u64) -> bool {
+    let ended = chain
+        .summary
+        .start_unix_nano
+        .saturating_add(chain.summary.duration_ms.max(0) as u64 * 1_000_000);
+    if now_unix_nano.saturating_sub(ended) > CALLEE_GRACE_NS {
+        return false;
+    }
+    let mut answered = vec![false; chain.rows.len()];
+    for row in &chain.rows {
+        if row.span.kind.is_hop()
+            && let Some(parent) = row.parent_row
+            && let Some(slot) = answered.get_mut(parent as usize)
+        {
+            *slot = true;
+        }
+    }
+    chain.rows.iter().zip(answered).any(|(row, answered)| {
+        row.span.kind.is_call()
+            && !answered
+            && row.span.budget.outcome != Some(deadline_budget::analysis::Outcome::Refused)
+    })
 }
 
 /// Whether colour is allowed: `NO_COLOR` set to anything non-empty turns it off.
@@ -571,6 +742,7 @@ where
     let mut spans_open = true;
     let mut dirty = true;
     state.now_unix_nano = (controls.clock)();
+    let mut demo_generation = controls.demo.as_ref().map_or(0, |d| d.generation());
     if let Some(d) = controls.demo.as_ref() {
         state.demo = d.status().shown();
     }
@@ -585,6 +757,9 @@ where
                     // A message stays until the next key.
                     dirty |= state.ui.message.take().is_some();
                     dirty |= state.on_key(key, &mut controls.demo);
+                    // Scrolling stops at the popup's last row on this screen.
+                    let size = terminal.size()?;
+                    state.clamp_popup_scroll(Rect::new(0, 0, size.width, size.height));
                     if state.ui.start_demo_requested
                         && let Some(mut start) = controls.start_demo.take()
                     {
@@ -616,11 +791,12 @@ where
                     dirty = true;
                 }
                 if let Some(d) = controls.demo.as_ref() {
-                    let status = d.status().shown();
-                    if state.demo != status {
-                        state.demo = status;
+                    if d.generation() != demo_generation {
+                        demo_generation = d.generation();
+                        state.start_over();
                         dirty = true;
                     }
+                    dirty |= state.set_demo_status(d.status().shown());
                 }
                 dirty |= state.settle();
                 if dirty {
@@ -665,6 +841,7 @@ pub async fn run_live(
         config.max_spans
     };
     let mut state = State::new(ScreenData::new(Store::new(max)), config.mode);
+    state.max_spans = max;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
     let mut term = crate::term::Term::enter()?;

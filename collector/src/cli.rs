@@ -39,6 +39,10 @@ pub struct Listen {
     /// Largest request body accepted, in bytes, before and after decompression.
     #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_BODY)]
     pub max_body: usize,
+    /// Allow --grpc/--http on an address other than loopback (other machines can then send
+    /// spans); without it such an address is refused
+    #[arg(long)]
+    pub allow_remote: bool,
 }
 
 impl Listen {
@@ -48,6 +52,7 @@ impl Listen {
             grpc: Some(self.grpc),
             http: Some(self.http),
             max_body: self.max_body,
+            allow_remote: self.allow_remote,
             ..ingest::IngestConfig::default()
         }
     }

@@ -213,7 +213,10 @@ struct Snapshot {
     /// Their work-time knobs.
     latencies: Option<Latencies>,
     /// Counts starts and switches, so the screen notices a new set of services.
-    generation: u64,
+    published: u64,
+    /// Counts scenario switches (and workshop steps), bumped when one begins: the screen then
+    /// starts over with an empty store.
+    switches: u64,
     /// An order in progress: starting (`false`) or switching to (`true`) this scenario.
     busy: Option<(bool, Scenario)>,
     /// The last order that failed, in words.
@@ -321,6 +324,7 @@ async fn drive(
             (Order::Switch(scenario, latencies), Some(running))
                 if scenario == running.scenario() && !latencies.is_empty() =>
             {
+                link.snapshot().switches += 1;
                 for (service, ms) in latencies {
                     let _ = running.set_latency(service, ms);
                 }
@@ -350,6 +354,9 @@ async fn drive(
 
 fn set_busy(link: &Link, switching: bool, scenario: Scenario) {
     let mut s = link.snapshot();
+    if switching {
+        s.switches += 1;
+    }
     s.busy = Some((switching, scenario));
     s.error = None;
 }
@@ -365,7 +372,7 @@ fn publish(link: &Link, handle: &DemoHandle) {
     s.scenario = Some(handle.scenario());
     s.services = handle.services();
     s.latencies = Some(handle.latencies());
-    s.generation += 1;
+    s.published += 1;
     s.busy = None;
     s.error = None;
 }
@@ -393,7 +400,7 @@ impl Controller {
     fn selected(&self, snapshot: &Snapshot) -> Option<&'static str> {
         match self.selected {
             Some((name, generation))
-                if generation == snapshot.generation
+                if generation == snapshot.published
                     && snapshot.services.iter().any(|s| s.name == name) =>
             {
                 Some(name)
@@ -418,7 +425,7 @@ impl Controller {
         } else {
             (current + n - 1) % n
         };
-        let chosen = (services[next].name, snapshot.generation);
+        let chosen = (services[next].name, snapshot.published);
         drop(snapshot);
         self.selected = Some(chosen);
     }
@@ -436,7 +443,7 @@ impl Controller {
             ms.saturating_sub(LATENCY_STEP_MS)
         };
         knobs.set(name, ms);
-        let generation = snapshot.generation;
+        let generation = snapshot.published;
         drop(snapshot);
         self.selected = Some((name, generation));
     }
@@ -531,6 +538,10 @@ impl DemoControl for Controller {
             _ => return false,
         }
         true
+    }
+
+    fn generation(&self) -> u64 {
+        self.link.snapshot().switches
     }
 }
 
@@ -835,7 +846,7 @@ mod tests {
                 })
                 .collect();
             s.latencies = Some(knobs.clone());
-            s.generation = 1;
+            s.published = 1;
         }
         let status = control.status();
         assert!(status.scenario.starts_with("1/7 propagate"), "{status:?}");
@@ -877,7 +888,7 @@ mod tests {
         {
             let mut s = link.snapshot();
             s.scenario = Some(Scenario::Propagate);
-            s.generation = 1;
+            s.published = 1;
         }
         assert_eq!(control.status().lesson, STEPS[0].watch);
         assert!(control.key('w') && control.key('w'));
@@ -919,6 +930,7 @@ mod tests {
             driver,
         } = for_live_screen(ingest.grpc_addr).unwrap();
         assert_eq!(control.status(), DemoStatus::default(), "nothing until d");
+        assert_eq!(control.generation(), 0);
         assert!(!control.key('2'), "keys wait for the demo to start");
         start();
         wait_for("the demo to start", || {
@@ -955,11 +967,17 @@ mod tests {
             .map(|s| s.addr)
             .collect();
         assert_eq!(before, after, "the same services, still running");
+        assert_eq!(
+            control.generation(),
+            1,
+            "a workshop step starts the screen over"
+        );
         assert!(control.key('3'));
         wait_for("the switch", || {
             control.status().scenario.starts_with("3/7 drop-header")
         })
         .await;
+        assert_eq!(control.generation(), 2, "so does a switch");
         let services = driver.link.snapshot().services.clone();
         assert_eq!(services.first().map(|s| s.name), Some("gateway"));
         tokio::time::timeout(Duration::from_secs(60), driver.stop())

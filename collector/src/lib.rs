@@ -6,6 +6,7 @@
 //! analysis -> the screen or the [`check`] report. [`record`] writes what arrives to a file.
 
 pub mod check;
+pub mod export;
 pub mod cli;
 pub mod ingest;
 pub mod record;

@@ -52,8 +52,11 @@ pub struct StoreCounters {
 #[derive(Debug)]
 struct Entry {
     chain: Chain,
-    /// Raw attributes by span, only for spans the ingest kept them for.
-    attributes: HashMap<SpanId, Box<[KeyValue]>>,
+    /// Raw attributes by span, only for spans the ingest kept them for (no map at all for a
+    /// chain without any: `check` keeps none).
+    // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
+    #[allow(clippy::box_collection)]
+    attributes: Option<Box<HashMap<SpanId, Box<[KeyValue]>>>>,
     analysis: Option<Arc<ChainAnalysis>>,
     dirty: bool,
 }
@@ -144,7 +147,10 @@ impl Store {
             Inserted::OtherTrace => return,
         }
         if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
-            entry.attributes.insert(span_id, attrs);
+            entry
+                .attributes
+                .get_or_insert_default()
+                .insert(span_id, attrs);
         }
         if !entry.dirty {
             entry.dirty = true;
@@ -160,7 +166,7 @@ impl Store {
             trace_id,
             Entry {
                 chain: Chain::new(trace_id),
-                attributes: HashMap::new(),
+                attributes: None,
                 analysis: None,
                 dirty: false,
             },
@@ -276,6 +282,7 @@ impl Store {
         self.chains
             .get(&trace_id)?
             .attributes
+            .as_ref()?
             .get(&span_id)
             .map(|a| &a[..])
     }

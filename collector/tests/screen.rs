@@ -125,6 +125,75 @@ fn big_terminal_shows_list_and_waterfall_together() {
     );
 }
 
+/// What does not fit is marked or left out whole, never cut mid-word without a sign: names
+/// end in `…`, the trace id shows whole or not at all, the table notes pick a shorter text.
+#[test]
+fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
+    let mut state = fixture_state(false);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("svc GET /be…"), "{text}");
+    // On a wide screen the figures stay near the name they belong to.
+    let wide = screen_text(&draw(&state, 200, 60));
+    let row = wide
+        .lines()
+        .find(|l| l.contains("gateway POST /checkout"))
+        .unwrap();
+    let gap = row.find("1000ms").unwrap() - row.find("gateway").unwrap();
+    assert!(gap < 72, "{row}");
+    select_chain(&mut state, 1);
+    key(&mut state, KeyCode::Enter);
+    let trace = format!("trace {}", tid(1));
+    let narrow = screen_text(&draw(&state, 80, 24));
+    let title = narrow.lines().nth(3).unwrap();
+    assert!(!title.contains("trace"), "{title}");
+    let wide = screen_text(&draw(&state, 200, 60));
+    assert!(wide.contains(&trace), "{wide}");
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Edges);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("p50/p99 budget received "), "{text}");
+    key(&mut state, KeyCode::Tab);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("DEAD = work for callers who gave up"),
+        "{text}"
+    );
+}
+
+/// The chain list's preview skips a newest chain whose callee's (late) hop has not arrived
+/// yet: it would say "no findings" of a chain whose slow callee is still working. Once the
+/// chain has been quiet for a while, a call without a hop is a call to an uninstrumented
+/// service and the chain is previewed like any other.
+#[test]
+fn the_preview_waits_for_a_late_callee_hop() {
+    let mut state = empty_state();
+    let mut done = ChainBuilder::new(500, 10_000);
+    done.edge(1, "pix-api", "GET /pay", 0, 600, 600);
+    done.call(2, 1, "pix-api", "GET settlement", 10, 600, 590, Some(590));
+    done.hop(3, Some(2), "settlement", "POST /settle", 12, 900, Some(588));
+    let mut waiting = ChainBuilder::new(501, 14_000);
+    waiting.edge(1, "pix-api", "GET /pay", 0, 600, 600);
+    waiting.call(2, 1, "pix-api", "GET settlement", 10, 600, 590, Some(590));
+    state.data.add_spans(done.spans, NOW_NS);
+    state.data.add_spans(waiting.spans.clone(), NOW_NS);
+    state.settle();
+    assert_eq!(state.data.visible[0], tid(501), "newest first in the list");
+    assert_eq!(state.ui.selected, 1, "the preview shows the complete chain");
+    assert_eq!(state.ui.selected_id, Some(tid(500)));
+    // Ten seconds later nothing came: settlement sends no spans; the newest is shown.
+    state.now_unix_nano = NOW_NS + 10_000_000_000;
+    let mut next = ChainBuilder::new(502, 5_000);
+    next.edge(1, "other", "GET /x", 0, 10, 100);
+    state.data.add_spans(next.spans, state.now_unix_nano);
+    state.settle();
+    assert_eq!(
+        state.ui.selected_id,
+        Some(tid(501)),
+        "{:?}",
+        state.data.visible
+    );
+}
+
 #[test]
 fn edges_view_names_the_broken_links() {
     let mut state = fixture_state(false);
@@ -181,9 +250,96 @@ fn detail_popup_and_legend() {
     assert_eq!(state.ui.overlay, Overlay::None);
     key(&mut state, KeyCode::Char('?'));
     assert_eq!(state.ui.overlay, Overlay::Legend);
-    snap("legend", &state, 80, 24);
+    let text = snap("legend", &state, 80, 24);
+    assert!(
+        text.contains("│                     the next one works to a deadline"),
+        "a wrapped explanation hangs under its text, not under its label: {text}"
+    );
     let text = snap("legend", &state, 200, 60);
     assert!(text.contains("orphaned_work"));
+    assert!(text.contains("budget-top demo: 1-7 scenario"), "{text}");
+    assert!(text.contains("↑↓ PgUp PgDn and the wheel scroll"), "{text}");
+}
+
+/// A span with more attributes than an 80x24 popup shows: the popup scrolls with the keys and
+/// the wheel, stops at its last row, and says when there is more.
+#[test]
+fn the_detail_popup_scrolls_through_long_attributes() {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+    let mut state = empty_state();
+    let mut chain = ChainBuilder::new(700, 14_000);
+    chain.edge(1, "checkout", "POST /buy", 0, 5, 100);
+    let attributes: Box<[KeyValue]> = (0..40)
+        .map(|i| KeyValue {
+            key: format!("app.attribute_{i:02}"),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(format!("value {i}"))),
+            }),
+            ..KeyValue::default()
+        })
+        .collect();
+    state.data.add_batch(
+        budget_top::ingest::Batch {
+            spans: chain.spans,
+            attributes: vec![attributes],
+            raw: None,
+        },
+        NOW_NS,
+    );
+    state.settle();
+    key(&mut state, KeyCode::Enter);
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.overlay, Overlay::Detail);
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let text = snap("detail_scroll_top", &state, 80, 24);
+    assert!(text.contains("app.attribute_00"), "{text}");
+    assert!(!text.contains("app.attribute_39"), "{text}");
+    assert!(text.contains("↓ more"), "{text}");
+    // Down one row at a time, a page at a time, and never past the end.
+    key(&mut state, KeyCode::Down);
+    state.clamp_popup_scroll(area);
+    assert_eq!(state.ui.popup_scroll, 1);
+    for _ in 0..10 {
+        key(&mut state, KeyCode::PageDown);
+        state.clamp_popup_scroll(area);
+    }
+    let end = state.ui.popup_scroll;
+    assert!(end > 0 && end < 100, "{end}");
+    let text = snap("detail_scroll_end", &state, 80, 24);
+    assert!(text.contains("app.attribute_39 "), "{text}");
+    assert!(text.contains("↑ more"), "{text}");
+    assert!(!text.contains("↓ more"), "{text}");
+    key(&mut state, KeyCode::Up);
+    assert_eq!(
+        state.ui.popup_scroll,
+        end - 1,
+        "one key back up from the end"
+    );
+    key(&mut state, KeyCode::PageUp);
+    assert_eq!(state.ui.popup_scroll, end - 11);
+    let wheel = |kind| crossterm::event::MouseEvent {
+        kind,
+        column: 10,
+        row: 10,
+        modifiers: KeyModifiers::NONE,
+    };
+    state.on_mouse(wheel(crossterm::event::MouseEventKind::ScrollUp), area);
+    assert_eq!(
+        state.ui.popup_scroll,
+        end - 14,
+        "the wheel scrolls the popup"
+    );
+    key(&mut state, KeyCode::Home);
+    assert_eq!(state.ui.popup_scroll, 0);
+    // At 200x60 it all fits: nothing to scroll, no hint.
+    state.ui.popup_scroll = 5;
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(text.contains("app.attribute_00") && text.contains("app.attribute_39"));
+    assert!(!text.contains("more:"), "{text}");
+    // Esc closes; the next popup opens at its top.
+    key(&mut state, KeyCode::Esc);
+    key(&mut state, KeyCode::Char('?'));
+    assert_eq!(state.ui.popup_scroll, 0);
 }
 
 #[test]
@@ -379,6 +535,156 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     assert!(text.contains("gateway POST /checkout"), "{text}");
 }
 
+/// A demo that only switches: the test turns its generation.
+struct SwitchingDemo(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl app::DemoControl for SwitchingDemo {
+    fn status(&self) -> app::DemoStatus {
+        app::DemoStatus {
+            scenario: "6/7 burst".into(),
+            lesson: "the same burst done right".into(),
+            keys: String::new(),
+        }
+    }
+    fn key(&mut self, _: char) -> bool {
+        false
+    }
+    fn generation(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A scenario switch empties the screen: the chains and counts of the scenarios before are
+/// gone, late spans of their chains are dropped, and the new scenario's chains show alone.
+#[tokio::test(start_paused = true)]
+async fn a_demo_switch_starts_the_screen_over() {
+    use crossterm::event::Event;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let generation = std::sync::Arc::new(AtomicU64::new(3));
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let mut state = empty_state();
+    let (batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let controls = app::Controls {
+        clock: Box::new(|| NOW_NS),
+        demo: Some(Box::new(SwitchingDemo(generation.clone()))),
+        ..app::Controls::default()
+    };
+    let task = tokio::spawn(async move {
+        app::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        (terminal, state)
+    });
+    let batch = |spans| budget_top::ingest::Batch {
+        spans,
+        attributes: Vec::new(),
+        raw: None,
+    };
+    let old = fixture_spans();
+    batches.send(batch(old.clone())).await.unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    generation.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(app::FRAME * 3).await;
+    // A late span of an old chain, then a chain of the new scenario.
+    batches.send(batch(old[..1].to_vec())).await.unwrap();
+    let mut fresh = ChainBuilder::new(900, 14_000);
+    fresh.edge(1, "frontdoor", "GET /burst", 0, 5, 100);
+    batches.send(batch(fresh.spans)).await.unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let (terminal, state) = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+        .await
+        .expect("the loop stops on q")
+        .unwrap();
+    let text = screen_text(&terminal);
+    assert_eq!(state.data.store.counters().chains_held, 1, "{text}");
+    assert!(text.contains("frontdoor GET /burst"), "{text}");
+    assert!(!text.contains("gateway"), "no chain of before: {text}");
+    assert!(text.contains(" 1 chains "), "{text}");
+    assert!(text.contains("✖ 0 error"), "the counts start over: {text}");
+}
+
+/// A demo that shows nothing until started (as on the live screen before `d`).
+struct LaterDemo(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl app::DemoControl for LaterDemo {
+    fn status(&self) -> app::DemoStatus {
+        if !self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            return app::DemoStatus::default();
+        }
+        app::DemoStatus {
+            scenario: "starting 1/7 propagate…".into(),
+            lesson: "Everything right".into(),
+            keys: String::new(),
+        }
+    }
+    fn key(&mut self, _: char) -> bool {
+        false
+    }
+}
+
+/// `d` on the live screen: once the demo's status shows, the header says demo and the
+/// "starting the demo..." notice is gone without another key.
+#[tokio::test(start_paused = true)]
+async fn d_turns_the_live_screen_into_the_demo_screen() {
+    use crossterm::event::Event;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let started = std::sync::Arc::new(AtomicBool::new(false));
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut state = empty_state();
+    assert_eq!(state.mode, app::Mode::Live);
+    let (_batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let start_flag = started.clone();
+    let controls = app::Controls {
+        clock: Box::new(|| NOW_NS),
+        demo: Some(Box::new(LaterDemo(started.clone()))),
+        start_demo: Some(Box::new(move || start_flag.store(true, Ordering::Relaxed))),
+        ..app::Controls::default()
+    };
+    let (screens_tx, mut screens) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        app::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        let _ = screens_tx.send(screen_text(&terminal));
+        state
+    });
+    tokio::time::sleep(app::FRAME * 3).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('d'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    tokio::time::sleep(app::FRAME * 3).await;
+    assert!(started.load(Ordering::Relaxed), "d started the demo");
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let state = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+        .await
+        .expect("the loop stops on q")
+        .unwrap();
+    let text = screens.recv().await.unwrap();
+    assert_eq!(state.mode, app::Mode::Demo);
+    assert!(text.starts_with("budget-top demo"), "{text}");
+    assert!(!text.contains("starting the demo..."), "{text}");
+    assert!(text.contains("starting 1/7 propagate…"), "{text}");
+}
+
 /// When the terminal's event stream ends (the pty closed), the loop ends too.
 #[tokio::test(start_paused = true)]
 async fn the_loop_ends_when_the_terminal_goes_away() {
@@ -507,6 +813,34 @@ fn a_long_lesson_wraps_whole_and_the_list_gives_it_room() {
     );
 }
 
+/// At 80 columns the workshop's scenario line keeps its keys whole (the service knob gives way
+/// first), and the lesson never parts a number from its unit.
+#[test]
+fn the_scenario_line_keeps_its_keys_whole_and_numbers_keep_their_units() {
+    let mut state = fixture_state(false);
+    state.demo = Some(app::DemoStatus {
+        scenario: "step 2/8 propagate, slow settlement  ·  settlement 750 ms".into(),
+        lesson: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).".into(),
+        keys: "w next  1-7 jump  [ ] +/- latency".into(),
+    });
+    let text = screen_text(&draw(&state, 80, 24));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[20].trim_end(),
+        "▶ step 2/8 propagate, slow settlement  w next  1-7 jump  [ ] +/- latency"
+    );
+    assert!(text.contains("~600 ms"), "{text}");
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(
+        text.contains("settlement  ·  settlement 750 ms  w next  1-7 jump  [ ] +/- latency"),
+        "{text}"
+    );
+    // Not even the keys fit next to the scenario: the scenario alone.
+    state.demo.as_mut().unwrap().scenario = "x".repeat(60);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(!text.contains("1-7 jump"), "{text}");
+}
+
 fn demo_status(demo: &FakeDemo) -> app::DemoStatus {
     use app::DemoControl as _;
     demo.status()
@@ -541,4 +875,55 @@ fn evicted_chains_leave_the_list() {
     assert_eq!(state.data.visible[0], tid(139), "the newest is on top");
     let text = screen_text(&draw(&state, 80, 24));
     assert!(text.contains("evicted: 30"), "{text}");
+}
+
+#[test]
+fn export_writes_the_selected_chain_as_one_otlp_json_line() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+    let mut state = fixture_state(false);
+    let trace = state.data.visible[3];
+    let i = state
+        .data
+        .visible
+        .iter()
+        .position(|id| *id == trace)
+        .unwrap();
+    state.ui.view = View::Chains;
+    key(&mut state, KeyCode::Home);
+    for _ in 0..i {
+        key(&mut state, KeyCode::Char('j'));
+    }
+    let expected_spans = state.selected_chain().unwrap().summary.spans as usize;
+
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screen-export");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("chains.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let message = state.export_selected(&path);
+    assert_eq!(
+        message,
+        format!(
+            "exported chain {trace} to {} (check --input or replay reads it)",
+            path.display()
+        )
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    let request: ExportTraceServiceRequest = serde_json::from_str(text.trim_end()).unwrap();
+    let spans: Vec<_> = request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    assert_eq!(spans.len(), expected_spans);
+    assert!(spans.iter().all(|s| s.trace_id == trace.0.to_vec()));
+
+    // Nothing selected: nothing written, and the footer says so.
+    let mut empty = fixture_state(false);
+    empty.ui.query.search = "no such service".into();
+    empty.settle();
+    assert_eq!(empty.export_selected(&path), "no chain selected to export");
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
 }

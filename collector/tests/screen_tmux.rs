@@ -10,14 +10,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A tmux server of its own (`tmux -L NAME`) holding one session of the same name: other tests
 /// that kill a tmux server (or the default one) cannot take it down. Dropping it ends the server.
-struct Session(String);
+/// The server's name, and its socket file (found while it runs).
+struct Session(String, String);
 
 impl Session {
     /// Starts `cmd` in a detached `width`x`height` pane, with `NO_COLOR` unset.
     #[track_caller]
     fn start(label: &str, width: u16, height: u16, cmd: &str) -> Session {
         let name = format!("budget-top-{label}-{}", std::process::id());
-        let session = Session(name.clone());
+        let mut session = Session(name.clone(), String::new());
         let (w, h) = (width.to_string(), height.to_string());
         let started = Command::new("tmux")
             .args([
@@ -36,6 +37,10 @@ impl Session {
             .status()
             .unwrap();
         assert!(started.success(), "tmux new-session failed");
+        session.1 = session
+            .tmux(&["display-message", "-p", "#{socket_path}"])
+            .trim()
+            .to_string();
         session
     }
 
@@ -86,6 +91,10 @@ impl Drop for Session {
             .args(["-L", &self.0, "kill-server"])
             .stderr(std::process::Stdio::null())
             .status();
+        // The socket file outlives a killed server: remove it too, or every run leaves one.
+        if self.1.ends_with(&self.0) {
+            let _ = std::fs::remove_file(&self.1);
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use deadline_budget::analysis::BudgetSource;
 use deadline_budget::carrier::{
-    self, CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, Received, X_BUDGET_MS,
-    X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, X_REQUEST_DEADLINE,
+    self, CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, Received, X_BUDGET_MS, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+    X_REQUEST_DEADLINE,
 };
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
@@ -32,18 +32,33 @@ fn single_values(value: &str) {
     if let Ok(d) = carrier::parse_x_budget_ms(value) {
         assert!(d <= Duration::from_millis(carrier::MAX_BUDGET_MS));
         let text = carrier::format_x_budget_ms(d);
-        assert_eq!(carrier::parse_x_budget_ms(&text), Ok(d), "x-budget-ms {value:?} -> {text:?}");
+        assert_eq!(
+            carrier::parse_x_budget_ms(&text),
+            Ok(d),
+            "x-budget-ms {value:?} -> {text:?}"
+        );
     }
     if let Ok(d) = carrier::parse_grpc_timeout(value) {
         // A parsed value is whole units of one unit, and every finer unit divides it: the
         // formatter's pick is exact.
         let text = carrier::format_grpc_timeout(d);
-        assert!((2..=9).contains(&text.len()), "grpc-timeout {d:?} -> {text:?}");
-        assert_eq!(carrier::parse_grpc_timeout(&text), Ok(d), "grpc-timeout {value:?} -> {text:?}");
+        assert!(
+            (2..=9).contains(&text.len()),
+            "grpc-timeout {d:?} -> {text:?}"
+        );
+        assert_eq!(
+            carrier::parse_grpc_timeout(&text),
+            Ok(d),
+            "grpc-timeout {value:?} -> {text:?}"
+        );
     }
     if let Ok(d) = carrier::parse_connect_timeout_ms(value) {
         let text = carrier::format_connect_timeout_ms(d);
-        assert_eq!(carrier::parse_connect_timeout_ms(&text), Ok(d), "connect {value:?} -> {text:?}");
+        assert_eq!(
+            carrier::parse_connect_timeout_ms(&text),
+            Ok(d),
+            "connect {value:?} -> {text:?}"
+        );
     }
     if let Ok(d) = carrier::parse_envoy_expected_rq_timeout_ms(value) {
         let text = carrier::format_envoy_expected_rq_timeout_ms(d);
@@ -61,7 +76,10 @@ fn single_values(value: &str) {
     }
     // Today, the extremes, and a clock right next to the deadline itself (so the 24 h window
     // accepts it and the relative arithmetic runs).
-    let near = unix_ms.clone().ok().map(|ms| ms.wrapping_sub(i64::from(value.len() as u8) * 1000));
+    let near = unix_ms
+        .clone()
+        .ok()
+        .map(|ms| ms.wrapping_sub(i64::from(value.len() as u8) * 1000));
     for now in NOWS.into_iter().chain(near) {
         match carrier::parse_request_deadline(value, now) {
             Ok(d) => {
@@ -107,15 +125,25 @@ fn check_headers(data: &[u8]) {
         let got = carrier::read_headers(&map, now);
         assert_eq!(got == Received::None, !has_carrier, "{map:?} -> {got:?}");
         match &got {
-            Received::Budget { budget, source, deadline_unix_ms } => {
+            Received::Budget {
+                budget,
+                source,
+                deadline_unix_ms,
+            } => {
                 assert!(source.has_budget());
-                assert_eq!(deadline_unix_ms.is_some(), *source == BudgetSource::XRequestDeadline);
+                assert_eq!(
+                    deadline_unix_ms.is_some(),
+                    *source == BudgetSource::XRequestDeadline
+                );
                 // The budget is what the carrier's own parser says about the (first) value.
                 let name = CARRIERS
                     .iter()
                     .find(|n| carrier_source(n) == *source)
                     .expect("a budget names one of the carriers");
-                let text = map.get(*name).and_then(|v| v.to_str().ok()).expect("present and text");
+                let text = map
+                    .get(*name)
+                    .and_then(|v| v.to_str().ok())
+                    .expect("present and text");
                 let again = match source {
                     BudgetSource::XRequestDeadline => {
                         carrier::parse_request_deadline(text, now).map(|d| d.remaining())

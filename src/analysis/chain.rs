@@ -1,7 +1,7 @@
 //! One request chain (one trace) being assembled from spans that arrive in any order.
 //!
 //! Spans enter with [`Chain::insert`], across as many batches as they take; the chain keeps them
-//! in arrival order with a `span_id -> index` map, and [`Chain::analyse`](super::Chain::analyse)
+//! in arrival order (with a `span_id -> index` map once it is large enough to need one), and [`Chain::analyse`](super::Chain::analyse)
 //! rebuilds the tree from scratch each time it is asked. The tree is never stored: a chain that is
 //! still growing is cheap to hold, and the analysis never sees a half-updated tree.
 //!
@@ -42,12 +42,19 @@ pub enum Link {
     CycleCut,
 }
 
+/// Up to this many spans a chain finds a span id by scanning its spans: cheaper than hashing,
+/// and no map to hold per chain (most chains are a few dozen spans). Past it, a map is built.
+const SCAN_LIMIT: usize = 32;
+
 /// The spans of one trace, deduplicated by span id, in arrival order.
 #[derive(Clone, Debug)]
 pub struct Chain {
     trace_id: TraceId,
     spans: Vec<Span>,
-    index: HashMap<SpanId, u32>,
+    /// `span_id -> index`, only once the chain holds more than [`SCAN_LIMIT`] spans.
+    // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
+    #[allow(clippy::box_collection)]
+    index: Option<Box<HashMap<SpanId, u32>>>,
 }
 
 impl Chain {
@@ -56,7 +63,19 @@ impl Chain {
         Chain {
             trace_id,
             spans: Vec::new(),
-            index: HashMap::new(),
+            index: None,
+        }
+    }
+
+    /// The position of the span with this id.
+    fn position(&self, span_id: SpanId) -> Option<u32> {
+        match &self.index {
+            Some(index) => index.get(&span_id).copied(),
+            None => self
+                .spans
+                .iter()
+                .position(|s| s.span_id == span_id)
+                .map(|i| i as u32),
         }
     }
 
@@ -71,14 +90,29 @@ impl Chain {
         if span.trace_id != self.trace_id {
             return Inserted::OtherTrace;
         }
-        match self.index.get(&span.span_id) {
-            Some(&i) => {
+        match self.position(span.span_id) {
+            Some(i) => {
                 self.spans[i as usize] = span;
                 Inserted::Replaced
             }
             None => {
                 let i = self.spans.len() as u32;
-                self.index.insert(span.span_id, i);
+                match &mut self.index {
+                    Some(index) => {
+                        index.insert(span.span_id, i);
+                    }
+                    None if self.spans.len() >= SCAN_LIMIT => {
+                        let mut index: HashMap<SpanId, u32> = self
+                            .spans
+                            .iter()
+                            .enumerate()
+                            .map(|(i, s)| (s.span_id, i as u32))
+                            .collect();
+                        index.insert(span.span_id, i);
+                        self.index = Some(Box::new(index));
+                    }
+                    None => {}
+                }
                 self.spans.push(span);
                 Inserted::New
             }
@@ -102,7 +136,7 @@ impl Chain {
 
     /// The span with this id, if the chain has it.
     pub fn get(&self, span_id: SpanId) -> Option<&Span> {
-        self.index.get(&span_id).map(|&i| &self.spans[i as usize])
+        self.position(span_id).map(|i| &self.spans[i as usize])
     }
 
     /// How many spans name a parent the chain does not hold (yet). Zero means every parent
@@ -113,7 +147,7 @@ impl Chain {
             .iter()
             .filter(|s| {
                 s.parent_span_id
-                    .is_some_and(|p| p != s.span_id && !self.index.contains_key(&p))
+                    .is_some_and(|p| p != s.span_id && self.position(p).is_none())
             })
             .count()
     }
@@ -121,7 +155,7 @@ impl Chain {
     pub(crate) fn parent_index(&self, i: usize) -> Option<Result<u32, ()>> {
         let s = &self.spans[i];
         let p = s.parent_span_id?;
-        Some(self.index.get(&p).copied().ok_or(()))
+        Some(self.position(p).ok_or(()))
     }
 }
 

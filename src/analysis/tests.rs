@@ -194,6 +194,32 @@ fn a_span_listed_twice_counts_once_and_the_later_copy_wins() {
 }
 
 #[test]
+fn duplicates_and_parents_are_found_in_small_and_large_chains_alike() {
+    // Small chains are scanned, large ones get a map: both must find every id.
+    for n in [5u64, 32, 33, 200] {
+        let mut chain = Chain::new(trace());
+        let spans: Vec<Span> = (1..=n)
+            .map(|i| {
+                let parent = (i > 1).then(|| i - 1);
+                span(i, parent, "svc", SpanKind::Internal, i * 1_000_000, 10_000_000_000)
+            })
+            .collect();
+        for s in spans.iter().rev() {
+            assert_eq!(chain.insert(s.clone()), Inserted::New, "n={n}");
+        }
+        for s in &spans {
+            assert_eq!(chain.insert(s.clone()), Inserted::Replaced, "n={n}");
+            assert_eq!(chain.get(s.span_id), Some(s), "n={n}");
+        }
+        assert_eq!(chain.len() as u64, n);
+        assert_eq!(chain.missing_parents(), 0, "n={n}");
+        assert!(chain.get(sid(n + 1)).is_none());
+        let a = chain.analyse(&Options::default());
+        assert_eq!(u64::from(a.rows.last().map_or(0, |r| r.depth)), n - 1, "n={n}: one line");
+    }
+}
+
+#[test]
 fn a_child_with_a_missing_parent_is_the_root_of_its_own_subtree() {
     let spans: Vec<Span> = healthy()
         .into_iter()

@@ -602,8 +602,14 @@ fn decode_span_bytes<'a>(
             (8, Field::Fixed64(v)) => parts.end_unix_nano = v,
             (9, Field::Len(kv)) => {
                 // The value is read only for the keys the facts want.
-                if let Some(slot) = Slot::of(key_of(kv)?) {
-                    facts.set(slot, key_value(kv)?.1);
+                let (key, value) = key_and_value_bytes(kv)?;
+                if let Some(slot) = Slot::of(key) {
+                    let value = match value {
+                        ValueBytes::None => ValueRef::Other,
+                        ValueBytes::One(any) => any_value(any, ValueRef::Other)?,
+                        ValueBytes::Many => key_value(kv)?.1,
+                    };
+                    facts.set(slot, value);
                 }
                 if let Some(kept) = kept.as_deref_mut() {
                     kept.push(kv);
@@ -629,18 +635,34 @@ fn decode_span_bytes<'a>(
     Ok(parts.build(facts, service, interner))
 }
 
-/// A `KeyValue`'s key (the last one, as prost reads it).
-fn key_of(kv: &[u8]) -> Result<&[u8], ProtobufError> {
+/// Where a `KeyValue`'s value sits, without reading it yet.
+#[derive(Clone, Copy, Debug)]
+enum ValueBytes<'a> {
+    None,
+    One(&'a [u8]),
+    /// Repeated `value` fields (prost merges them): read with [`key_value`].
+    Many,
+}
+
+/// A `KeyValue`'s key (the last one, as prost reads it) and where its value is, in one pass.
+fn key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), ProtobufError> {
     use wire::{Field, fields};
     let mut key: &[u8] = &[];
+    let mut value = ValueBytes::None;
     for field in fields(kv) {
         match field? {
             (1, Field::Len(b)) => key = b,
-            (1, _) => return Err(ProtobufError("a key of the wrong wire type")),
+            (2, Field::Len(b)) => {
+                value = match value {
+                    ValueBytes::None => ValueBytes::One(b),
+                    _ => ValueBytes::Many,
+                }
+            }
+            (1 | 2, _) => return Err(ProtobufError("a key-value of the wrong wire type")),
             _ => {}
         }
     }
-    Ok(key)
+    Ok((key, value))
 }
 
 /// A `KeyValue`'s key and value (repeated `value` fields merge, as prost merges them).
@@ -1100,6 +1122,71 @@ mod properties {
                     ..Default::default()
                 },
             )
+    }
+
+    /// A length-delimited field, by hand (prost never writes a field twice; other encoders may).
+    fn len_field(tag: u32, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut out);
+        prost::encoding::encode_varint(bytes.len() as u64, &mut out);
+        out.extend_from_slice(bytes);
+        out
+    }
+
+    #[test]
+    fn repeated_value_fields_merge_as_prost_merges_them() {
+        let kv = |key: &str, value: Value| {
+            KeyValue {
+                key: key.into(),
+                value: Some(AnyValue { value: Some(value) }),
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let header = |v: &str| {
+            Value::ArrayValue(opentelemetry_proto::tonic::common::v1::ArrayValue {
+                values: vec![AnyValue {
+                    value: Some(Value::StringValue(v.into())),
+                }],
+            })
+        };
+        // Concatenated encodings are one message with each field twice.
+        let attributes = [
+            [
+                kv(semconv::RECEIVED_MS, Value::StringValue("x".into())),
+                kv(semconv::RECEIVED_MS, Value::IntValue(800)),
+            ]
+            .concat(),
+            [
+                kv(semconv::HTTP_HEADER_GRPC_TIMEOUT, header("2S")),
+                kv(semconv::HTTP_HEADER_GRPC_TIMEOUT, header("9S")),
+            ]
+            .concat(),
+            [
+                kv(semconv::FORWARDED_MS, Value::IntValue(5)),
+                kv(semconv::FORWARDED_MS, Value::BoolValue(true)),
+            ]
+            .concat(),
+        ];
+        let mut span = otlp::Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            name: "GET /".into(),
+            kind: 2,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        for a in &attributes {
+            span.extend(len_field(9, a));
+        }
+        let body = len_field(1, &len_field(2, &len_field(2, &span)));
+        let fast = decode_protobuf(&body, &mut Interner::default(), true).unwrap();
+        let mut request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        let slow = decode_request(&mut request, &mut Interner::default(), true);
+        assert_eq!(fast.spans, slow.spans);
+        assert_eq!(fast.attributes, slow.attributes);
+        assert_eq!(fast.spans[0].budget.received_ms, Some(800));
+        assert_eq!(fast.spans[0].budget.forwarded_ms, None);
     }
 
     proptest! {

@@ -60,6 +60,9 @@ pub struct IngestConfig {
     pub keep_attributes: bool,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
     pub keep_raw: bool,
+    /// Allow listening on an address other than loopback (other machines could then send
+    /// spans). Off by default: a non-loopback address is refused unless this is set.
+    pub allow_remote: bool,
 }
 
 impl Default for IngestConfig {
@@ -74,6 +77,7 @@ impl Default for IngestConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             keep_attributes: true,
             keep_raw: false,
+            allow_remote: false,
         }
     }
 }
@@ -186,6 +190,11 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         keep_raw: config.keep_raw,
     });
     let token = CancellationToken::new();
+    for (addr, flag) in [(config.grpc, "--grpc"), (config.http, "--http")] {
+        if let Some(addr) = addr {
+            check_loopback(addr, flag, config.allow_remote)?;
+        }
+    }
     let grpc_listener = match config.grpc {
         Some(addr) => Some(bind(addr, "--grpc").await?),
         None => None,
@@ -316,4 +325,16 @@ impl Shared {
     fn reject_request(&self) {
         self.stats.requests_rejected.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Receivers listen on loopback unless the user asked for more on purpose: spans from other
+/// machines are then accepted, which is a choice, never a default.
+fn check_loopback(addr: SocketAddr, flag: &str, allow_remote: bool) -> anyhow::Result<()> {
+    if addr.ip().is_loopback() || allow_remote {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to listen on {addr} ({flag}): it is not a loopback address, so other machines \
+         could send spans; pass --allow-remote to listen there on purpose"
+    )
 }

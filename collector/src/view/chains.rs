@@ -38,7 +38,8 @@ fn columns(width: u16) -> Columns {
     let fixed = 2 + 13 + 8 + 8 + 5 + worst + wasted + trace;
     Columns {
         start: 13,
-        root: width.saturating_sub(fixed).max(8),
+        // Wider than this, the figures drift far from the name they belong to.
+        root: width.saturating_sub(fixed).clamp(8, 60),
         budget: 8,
         used: 8,
         hops: 5,
@@ -140,7 +141,15 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         );
         x += c.start;
         let root = format!("{} {}", clean(&s.root_service), clean(&s.root_name));
-        put(buf, x, y, &root, c.root.saturating_sub(1), row_style);
+        let root_w = c.root.saturating_sub(1);
+        put(
+            buf,
+            x,
+            y,
+            &super::text::fit(&root, root_w as usize),
+            root_w,
+            row_style,
+        );
         x += c.root;
         let budget = s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into());
         put_right(buf, x, y, &budget, c.budget - 1, row_style);

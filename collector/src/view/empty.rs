@@ -24,7 +24,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             "The recording has no spans yet (or none that decode).",
         )),
         Mode::Demo => lines.push(Line::raw(
-            "The demo services are starting; their first requests appear here in a moment.",
+            "The demo's services are starting (a new scenario starts with an empty screen); their first requests appear here in a moment.",
         )),
         Mode::Live => {
             lines.push(Line::raw(

@@ -6,9 +6,11 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 
-use super::put;
+use std::borrow::Cow;
+
 use super::text::{clean, count, rate};
 use super::theme::{Theme, severity_glyph};
+use super::{put, unicode_width};
 use crate::app::{Mode, State, View};
 
 /// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
@@ -36,6 +38,21 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     }
     if !receivers.is_empty() {
         x = put(buf, x + 2, y, &receivers.join("  "), w(x + 2), theme.dim());
+    }
+    // Listening beyond loopback is a deliberate choice (--allow-remote): say so, every frame.
+    let open = [state.grpc_addr, state.http_addr]
+        .into_iter()
+        .flatten()
+        .any(|a| !a.ip().is_loopback());
+    if open {
+        x = put(
+            buf,
+            x + 2,
+            y,
+            "⚠ open to the network",
+            w(x + 2),
+            theme.alert(),
+        );
     }
     if state.ui.paused {
         let badge = " PAUSED (space resumes) ";
@@ -147,23 +164,25 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         && area.height >= 2
     {
         let y = area.y;
+        let (scenario, keys) = (clean(&demo.scenario), clean(&demo.keys));
+        let (scenario, keys) = scenario_line(&scenario, &keys, area.width);
         let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
         let x = put(
             buf,
             x,
             y,
-            &clean(&demo.scenario),
+            &scenario,
             area.width.saturating_sub(x - area.x),
             theme.title(),
         );
-        let kx = x + 2;
-        if kx < area.x + area.width {
+        if !keys.is_empty() {
+            let kx = x + 2;
             put(
                 buf,
                 kx,
                 y,
-                &clean(&demo.keys),
-                area.x + area.width - kx,
+                keys,
+                (area.x + area.width).saturating_sub(kx),
                 theme.dim(),
             );
         }
@@ -202,6 +221,23 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     put(buf, area.x, last, &line, area.width, style);
 }
 
+/// The demo's scenario line for a footer of `width`: the scenario, then its keys when they fit
+/// whole. Short of room, the service knob ("  ·  settlement 750 ms") goes first (`[ ]` and
+/// `+/-` show it again), then the keys.
+fn scenario_line<'a>(scenario: &'a str, keys: &'a str, width: u16) -> (Cow<'a, str>, &'a str) {
+    let room = (width as usize).saturating_sub(2);
+    let fits = |s: &str| keys.is_empty() || unicode_width(s) + 2 + unicode_width(keys) <= room;
+    if fits(scenario) {
+        return (Cow::Borrowed(scenario), keys);
+    }
+    if let Some((head, _knob)) = scenario.split_once("  ·  ")
+        && fits(head)
+    {
+        return (Cow::Borrowed(head), keys);
+    }
+    (Cow::Borrowed(scenario), "")
+}
+
 fn hints(state: &State, width: u16) -> &'static str {
     let narrow = width < 100;
     if state.data.is_empty() {
@@ -209,13 +245,13 @@ fn hints(state: &State, width: u16) -> &'static str {
     }
     match (state.ui.view, narrow) {
         (View::Chains, false) => {
-            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  space pause  ? legend  q quit"
+            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  e export  space pause  ? legend  q quit"
         }
         (View::Chains, true) => {
             "↑↓ move  ⏎ open  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit"
         }
         (View::Waterfall, false) => {
-            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  space pause  ? legend  q quit"
+            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit"
         }
         (View::Waterfall, true) => {
             "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit"
@@ -223,5 +259,33 @@ fn hints(state: &State, width: u16) -> &'static str {
         (View::Edges | View::Services, _) => {
             "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use budget_top::store::Store;
+
+    use super::*;
+    use crate::app::data::ScreenData;
+
+    fn first_line(grpc: &str) -> String {
+        let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);
+        state.grpc_addr = grpc.parse().ok();
+        state.http_addr = "127.0.0.1:4318".parse().ok();
+        let area = Rect::new(0, 0, 120, 3);
+        let mut buf = Buffer::empty(area);
+        render(&state, Theme { color: false }, area, &mut buf);
+        (0..area.width)
+            .map(|x| buf[(x, 0)].symbol().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_header_says_when_receivers_are_open_to_the_network() {
+        assert!(!first_line("127.0.0.1:4317").contains("open to the network"));
+        let open = first_line("0.0.0.0:4317");
+        assert!(open.contains("gRPC 0.0.0.0:4317"), "{open}");
+        assert!(open.contains("⚠ open to the network"), "{open}");
     }
 }

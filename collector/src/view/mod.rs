@@ -44,7 +44,13 @@ pub const LESSON_ROWS: usize = 3;
 /// The demo's lesson, wrapped to the screen's width (at most [`LESSON_ROWS`] lines).
 pub fn lesson_lines(state: &State, width: u16) -> Vec<String> {
     state.demo.as_ref().map_or_else(Vec::new, |demo| {
-        text::wrap(&text::clean(&demo.lesson), width as usize, LESSON_ROWS)
+        // A number and its unit stay on one line ("~600 ms", not "~600" then "ms").
+        let lesson = text::clean(&demo.lesson).replace(" ms", "\u{a0}ms");
+        let mut lines = text::wrap(&lesson, width as usize, LESSON_ROWS);
+        for line in &mut lines {
+            *line = line.replace('\u{a0}', " ");
+        }
+        lines
     })
 }
 
@@ -118,8 +124,8 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
     header::render_footer(state, theme, l.footer, buf);
     match state.ui.overlay {
         Overlay::None => {}
-        Overlay::Legend => popup::render_legend(theme, area, buf),
-        Overlay::Detail => popup::render_detail(state, theme, area, buf),
+        Overlay::Legend => popup::render_legend(theme, area, state.ui.popup_scroll, buf),
+        Overlay::Detail => popup::render_detail(state, theme, area, state.ui.popup_scroll, buf),
     }
 }
 

@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{boxed, waterfall};
-use crate::app::State;
+use crate::app::{Overlay, State};
 
 /// A finding kind in plain words: what happened and why it matters.
 pub fn meaning(kind: FindingKind) -> &'static str {
@@ -57,10 +57,71 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     )
 }
 
-/// Draw the legend.
-pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
-    let rect = centered(area, 100, 40);
+/// A popup box as wide as `width` and as tall as its `lines` need (within the screen, one row
+/// of the screen left above and below when it can be), centred.
+fn fitted(area: Rect, width: u16, lines: &[Line<'_>]) -> Rect {
+    let w = width.min(area.width);
+    let rows = wrapped(lines.to_vec(), w.saturating_sub(2)).area.height;
+    let room = if area.height > 12 {
+        area.height - 2
+    } else {
+        area.height
+    };
+    centered(area, w, rows.saturating_add(2).min(room))
+}
+
+/// The inside of a box drawn by [`boxed`].
+fn inside(rect: Rect) -> Rect {
+    use ratatui::widgets::{Block, Borders};
+    Block::default().borders(Borders::ALL).inner(rect)
+}
+
+/// Draw the legend, scrolled down `scroll` rows.
+pub fn render_legend(theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
+    let lines = legend_lines(theme, LEGEND_WIDTH.min(area.width).saturating_sub(2));
+    let rect = fitted(area, LEGEND_WIDTH, &lines);
     let inner = boxed(buf, rect, "legend  (Esc closes)", theme);
+    scrolled(buf, rect, inner, lines, scroll, theme);
+}
+
+/// The detail popup's widest box.
+const DETAIL_WIDTH: u16 = 90;
+
+/// The legend's widest box.
+const LEGEND_WIDTH: u16 = 100;
+
+/// `head` then `text` word-wrapped to `width`, its continuation lines indented under the text's
+/// start (a hanging indent), so a wrapped explanation does not run back under its label.
+fn hanging(
+    head: TextSpan<'static>,
+    text: &str,
+    style: ratatui::style::Style,
+    width: u16,
+) -> Vec<Line<'static>> {
+    let indent = head.width();
+    let room = (width as usize).saturating_sub(indent);
+    if room < 20 {
+        return vec![Line::from(vec![
+            head,
+            TextSpan::styled(text.to_owned(), style),
+        ])];
+    }
+    super::text::wrap(text, room, usize::MAX)
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let lead = if i == 0 {
+                head.clone()
+            } else {
+                TextSpan::raw(" ".repeat(indent))
+            };
+            Line::from(vec![lead, TextSpan::styled(part, style)])
+        })
+        .collect()
+}
+
+/// The legend's text, for a box `width` cells wide inside.
+fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     let glyph = |g: &'static str, style, text: &'static str| {
         Line::from(vec![
             TextSpan::styled(format!(" {g:<3}"), style),
@@ -106,46 +167,122 @@ pub fn render_legend(theme: Theme, area: Rect, buf: &mut Buffer) {
     ];
     for kind in FindingKind::ALL {
         let sev = kind.severity();
-        lines.push(Line::from(vec![
-            TextSpan::styled(
-                format!(" {} {:<18}", severity_glyph(sev), kind.as_str()),
-                theme.severity(sev),
-            ),
-            TextSpan::raw(meaning(kind)),
-        ]));
+        let head = TextSpan::styled(
+            format!(" {} {:<18}", severity_glyph(sev), kind.as_str()),
+            theme.severity(sev),
+        );
+        lines.extend(hanging(head, meaning(kind), theme.text(), width));
     }
     lines.push(Line::styled("Keys", theme.title()));
-    lines.push(Line::raw(
-        " ↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
-    ));
-    lines.push(Line::raw(" f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit"));
-    lines.push(Line::raw(
-        " mouse: a click selects a row (a second click opens it), the wheel scrolls",
-    ));
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .render(inner, buf);
+    for keys in [
+        "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
+        "f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit",
+        "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
+        "mouse: a click selects a row (a second click opens it), the wheel scrolls",
+        "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
+        "budget-top demo: 1-7 scenario · [ ] pick a service · +/- its latency · w next workshop step",
+    ] {
+        lines.extend(hanging(TextSpan::raw(" "), keys, theme.text(), width));
+    }
+    lines
 }
 
-/// Draw the detail of the selected waterfall row.
-pub fn render_detail(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let Some(chain) = state.selected_chain() else {
-        return;
+/// How far the open popup can scroll on a screen of size `area` (0 when it all fits).
+pub fn max_scroll(state: &State, area: Rect) -> u16 {
+    let theme = Theme {
+        color: state.ui.color,
     };
-    let Some(row) = chain.rows.get(state.ui.span_row) else {
-        return;
-    };
-    let span = &row.span;
-    let rect = centered(area, 90, 34);
-    let inner = boxed(
-        buf,
-        rect,
-        &format!(
-            "{} {}  (Esc closes)",
-            clean(&span.service),
-            clean(&span.name)
+    let (width, lines) = match state.ui.overlay {
+        Overlay::None => return 0,
+        Overlay::Legend => (
+            LEGEND_WIDTH,
+            legend_lines(theme, LEGEND_WIDTH.min(area.width).saturating_sub(2)),
         ),
-        theme,
+        Overlay::Detail => match detail(state, theme, area.width) {
+            Some((_, lines)) => (DETAIL_WIDTH, lines),
+            None => return 0,
+        },
+    };
+    let rect = fitted(area, width, &lines);
+    let inner = inside(rect);
+    let rows = wrapped(lines, inner.width).area.height;
+    rows.saturating_sub(inner.height)
+}
+
+/// `lines` word-wrapped to `width` into a buffer just tall enough for them.
+fn wrapped(lines: Vec<Line<'_>>, width: u16) -> Buffer {
+    if width == 0 {
+        return Buffer::empty(Rect::default());
+    }
+    // Word wrapping never takes more than twice the rows of the text cut at the width.
+    let bound: usize = lines
+        .iter()
+        .map(|l| 2 * (l.width() / width as usize) + 1)
+        .sum();
+    let tall = Rect::new(0, 0, width, bound.clamp(1, 4000) as u16);
+    let mut scratch = Buffer::empty(tall);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(tall, &mut scratch);
+    let used = (0..tall.height)
+        .rev()
+        .find(|y| (0..width).any(|x| scratch[(x, *y)].symbol() != " "))
+        .map_or(0, |y| y + 1);
+    scratch.resize(Rect::new(0, 0, width, used));
+    scratch
+}
+
+/// Draw `lines` into `inner` (the inside of the box `rect`) from row `scroll` on, with a hint on
+/// the box's bottom edge when there is more above or below.
+fn scrolled(
+    buf: &mut Buffer,
+    rect: Rect,
+    inner: Rect,
+    lines: Vec<Line<'_>>,
+    scroll: u16,
+    theme: Theme,
+) {
+    let text = wrapped(lines, inner.width);
+    let rows = text.area.height;
+    let scroll = scroll.min(rows.saturating_sub(inner.height));
+    for y in 0..inner.height.min(rows - scroll) {
+        for x in 0..inner.width {
+            buf[(inner.x + x, inner.y + y)] = text[(x, scroll + y)].clone();
+        }
+    }
+    let (above, below) = (scroll > 0, scroll + inner.height < rows);
+    let hint = match (above, below) {
+        (false, false) => return,
+        (false, true) => " ↓ more: ↓ PgDn ",
+        (true, true) => " ↑↓ more: ↑ ↓ PgUp PgDn ",
+        (true, false) => " ↑ more: ↑ PgUp ",
+    };
+    let width = super::unicode_width(hint) as u16;
+    if rect.height >= 2 && rect.width > width + 2 {
+        let x = rect.x + rect.width - width - 2;
+        super::put(buf, x, rect.y + rect.height - 1, hint, width, theme.title());
+    }
+}
+
+/// Draw the detail of the selected waterfall row, scrolled down `scroll` rows.
+pub fn render_detail(state: &State, theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
+    let Some((title, lines)) = detail(state, theme, area.width) else {
+        return;
+    };
+    let rect = fitted(area, DETAIL_WIDTH, &lines);
+    let inner = boxed(buf, rect, &title, theme);
+    scrolled(buf, rect, inner, lines, scroll, theme);
+}
+
+/// The detail popup's title and text, for the selected waterfall row.
+fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'static>>)> {
+    let chain = state.selected_chain()?;
+    let row = chain.rows.get(state.ui.span_row)?;
+    let span = &row.span;
+    let title = format!(
+        "{} {}  (Esc closes)",
+        clean(&span.service),
+        clean(&span.name)
     );
     let mut lines = Vec::new();
     let kv = |k: &str, v: String| {
@@ -198,11 +335,14 @@ pub fn render_detail(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
             ),
             TextSpan::raw(clean(&f.message).into_owned()),
         ]));
-        lines.push(Line::styled(format!("  {}", meaning(f.kind)), theme.dim()));
+        lines.extend(hanging(
+            TextSpan::raw("  "),
+            meaning(f.kind),
+            theme.dim(),
+            DETAIL_WIDTH.min(width).saturating_sub(2),
+        ));
     }
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .render(inner, buf);
+    Some((title, lines))
 }
 
 /// The span's budget facts that are present, under the contract's attribute names.

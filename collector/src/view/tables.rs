@@ -114,7 +114,8 @@ impl Table<'_> {
 
 fn first_width(area: Rect, heads: &[(&str, u16)]) -> u16 {
     let rest: u16 = heads.iter().map(|(_, w)| *w).sum();
-    area.width.saturating_sub(rest + 3).max(10)
+    // Wider than this, the figures drift far from the name they belong to.
+    area.width.saturating_sub(rest + 3).clamp(10, 48)
 }
 
 /// Draw the edges view.
@@ -209,11 +210,14 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             theme.dim(),
         );
     }
-    let note = if wide {
-        "RESETS forwarded more than remained · DROPS forwarded none · EXPIRED work after the deadline or after the caller gave up · p50/p99 of the budget received"
-    } else {
-        "RESET fwd > left · DROP fwd none · EXPD work for nobody · p50/p99 budget received"
-    };
+    let note = fitting_note(
+        area.width,
+        &[
+            "RESETS forwarded more than remained · DROPS forwarded none · EXPIRED work after the deadline or after the caller gave up · p50/p99 of the budget received",
+            "RESET fwd > left · DROP fwd none · EXPD work for nobody · p50/p99 budget received",
+            "RESET fwd>left · DROP none · EXPD work for nobody · p50/p99 budget received",
+        ],
+    );
     put(
         buf,
         area.x + 1,
@@ -299,11 +303,13 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
         }
         t.cells(buf, area, y, &clean(name), &cells, row_style);
     }
-    let note = if wide {
-        "λ arrivals/s and W mean time in service over the last 10 s; L = λ×W requests in flight (Little's law); DEAD WORK = share of work for callers who had given up"
-    } else {
-        "L = λ×W (Little's law), last 10 s · DEAD = work for callers who gave up"
-    };
+    let note = fitting_note(
+        area.width,
+        &[
+            "λ arrivals/s and W mean time in service over the last 10 s; L = λ×W requests in flight (Little's law); DEAD WORK = share of work for callers who had given up",
+            "L = λ×W (Little's law), last 10 s · DEAD = work for callers who gave up",
+        ],
+    );
     put(
         buf,
         area.x + 1,
@@ -312,4 +318,16 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
         area.width.saturating_sub(1),
         theme.dim(),
     );
+}
+
+/// The longest of `notes` (longest first) that fits a table's bottom line of `width`, else the
+/// last one.
+fn fitting_note(width: u16, notes: &[&'static str]) -> &'static str {
+    let room = width.saturating_sub(1) as usize;
+    notes
+        .iter()
+        .find(|n| super::unicode_width(n) <= room)
+        .or(notes.last())
+        .copied()
+        .unwrap_or("")
 }

@@ -59,6 +59,15 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// `n` and a noun, plural unless one: `1 hop`, `3 findings`.
+pub fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", count(n))
+    }
+}
+
 /// A rate with one decimal when small: `0.4`, `12.5`, `1,234`.
 pub fn rate(v: f64) -> String {
     if v < 100.0 {
@@ -66,6 +75,27 @@ pub fn rate(v: f64) -> String {
     } else {
         count(v.round() as u64)
     }
+}
+
+/// `s` cut to `width` cells, its last cell a `…` when it did not fit.
+pub fn fit(s: &str, width: usize) -> Cow<'_, str> {
+    if super::unicode_width(s) <= width {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = super::unicode_width(c.encode_utf8(&mut [0; 4]));
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    if width > 0 {
+        out.push('…');
+    }
+    Cow::Owned(out)
 }
 
 /// Word-wrap `s` into lines of at most `width` cells, at most `max_lines` of them: a word longer
@@ -78,7 +108,8 @@ pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     }
     let (mut line, mut used) = (String::new(), 0usize);
     let mut overflow = false;
-    'words: for word in s.split_whitespace() {
+    // Breaks only at ASCII spaces: a no-break space (U+00A0) keeps its neighbours together.
+    'words: for word in s.split_ascii_whitespace() {
         let w = super::unicode_width(word);
         let gap = usize::from(used > 0);
         if used + gap + w <= width {
@@ -160,7 +191,18 @@ mod tests {
         assert_eq!(ms(12_500), "12.5s");
         assert_eq!(ms(200_000), "3m20s");
         assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(counted(1, "hop"), "1 hop");
+        assert_eq!(counted(0, "finding"), "0 findings");
+        assert_eq!(counted(1200, "finding"), "1,200 findings");
         assert_eq!(clock(1_764_430_925_120_000_000), "15:42:05.120");
+    }
+
+    #[test]
+    fn fit_marks_a_cut_with_an_ellipsis() {
+        assert_eq!(fit("orders GET /orders", 18), "orders GET /orders");
+        assert_eq!(fit("orders GET /orders", 10), "orders GE…");
+        assert_eq!(fit("→ café", 4), "→ c…");
+        assert_eq!(fit("abc", 0), "");
     }
 
     #[test]
@@ -172,6 +214,7 @@ mod tests {
         assert_eq!(wrap("a b c d e f g h", 3, 2), ["a b", "c…"]);
         assert_eq!(wrap("aaaa bbbb cccc", 4, 2), ["aaaa", "bbb…"]);
         assert_eq!(wrap("→ café ✖ ok", 6, 3), ["→ café", "✖ ok"]);
+        assert_eq!(wrap("after 600\u{a0}ms", 9, 3), ["after", "600\u{a0}ms"]);
         for line in wrap(&"word ".repeat(100), 30, 3) {
             assert!(super::super::unicode_width(&line) <= 30, "{line}");
         }

@@ -128,16 +128,20 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
 
     // Title line.
     let y = area.y;
-    let title = format!(
-        "─ {} {}  budget {}  used {}  {} hops  {} findings  trace {} ",
+    let mut title = format!(
+        "─ {} {}  budget {}  used {}  {}  {} ",
         clean(&s.root_service),
         clean(&s.root_name),
         s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into()),
         ms(s.duration_ms),
-        s.hops,
-        chain.findings.len(),
-        chain.trace_id,
+        super::text::counted(s.hops as u64, "hop"),
+        super::text::counted(chain.findings.len() as u64, "finding"),
     );
+    // The trace id only whole (to copy it into a trace search), when it fits.
+    let trace = format!(" trace {} ", chain.trace_id);
+    if super::unicode_width(&title) + trace.len() < area.width as usize {
+        title.push_str(&trace);
+    }
     for x in area.x..area.x + area.width {
         put(buf, x, y, "─", 1, theme.dim());
     }
@@ -265,12 +269,13 @@ fn draw_row(
     } else {
         theme.title()
     };
+    let label_w = g.label_w.saturating_sub(3);
     put(
         buf,
         area.x + 2,
         y,
-        &label,
-        g.label_w.saturating_sub(3),
+        &super::text::fit(&label, label_w as usize),
+        label_w,
         label_style.patch(bg(row_style)),
     );
 
@@ -496,7 +501,10 @@ fn draw_explanation(
             buf,
             area.x + 1,
             area.y,
-            &format!(" {total} findings in this chain "),
+            &format!(
+                " {} in this chain ",
+                super::text::counted(total as u64, "finding")
+            ),
             area.width,
             theme.title(),
         );

@@ -53,3 +53,23 @@ fn a_port_in_use_is_a_one_line_error_naming_the_flag() {
         out.stderr
     );
 }
+
+#[test]
+fn a_non_loopback_address_is_refused_without_allow_remote() {
+    // Nothing is bound: the address is refused before any socket opens, for every command.
+    for command in [
+        vec!["check", "--grpc", "0.0.0.0:0", "--for", "1s"],
+        vec!["record", "--output", "/dev/null", "--http", "0.0.0.0:0"],
+    ] {
+        let out = run(&command);
+        assert_eq!(out.code, Some(2), "{command:?}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("0.0.0.0:0")
+                && out.stderr.contains("not a loopback address")
+                && out.stderr.contains("--allow-remote"),
+            "{}",
+            out.stderr
+        );
+    }
+}

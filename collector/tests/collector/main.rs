@@ -5,6 +5,7 @@ mod check_file;
 mod check_listen;
 mod collector_file;
 mod e2e_otlp;
+mod export;
 mod ingest_hostile;
 mod instrumenting_guide;
 mod loadbalancing;

@@ -127,6 +127,24 @@ fn export_and_check(modules: &Path, transport: &str) {
     assert!((1..=600).contains(&wasted), "{orphan}");
 }
 
+/// Runs a Node.js script of tests/node that checks itself (node:assert).
+#[track_caller]
+fn run_script(modules: &Path, script: &str) {
+    let out = Command::new("node")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+        .env("NODE_PATH", modules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Also runs tests/node/carriers.js: the guide's `readBudget` against the contract's carriers
+/// (grpc-timeout units, invalid values, which carrier wins), which the chain does not exercise.
 #[test]
 fn node_sdk_chain_over_grpc_http_protobuf_and_http_json_is_classified() {
     if !node_installed() {
@@ -139,4 +157,5 @@ fn node_sdk_chain_over_grpc_http_protobuf_and_http_json_is_classified() {
     for transport in ["grpc", "http-proto", "http-json"] {
         export_and_check(&modules, transport);
     }
+    run_script(&modules, "tests/node/carriers.js");
 }

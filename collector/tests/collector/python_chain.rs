@@ -81,4 +81,19 @@ fn python_sdk_http_chain_over_grpc_and_http_is_classified() {
     let venv_python = venv(&python);
     export_and_check(&venv_python, "grpc");
     export_and_check(&venv_python, "http");
+
+    // The guide's read_budget against the contract's carriers (grpc-timeout units, invalid
+    // values, which carrier wins), which the chain does not exercise.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python");
+    let out = Command::new(&venv_python)
+        .arg(dir.join("carriers.py"))
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "carriers.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
