@@ -1,41 +1,140 @@
-//! OTLP/gRPC: the generated `TraceService`, gzip accepted, throttled with RESOURCE_EXHAUSTED.
+//! OTLP/gRPC: `TraceService/Export`, gzip accepted, throttled with RESOURCE_EXHAUSTED.
+//!
+//! The request message is taken as bytes (a pass-through codec) and read in place by
+//! [`decode::decode_protobuf`](super::decode::decode_protobuf): building prost's request tree
+//! (a `String` per attribute key and value) cost more than everything else ingest does.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
+use bytes::{Buf as _, Bytes};
 use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    ExportTracePartialSuccess, ExportTraceServiceResponse,
 };
+use prost::Message as _;
 use tokio_util::sync::CancellationToken;
-use tonic::codec::CompressionEncoding;
+use tonic::codec::{
+    Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
+};
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt as _};
 
 use super::{Admission, RETRY_AFTER, Shared};
 
+/// The gRPC service name of OTLP trace export.
+const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+/// Its one method.
+const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// `TraceService` as a tower service (what tonic's generated server is, with our codec).
+#[derive(Clone, Debug)]
+struct TraceService {
+    shared: Arc<Shared>,
+    max_body: usize,
+}
+
+impl tonic::server::NamedService for TraceService {
+    const NAME: &'static str = SERVICE;
+}
+
+impl<B> tower::Service<http::Request<B>> for TraceService
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.uri().path() != EXPORT {
+            return Box::pin(async {
+                Ok(Status::unimplemented("only TraceService/Export is served").into_http())
+            });
+        }
+        let export = Export {
+            shared: self.shared.clone(),
+        };
+        let max_body = self.max_body;
+        Box::pin(async move {
+            let mut gzip = EnabledCompressionEncodings::default();
+            gzip.enable(CompressionEncoding::Gzip);
+            let mut grpc = tonic::server::Grpc::new(BytesCodec)
+                .apply_compression_config(gzip, gzip)
+                .apply_max_message_size_config(Some(max_body), None);
+            Ok(grpc.unary(export, request).await)
+        })
+    }
+}
+
+/// The `Export` method: the request's protobuf bytes in, the OTLP response out.
 #[derive(Debug)]
-struct Receiver {
+struct Export {
     shared: Arc<Shared>,
 }
 
-#[tonic::async_trait]
-impl TraceService for Receiver {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        match self.shared.admit(request.into_inner()) {
-            Admission::Accepted { rejected, message } => {
+impl tonic::server::UnaryService<Bytes> for Export {
+    type Response = ExportTraceServiceResponse;
+    type Future = std::future::Ready<Result<Response<ExportTraceServiceResponse>, Status>>;
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        std::future::ready(match self.shared.admit_protobuf(request.get_ref()) {
+            Ok(Admission::Accepted { rejected, message }) => {
                 Ok(Response::new(response(rejected, message)))
             }
-            Admission::Throttled => Err(Status::with_error_details(
+            Ok(Admission::Throttled) => Err(Status::with_error_details(
                 Code::ResourceExhausted,
                 "budget-top is behind: retry later",
                 ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
             )),
-        }
+            Err(message) => {
+                self.shared.reject_request();
+                Err(Status::invalid_argument(message))
+            }
+        })
+    }
+}
+
+/// Requests as bytes, responses encoded by prost.
+#[derive(Clone, Copy, Debug, Default)]
+struct BytesCodec;
+
+impl Codec for BytesCodec {
+    type Encode = ExportTraceServiceResponse;
+    type Decode = Bytes;
+    type Encoder = BytesCodec;
+    type Decoder = BytesCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        BytesCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesCodec
+    }
+}
+
+impl Encoder for BytesCodec {
+    type Item = ExportTraceServiceResponse;
+    type Error = Status;
+
+    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("cannot encode the response: {e}")))
+    }
+}
+
+impl Decoder for BytesCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 
@@ -55,10 +154,7 @@ pub(super) fn spawn(
     timeout: std::time::Duration,
     token: CancellationToken,
 ) {
-    let service = TraceServiceServer::new(Receiver { shared })
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max_body);
+    let service = TraceService { shared, max_body };
     tokio::spawn(async move {
         // Accept errors are retried inside the listener, so the stream never ends the server.
         let incoming = futures::stream::unfold(listener, |mut listener| async move {

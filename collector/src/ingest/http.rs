@@ -165,17 +165,17 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
             );
         }
     };
-    let request = match encoding {
-        Encoding::Protobuf => ExportTraceServiceRequest::decode(body.as_ref())
-            .map_err(|e| format!("invalid protobuf ExportTraceServiceRequest: {e}")),
+    let admission = match encoding {
+        Encoding::Protobuf => shared.admit_protobuf(&body),
         Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&body)
+            .map(|request| shared.admit(request))
             .map_err(|e| format!("invalid OTLP/JSON ExportTraceServiceRequest: {e}")),
     };
-    let request = match request {
-        Ok(request) => request,
+    let admission = match admission {
+        Ok(admission) => admission,
         Err(message) => return fail(StatusCode::BAD_REQUEST, message),
     };
-    match shared.admit(request) {
+    match admission {
         Admission::Accepted { rejected, message } => {
             let response = super::grpc::response(rejected, message);
             match encoding {

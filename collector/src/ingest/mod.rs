@@ -264,18 +264,44 @@ impl Shared {
     fn admit(&self, mut request: ExportTraceServiceRequest) -> Admission {
         let total = decode::count_spans(&request);
         let keep_attributes = self.keep_attributes && !self.keep_raw;
-        let decoded = {
-            let mut interner = match self.interner.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            decode::decode_request(&mut request, &mut interner, keep_attributes)
-        };
+        let decoded = decode::decode_request(&mut request, &mut self.interner(), keep_attributes);
+        self.offer(decoded, self.keep_raw.then_some(request), total)
+    }
+
+    /// The same for a protobuf body, read in place (the hot path: no request tree is built
+    /// unless `record` wants the request itself).
+    /// The error is a message for the client.
+    fn admit_protobuf(&self, body: &[u8]) -> Result<Admission, String> {
+        if self.keep_raw {
+            use prost::Message as _;
+            return ExportTraceServiceRequest::decode(body)
+                .map(|request| self.admit(request))
+                .map_err(|e| format!("invalid protobuf ExportTraceServiceRequest: {e}"));
+        }
+        let decoded = decode::decode_protobuf(body, &mut self.interner(), self.keep_attributes)
+            .map_err(|e| e.to_string())?;
+        let total = decoded.total();
+        Ok(self.offer(decoded, None, total))
+    }
+
+    fn interner(&self) -> std::sync::MutexGuard<'_, decode::Interner> {
+        match self.interner.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn offer(
+        &self,
+        decoded: decode::Decoded,
+        raw: Option<ExportTraceServiceRequest>,
+        total: u64,
+    ) -> Admission {
         let accepted = decoded.spans.len() as u64;
         let batch = Batch {
             spans: decoded.spans,
             attributes: decoded.attributes,
-            raw: self.keep_raw.then_some(request),
+            raw,
         };
         // Full or closed: either way the store cannot take it now.
         if (accepted > 0 || batch.raw.is_some()) && self.tx.try_send(batch).is_err() {
