@@ -353,6 +353,48 @@ fn sigterm_restores_the_terminal() {
     );
 }
 
+/// A panic while the screen owns the terminal: the panic hook (the same `term` module, in the
+/// `panic_screen` example that `cargo test` builds) leaves the alternate screen and raw mode
+/// before the message is printed, so the shell gets a usable terminal and the message is read.
+#[test]
+fn a_panic_restores_the_terminal_and_its_message_is_readable() {
+    if no_tmux() {
+        return;
+    }
+    let example = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples/panic_screen");
+    assert!(
+        example.exists(),
+        "{} is missing: `cargo test -p budget-top` builds it (or `cargo build -p budget-top --example panic_screen`)",
+        example.display()
+    );
+    let cmd = format!(
+        "{bin}; echo SCREEN-EXITED $?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon' | sed 's/^/MODE:/'; sleep 60",
+        bin = example.display(),
+    );
+    let session = Session::start("panic", 100, 30, &cmd);
+    session.wait_for("SCREEN-UP");
+    session.keys("x");
+    let pane = session.wait_for("MODE:");
+    assert!(pane.contains("SCREEN-EXITED 101"), "{pane}");
+    assert!(
+        pane.contains("MODE:icanon"),
+        "raw mode is off again: {pane}"
+    );
+    assert!(
+        pane.contains("a deliberate panic while the screen owns the terminal"),
+        "the panic message is on the restored terminal: {pane}"
+    );
+    assert!(
+        !pane.contains("SCREEN-UP"),
+        "the alternate screen is gone: {pane}"
+    );
+}
+
 /// `budget-top replay FILE` plays a recording into the same screen.
 #[test]
 fn replay_plays_a_recording_into_the_screen() {
