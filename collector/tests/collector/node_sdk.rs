@@ -6,9 +6,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
-use crate::support::{finding_names, listen};
+use crate::support::{assert_guide_chain_classified, listen};
 
 /// Pinned: versions that exist on npm (`npm view PKG version`). The 2.x SDK line and its
 /// 0.223 exporters: the newest (3.x / 0.30x) need Node >= 22.15, and CI has Node 20.
@@ -81,50 +80,7 @@ fn export_and_check(modules: &Path, transport: &str) {
         .env("NODE_PATH", modules)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "the Node.js chain failed ({transport}):\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let statuses: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        statuses,
-        serde_json::json!({"checkout": 200, "report": 200, "search": 504, "refused": 504, "expired": 504}),
-        "what the chain's callers saw ({transport})"
-    );
-
-    let finished = check.wait(Duration::from_secs(60));
-    assert_eq!(finished.code, Some(1), "{finished:?}");
-    let report = finished.json();
-    let expected: Vec<(String, String, String)> = [
-        ("budget_reset", "node-reports", "GET inventory"),
-        ("orphaned_work", "node-search", "GET /search"),
-        ("shed_expired", "node-orders", "GET /orders"),
-    ]
-    .iter()
-    .map(|(k, s, n)| (k.to_string(), s.to_string(), n.to_string()))
-    .collect();
-    assert_eq!(finding_names(&report), expected, "{transport}: {report:#}");
-    // 5 chains: checkout 5 spans, report 5, search 3, refused 2 (the refused call's span is
-    // exported, no request is made), expired 1.
-    assert_eq!(report["summary"]["traces"], 5, "{report:#}");
-    assert_eq!(report["summary"]["spans"], 16, "{report:#}");
-    let findings = report["findings"].as_array().unwrap();
-    let reset = findings
-        .iter()
-        .find(|f| f["kind"] == "budget_reset")
-        .unwrap();
-    assert_eq!(reset["forwarded_ms"], 3000, "{reset}");
-    let remaining = reset["remaining_ms"].as_i64().unwrap();
-    assert!((1..=1000).contains(&remaining), "{reset}");
-    let orphan = findings
-        .iter()
-        .find(|f| f["kind"] == "orphaned_work")
-        .unwrap();
-    // node-search works 600 ms; its caller waits 100 ms (less the 10 ms margin, less transit).
-    let wasted = orphan["wasted_ms"].as_i64().unwrap();
-    assert!((1..=600).contains(&wasted), "{orphan}");
+    assert_guide_chain_classified("Node.js", "node", transport, out, check);
 }
 
 /// Runs a Node.js script of tests/node that checks itself (node:assert).

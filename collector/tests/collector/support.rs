@@ -366,3 +366,60 @@ pub fn reset_chain(t: u8) -> ExportTraceServiceRequest {
 pub fn json_line(request: &ExportTraceServiceRequest) -> String {
     serde_json::to_string(request).unwrap()
 }
+
+/// The guide's chain (`tests/python/chain.py`, `tests/node/chain.js`) has run against `check`
+/// over `transport`: its callers saw what the contract says, and the report names exactly the
+/// three mistakes the chain makes, on `{prefix}-reports`, `{prefix}-search` and `{prefix}-orders`.
+#[track_caller]
+pub fn assert_guide_chain_classified(
+    language: &str,
+    prefix: &str,
+    transport: &str,
+    chain: std::process::Output,
+    check: Listening,
+) {
+    assert!(
+        chain.status.success(),
+        "the {language} chain failed ({transport}):\n{}\n{}",
+        String::from_utf8_lossy(&chain.stdout),
+        String::from_utf8_lossy(&chain.stderr)
+    );
+    let statuses: Json = serde_json::from_slice(&chain.stdout).unwrap();
+    assert_eq!(
+        statuses,
+        serde_json::json!({"checkout": 200, "report": 200, "search": 504, "refused": 504, "expired": 504}),
+        "what the chain's callers saw ({transport})"
+    );
+
+    let finished = check.wait(Duration::from_secs(60));
+    assert_eq!(finished.code, Some(1), "{finished:?}");
+    let report = finished.json();
+    let expected: Vec<(String, String, String)> = [
+        ("budget_reset", "reports", "GET inventory"),
+        ("orphaned_work", "search", "GET /search"),
+        ("shed_expired", "orders", "GET /orders"),
+    ]
+    .iter()
+    .map(|(k, s, n)| (k.to_string(), format!("{prefix}-{s}"), n.to_string()))
+    .collect();
+    assert_eq!(finding_names(&report), expected, "{transport}: {report:#}");
+    // 5 chains: checkout 5 spans, report 5, search 3, refused 2 (the refused call's span is
+    // exported, no request is made), expired 1; one trace each: trace context went through.
+    assert_eq!(report["summary"]["traces"], 5, "{report:#}");
+    assert_eq!(report["summary"]["spans"], 16, "{report:#}");
+    let findings = report["findings"].as_array().unwrap();
+    let reset = findings
+        .iter()
+        .find(|f| f["kind"] == "budget_reset")
+        .unwrap();
+    assert_eq!(reset["forwarded_ms"], 3000, "{reset}");
+    let remaining = reset["remaining_ms"].as_i64().unwrap();
+    assert!((1..=1000).contains(&remaining), "{reset}");
+    let orphan = findings
+        .iter()
+        .find(|f| f["kind"] == "orphaned_work")
+        .unwrap();
+    // The search hop works 600 ms; its caller waits 100 ms (less the 10 ms margin, less transit).
+    let wasted = orphan["wasted_ms"].as_i64().unwrap();
+    assert!((1..=600).contains(&wasted), "{orphan}");
+}
