@@ -69,6 +69,35 @@ struct Table<'a> {
 }
 
 impl Table<'_> {
+    /// The body rows that fit under the heading, scrolled so that `selected` shows: each row's
+    /// index and screen line, with its style; the selected row is highlighted and marked `▶`.
+    fn body(
+        &self,
+        buf: &mut Buffer,
+        area: Rect,
+        selected: usize,
+        len: usize,
+        theme: Theme,
+    ) -> Vec<(usize, u16, ratatui::style::Style)> {
+        let body = area.height.saturating_sub(3) as usize;
+        let offset = scroll_offset(selected, len, body);
+        (offset..len.min(offset + body))
+            .map(|i| {
+                let y = area.y + 1 + (i - offset) as u16;
+                let row_style = if i == selected {
+                    theme.selected()
+                } else {
+                    theme.text()
+                };
+                buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
+                if i == selected {
+                    put(buf, area.x, y, "▶", 1, row_style);
+                }
+                (i, y, row_style)
+            })
+            .collect()
+    }
+
     fn head(&self, buf: &mut Buffer, area: Rect, first: &str, theme: Theme) {
         put(buf, area.x + 2, area.y, first, self.first_w, theme.title());
         let mut x = area.x + 2 + self.first_w;
@@ -152,8 +181,6 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     };
     t.head(buf, area, "CALLER → CALLEE", theme);
     let rows = edge_rows(state);
-    let body = area.height.saturating_sub(3) as usize;
-    let offset = scroll_offset(state.ui.table_row, rows.len(), body);
     let err = theme.severity(Severity::Error);
     let flag = |n: u64| {
         (
@@ -161,17 +188,8 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             if n > 0 { err } else { theme.dim() },
         )
     };
-    for (i, e) in rows.iter().enumerate().skip(offset).take(body) {
-        let y = area.y + 1 + (i - offset) as u16;
-        let row_style = if i == state.ui.table_row {
-            theme.selected()
-        } else {
-            theme.text()
-        };
-        buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
-        if i == state.ui.table_row {
-            put(buf, area.x, y, "▶", 1, row_style);
-        }
+    for (i, y, row_style) in t.body(buf, area, state.ui.table_row, rows.len(), theme) {
+        let e = &rows[i];
         let name = format!("{} → {}", clean(&e.caller), clean(&e.callee));
         let n = |k| e.findings.get(k);
         let expired = n(FindingKind::RanAfterExpiry) + n(FindingKind::OrphanedWork);
@@ -261,19 +279,8 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
     };
     t.head(buf, area, "SERVICE", theme);
     let rows = service_rows(state);
-    let body = area.height.saturating_sub(3) as usize;
-    let offset = scroll_offset(state.ui.table_row, rows.len(), body);
-    for (i, (name, s)) in rows.iter().enumerate().skip(offset).take(body) {
-        let y = area.y + 1 + (i - offset) as u16;
-        let row_style = if i == state.ui.table_row {
-            theme.selected()
-        } else {
-            theme.text()
-        };
-        buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
-        if i == state.ui.table_row {
-            put(buf, area.x, y, "▶", 1, row_style);
-        }
+    for (i, y, row_style) in t.body(buf, area, state.ui.table_row, rows.len(), theme) {
+        let (name, s) = &rows[i];
         let (lambda, w, l) = s.littles_law();
         let dead = s.dead_share();
         let dead_style = if dead >= 0.25 {
