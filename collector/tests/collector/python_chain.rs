@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::python_sdk::{python3, venv};
+use crate::python_sdk::venv_python_or_skip;
 use crate::support::{assert_guide_chain_classified, listen};
 
 fn export_and_check(python: &Path, transport: &str) {
@@ -29,13 +29,11 @@ fn export_and_check(python: &Path, transport: &str) {
 
 #[test]
 fn python_sdk_http_chain_over_grpc_and_http_is_classified() {
-    let Some(python) = python3() else {
-        eprintln!(
-            "\n*** SKIPPED python_sdk_http_chain_over_grpc_and_http_is_classified: python3 is not installed ***\n"
-        );
+    let Some(venv_python) =
+        venv_python_or_skip("python_sdk_http_chain_over_grpc_and_http_is_classified")
+    else {
         return;
     };
-    let venv_python = venv(&python);
     export_and_check(&venv_python, "grpc");
     export_and_check(&venv_python, "http");
 

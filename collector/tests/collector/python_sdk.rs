@@ -23,6 +23,16 @@ pub fn python3() -> Option<PathBuf> {
     ok.then(|| PathBuf::from("python3"))
 }
 
+/// The venv's python for `test`, or `None` (said loudly) when the machine has no python3 at
+/// all; a failed pip install fails the test.
+pub fn venv_python_or_skip(test: &str) -> Option<PathBuf> {
+    let Some(python) = python3() else {
+        eprintln!("\n*** SKIPPED {test}: python3 is not installed ***\n");
+        return None;
+    };
+    Some(venv(&python))
+}
+
 /// A venv with the pinned packages; reused while the pins match. Shared by the tests that run
 /// Python (`python_chain` too), one at a time: they run in parallel in this binary.
 pub fn venv(python: &Path) -> PathBuf {
@@ -123,13 +133,11 @@ fn export_and_check(python: &Path, transport: &str) {
 
 #[test]
 fn python_sdk_exporters_over_grpc_and_http_are_classified() {
-    let Some(python) = python3() else {
-        eprintln!(
-            "\n*** SKIPPED python_sdk_exporters_over_grpc_and_http_are_classified: python3 is not installed ***\n"
-        );
+    let Some(venv_python) =
+        venv_python_or_skip("python_sdk_exporters_over_grpc_and_http_are_classified")
+    else {
         return;
     };
-    let venv_python = venv(&python);
     export_and_check(&venv_python, "grpc");
     export_and_check(&venv_python, "http");
 }
