@@ -24,14 +24,14 @@ use std::sync::{Arc, Mutex};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
-use deadline_budget::analysis::{ChainAnalysis, SpanId, TraceId};
+use deadline_budget::analysis::{SpanId, TraceId};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 use ratatui::layout::{Position, Rect};
 use tokio::sync::mpsc;
 
-pub use data::{ListQuery, ScreenData};
+pub use data::{ChainView, ListQuery, ScreenData};
 
 use crate::view;
 
@@ -210,11 +210,11 @@ impl State {
     }
 
     /// The selected chain, if any.
-    pub fn selected_chain(&self) -> Option<Arc<ChainAnalysis>> {
+    pub fn selected_chain(&self) -> Option<ChainView<'_>> {
         self.data
             .visible
             .get(self.ui.selected)
-            .and_then(|id| self.data.analysis(id))
+            .and_then(|id| self.data.chain_view(id))
     }
 
     /// Append the selected chain to `path` as one OTLP/JSON line (what `check --input` and
@@ -350,7 +350,7 @@ impl State {
             // preview does not show half a chain.
             let now = self.now_unix_nano;
             let complete = visible.iter().take(64).position(|id| {
-                self.data.analysis(id).is_some_and(|a| {
+                self.data.chain_view(id).is_some_and(|a| {
                     a.summary.orphans == 0 && a.summary.hops > 0 && !awaits(&a, now)
                 })
             });
@@ -396,13 +396,13 @@ impl State {
         chain
             .findings
             .first()
-            .and_then(|f| chain.rows.iter().position(|r| r.span.span_id == f.span_id))
+            .and_then(|f| chain.rows().position(|(_, s)| s.span_id == f.span_id))
             .unwrap_or(0)
     }
 
     fn selected_span(&self) -> Option<SpanId> {
         let chain = self.selected_chain()?;
-        chain.rows.get(self.ui.span_row).map(|r| r.span.span_id)
+        chain.row(self.ui.span_row).map(|(_, s)| s.span_id)
     }
 
     fn move_by(&mut self, delta: isize) {
@@ -649,7 +649,7 @@ const CALLEE_GRACE_NS: u64 = 5_000_000_000;
 /// Whether the chain still waits for a callee's spans: a call that was sent (not refused) has no
 /// hop under it yet, and the chain ended only moments ago. The chain list's preview skips such
 /// chains, so it does not say "no findings" of a chain whose slow, late hop has not arrived.
-fn awaits(chain: &ChainAnalysis, now_unix_nano: u64) -> bool {
+fn awaits(chain: &ChainView<'_>, now_unix_nano: u64) -> bool {
     let ended = chain
         .summary
         .start_unix_nano
@@ -658,18 +658,18 @@ fn awaits(chain: &ChainAnalysis, now_unix_nano: u64) -> bool {
         return false;
     }
     let mut answered = vec![false; chain.rows.len()];
-    for row in &chain.rows {
-        if row.span.kind.is_hop()
+    for (row, span) in chain.rows() {
+        if span.kind.is_hop()
             && let Some(parent) = row.parent_row
             && let Some(slot) = answered.get_mut(parent as usize)
         {
             *slot = true;
         }
     }
-    chain.rows.iter().zip(answered).any(|(row, answered)| {
-        row.span.kind.is_call()
+    chain.rows().zip(answered).any(|((_, span), answered)| {
+        span.kind.is_call()
             && !answered
-            && row.span.budget.outcome != Some(deadline_budget::analysis::Outcome::Refused)
+            && span.budget.outcome != Some(deadline_budget::analysis::Outcome::Refused)
     })
 }
 

@@ -39,7 +39,7 @@ pub fn chain_request<'a>(
         by_service
             .entry(s.service.clone())
             .or_default()
-            .push(otlp_span(s, attributes));
+            .push(otlp_span(&s, attributes));
     }
     ExportTraceServiceRequest {
         resource_spans: by_service

@@ -64,7 +64,9 @@ struct Entry {
 /// The store. See the module documentation.
 #[derive(Debug)]
 pub struct Store {
-    chains: HashMap<TraceId, Entry>,
+    /// Boxed: the map keeps about twice as many slots as chains, and a slot is then 24 bytes
+    /// instead of 144.
+    chains: HashMap<TraceId, Box<Entry>>,
     /// Trace ids by first arrival, oldest first. Chains leave only by eviction, from the front.
     order: VecDeque<TraceId>,
     max_spans: usize,
@@ -120,12 +122,10 @@ impl Store {
     fn insert_span(&mut self, span: Span, attributes: Option<Box<[KeyValue]>>) {
         let trace_id = span.trace_id;
         let span_id = span.span_id;
-        let known = self.chains.get(&trace_id).map(|e| {
-            (
-                e.chain.get(span_id).is_some(),
-                e.chain.len() >= self.max_spans,
-            )
-        });
+        let known = self
+            .chains
+            .get(&trace_id)
+            .map(|e| (e.chain.contains(span_id), e.chain.len() >= self.max_spans));
         match known {
             None => self.add_chain(trace_id),
             // A copy of a span already held replaces it: no room needed.
@@ -164,12 +164,12 @@ impl Store {
         self.order.push_back(trace_id);
         self.chains.insert(
             trace_id,
-            Entry {
+            Box::new(Entry {
                 chain: Chain::new(trace_id),
                 attributes: None,
                 analysis: None,
                 dirty: false,
-            },
+            }),
         );
         self.counters.chains_held += 1;
     }
@@ -237,6 +237,7 @@ impl Store {
                 continue; // evicted since
             };
             entry.dirty = false;
+            entry.chain.shrink_to_fit();
             let fresh = Arc::new(entry.chain.analyse(&self.options));
             let old = entry.analysis.replace(fresh.clone());
             if let Some(old) = old {

@@ -224,7 +224,11 @@ fn check(spans: Vec<Span>) {
         let a = chain.analyse(&options);
         assert_eq!(a.rows.len(), chain.len(), "every span gets exactly one row");
         assert_eq!(a.summary.spans as usize, chain.len());
-        let rows: HashSet<SpanId> = a.rows.iter().map(|r| r.span.span_id).collect();
+        let rows: HashSet<SpanId> = a
+            .rows
+            .iter()
+            .map(|r| chain.span(r.span as usize).expect("a row names a span of its chain").span_id)
+            .collect();
         assert_eq!(rows.len(), chain.len(), "no span drawn twice");
         for f in &a.findings {
             assert_eq!(f.severity, f.kind.severity());

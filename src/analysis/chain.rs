@@ -12,7 +12,11 @@
 
 use std::collections::HashMap;
 
-use super::model::{Span, SpanId, TraceId};
+use std::sync::Arc;
+
+use super::model::{
+    BudgetFacts, BudgetSource, Outcome, Span, SpanId, SpanKind, SpanStatus, TraceId,
+};
 
 /// What [`Chain::insert`] did with a span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,11 +50,101 @@ pub enum Link {
 /// and no map to hold per chain (most chains are a few dozen spans). Past it, a map is built.
 const SCAN_LIMIT: usize = 32;
 
-/// The spans of one trace, deduplicated by span id, in arrival order.
+/// The `i64` facts of [`BudgetFacts`], in the order of their bits in [`Packed::present`].
+const FACTS: usize = 12;
+/// [`Packed::present`]: the span names a parent.
+const HAS_PARENT: u16 = 1 << FACTS;
+/// [`Packed::present`]: the span has an `error.type` (kept in [`Chain::error_types`]).
+const HAS_ERROR_TYPE: u16 = 1 << (FACTS + 1);
+const FACT_BITS: u16 = (1 << FACTS) - 1;
+
+fn facts_of(b: &BudgetFacts) -> [Option<i64>; FACTS] {
+    [
+        b.received_ms,
+        b.default_ms,
+        b.queue_wait_ms,
+        b.remaining_at_start_ms,
+        b.remaining_ms,
+        b.forwarded_ms,
+        b.timeout_ms,
+        b.sla_ms,
+        b.attempt,
+        b.deadline_unix_ms,
+        b.http_status,
+        b.rpc_status,
+    ]
+}
+
+fn facts_from(f: [Option<i64>; FACTS], b: &mut BudgetFacts) {
+    let [
+        received_ms,
+        default_ms,
+        queue_wait_ms,
+        remaining_at_start_ms,
+        remaining_ms,
+        forwarded_ms,
+        timeout_ms,
+        sla_ms,
+        attempt,
+        deadline_unix_ms,
+        http_status,
+        rpc_status,
+    ] = f;
+    b.received_ms = received_ms;
+    b.default_ms = default_ms;
+    b.queue_wait_ms = queue_wait_ms;
+    b.remaining_at_start_ms = remaining_at_start_ms;
+    b.remaining_ms = remaining_ms;
+    b.forwarded_ms = forwarded_ms;
+    b.timeout_ms = timeout_ms;
+    b.sla_ms = sla_ms;
+    b.attempt = attempt;
+    b.deadline_unix_ms = deadline_unix_ms;
+    b.http_status = http_status;
+    b.rpc_status = rpc_status;
+}
+
+/// One span as a chain holds it: 80 bytes instead of a [`Span`]'s 304. The trace id is the
+/// chain's; the budget facts that are present sit in the chain's `values`, from `values_at`, one
+/// `i64` per bit set in `present`; an `error.type` sits in the chain's `error_types`.
+#[derive(Clone, Debug)]
+struct Packed {
+    span_id: SpanId,
+    /// Meaningful when `present` has [`HAS_PARENT`].
+    parent: SpanId,
+    service: Arc<str>,
+    name: Arc<str>,
+    start_unix_nano: u64,
+    end_unix_nano: u64,
+    values_at: u32,
+    present: u16,
+    kind: SpanKind,
+    status: SpanStatus,
+    source: Option<BudgetSource>,
+    outcome: Option<Outcome>,
+}
+
+impl Packed {
+    fn parent(&self) -> Option<SpanId> {
+        (self.present & HAS_PARENT != 0).then_some(self.parent)
+    }
+    fn fact_count(&self) -> usize {
+        (self.present & FACT_BITS).count_ones() as usize
+    }
+}
+
+/// The spans of one trace, deduplicated by span id, in arrival order. Spans are held packed
+/// (see [`Chain::insert`]); [`Chain::span`] and [`Chain::spans`] give them back as [`Span`]s.
 #[derive(Clone, Debug)]
 pub struct Chain {
     trace_id: TraceId,
-    spans: Vec<Span>,
+    spans: Vec<Packed>,
+    /// The present budget facts of every span, each span's run at its `values_at`.
+    values: Vec<i64>,
+    /// `values` no span points at any more (left by replaced spans); compacted past half.
+    garbage: u32,
+    /// `error.type` by span position, for the few spans that carry one.
+    error_types: Vec<(u32, Arc<str>)>,
     /// `span_id -> index`, only once the chain holds more than [`SCAN_LIMIT`] spans.
     // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
     #[allow(clippy::box_collection)]
@@ -63,6 +157,9 @@ impl Chain {
         Chain {
             trace_id,
             spans: Vec::new(),
+            values: Vec::new(),
+            garbage: 0,
+            error_types: Vec::new(),
             index: None,
         }
     }
@@ -86,20 +183,86 @@ impl Chain {
 
     /// Add a span. A span id seen before replaces the earlier copy in place (its position in
     /// arrival order is kept); a span of another trace is ignored.
+    ///
+    /// The chain holds the span packed: the trace id once for the whole chain, and only the
+    /// budget facts the span has (a SERVER span has about five of the twelve), so a chain of
+    /// spans costs well under half of the [`Span`]s it was given.
     pub fn insert(&mut self, span: Span) -> Inserted {
         if span.trace_id != self.trace_id {
             return Inserted::OtherTrace;
         }
-        match self.position(span.span_id) {
+        let Span {
+            span_id,
+            parent_span_id,
+            service,
+            name,
+            kind,
+            start_unix_nano,
+            end_unix_nano,
+            status,
+            budget,
+            ..
+        } = span;
+        let facts = facts_of(&budget);
+        let mut present = 0u16;
+        for (bit, f) in facts.iter().enumerate() {
+            if f.is_some() {
+                present |= 1 << bit;
+            }
+        }
+        if parent_span_id.is_some() {
+            present |= HAS_PARENT;
+        }
+        if budget.error_type.is_some() {
+            present |= HAS_ERROR_TYPE;
+        }
+        let mut packed = Packed {
+            span_id,
+            parent: parent_span_id.unwrap_or_default(),
+            service,
+            name,
+            start_unix_nano,
+            end_unix_nano,
+            values_at: 0,
+            present,
+            kind,
+            status,
+            source: budget.source,
+            outcome: budget.outcome,
+        };
+        let count = packed.fact_count();
+        let present_values = facts.into_iter().flatten();
+        match self.position(span_id) {
             Some(i) => {
-                self.spans[i as usize] = span;
+                let old = &self.spans[i as usize];
+                let old_count = old.fact_count();
+                if count <= old_count {
+                    packed.values_at = old.values_at;
+                    let at = old.values_at as usize;
+                    for (slot, v) in self.values[at..at + count].iter_mut().zip(present_values) {
+                        *slot = v;
+                    }
+                    self.garbage += (old_count - count) as u32;
+                } else {
+                    packed.values_at = self.values.len() as u32;
+                    self.values.extend(present_values);
+                    self.garbage += old_count as u32;
+                }
+                self.error_types.retain(|(at, _)| *at != i);
+                if let Some(e) = budget.error_type {
+                    self.error_types.push((i, e));
+                }
+                self.spans[i as usize] = packed;
+                if self.garbage as usize > self.values.len() / 2 {
+                    self.compact_values();
+                }
                 Inserted::Replaced
             }
             None => {
                 let i = self.spans.len() as u32;
                 match &mut self.index {
                     Some(index) => {
-                        index.insert(span.span_id, i);
+                        index.insert(span_id, i);
                     }
                     None if self.spans.len() >= SCAN_LIMIT => {
                         let mut index: HashMap<SpanId, u32> = self
@@ -108,15 +271,44 @@ impl Chain {
                             .enumerate()
                             .map(|(i, s)| (s.span_id, i as u32))
                             .collect();
-                        index.insert(span.span_id, i);
+                        index.insert(span_id, i);
                         self.index = Some(Box::new(index));
                     }
                     None => {}
                 }
-                self.spans.push(span);
+                packed.values_at = self.values.len() as u32;
+                self.values.extend(present_values);
+                if let Some(e) = budget.error_type {
+                    self.error_types.push((i, e));
+                }
+                self.spans.push(packed);
                 Inserted::New
             }
         }
+    }
+
+    /// Rewrites `values` with only the runs spans point at.
+    fn compact_values(&mut self) {
+        let mut values = Vec::with_capacity(self.values.len() - self.garbage as usize);
+        for s in &mut self.spans {
+            let at = s.values_at as usize;
+            let count = s.fact_count();
+            s.values_at = values.len() as u32;
+            values.extend_from_slice(&self.values[at..at + count]);
+        }
+        self.values = values;
+        self.garbage = 0;
+    }
+
+    /// Gives back memory the chain reserved for spans that may join it: a store calls it when a
+    /// chain has not grown for a while.
+    pub fn shrink_to_fit(&mut self) {
+        if self.garbage > 0 {
+            self.compact_values();
+        }
+        self.spans.shrink_to_fit();
+        self.values.shrink_to_fit();
+        self.error_types.shrink_to_fit();
     }
 
     /// How many distinct spans the chain holds.
@@ -129,14 +321,60 @@ impl Chain {
         self.spans.is_empty()
     }
 
+    /// The span at `index` in arrival order (as [`Row::span`](super::Row::span) names it).
+    pub fn span(&self, index: usize) -> Option<Span> {
+        (index < self.spans.len()).then(|| self.unpack(index))
+    }
+
+    fn unpack(&self, index: usize) -> Span {
+        let p = &self.spans[index];
+        let mut budget = BudgetFacts {
+            source: p.source,
+            outcome: p.outcome,
+            ..BudgetFacts::default()
+        };
+        let mut facts = [None; FACTS];
+        let mut values = self.values[p.values_at as usize..].iter();
+        for (bit, f) in facts.iter_mut().enumerate() {
+            if p.present & (1 << bit) != 0 {
+                *f = values.next().copied();
+            }
+        }
+        facts_from(facts, &mut budget);
+        if p.present & HAS_ERROR_TYPE != 0 {
+            budget.error_type = self
+                .error_types
+                .iter()
+                .find(|(at, _)| *at as usize == index)
+                .map(|(_, e)| e.clone());
+        }
+        Span {
+            trace_id: self.trace_id,
+            span_id: p.span_id,
+            parent_span_id: p.parent(),
+            service: p.service.clone(),
+            name: p.name.clone(),
+            kind: p.kind,
+            start_unix_nano: p.start_unix_nano,
+            end_unix_nano: p.end_unix_nano,
+            status: p.status,
+            budget,
+        }
+    }
+
     /// The spans, in arrival order.
-    pub fn spans(&self) -> &[Span] {
-        &self.spans
+    pub fn spans(&self) -> impl ExactSizeIterator<Item = Span> + '_ {
+        (0..self.spans.len()).map(|i| self.unpack(i))
+    }
+
+    /// Whether the chain has a span with this id.
+    pub fn contains(&self, span_id: SpanId) -> bool {
+        self.position(span_id).is_some()
     }
 
     /// The span with this id, if the chain has it.
-    pub fn get(&self, span_id: SpanId) -> Option<&Span> {
-        self.position(span_id).map(|i| &self.spans[i as usize])
+    pub fn get(&self, span_id: SpanId) -> Option<Span> {
+        self.position(span_id).and_then(|i| self.span(i as usize))
     }
 
     /// How many spans name a parent the chain does not hold (yet). Zero means every parent
@@ -146,15 +384,14 @@ impl Chain {
         self.spans
             .iter()
             .filter(|s| {
-                s.parent_span_id
+                s.parent()
                     .is_some_and(|p| p != s.span_id && self.position(p).is_none())
             })
             .count()
     }
 
     pub(crate) fn parent_index(&self, i: usize) -> Option<Result<u32, ()>> {
-        let s = &self.spans[i];
-        let p = s.parent_span_id?;
+        let p = self.spans[i].parent()?;
         Some(self.position(p).ok_or(()))
     }
 }

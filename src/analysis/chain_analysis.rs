@@ -79,22 +79,19 @@ impl KindSet {
     }
 }
 
-/// One line of the waterfall: one span, in depth-first order (children by start time).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One line of the waterfall: one span, in depth-first order (children by start time). The
+/// span itself stays in the chain: `chain.span(row.span as usize)` gives it (the analysis of a
+/// chain is held beside the chain, and sharing the spans keeps a row at 20 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
-    /// The span (a cheap clone: its strings are shared).
-    pub span: Span,
+    /// The span's position in the chain, in arrival order ([`Chain::span`](super::Chain::span)).
+    pub span: u32,
     /// Depth in the tree; roots are 0.
     pub depth: u32,
     /// The row of its parent, when it hangs under one.
     pub parent_row: Option<u32>,
     /// How it hangs (root, child, orphan, cut cycle).
     pub link: Link,
-    /// Start, in ms after the chain's start (negative never happens: the chain starts at the
-    /// earliest span).
-    pub offset_ms: i64,
-    /// Duration in ms.
-    pub duration_ms: i64,
     /// The finding kinds on this span.
     pub findings: KindSet,
 }
@@ -137,6 +134,13 @@ pub struct ChainSummary {
     pub worst: Option<Severity>,
     /// Total ms wasted (`ran_after_expiry` + `orphaned_work`).
     pub wasted_ms: i64,
+}
+
+impl ChainSummary {
+    /// When `span` started, in ms after the chain's start.
+    pub fn offset_ms(&self, span: &Span) -> i64 {
+        (span.start_unix_nano as i128 - self.start_unix_nano as i128).div_euclid(1_000_000) as i64
+    }
 }
 
 /// The analysis of one chain; see [`Chain::analyse`](super::Chain::analyse).

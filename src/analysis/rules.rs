@@ -648,7 +648,8 @@ impl Chain {
     /// Costs O(n log n) in the number of spans; call it again when spans join (a store would
     /// re-analyse chains that changed once per tick, not once per span).
     pub fn analyse(&self, options: &Options) -> ChainAnalysis {
-        let spans = self.spans();
+        let spans: Vec<Span> = self.spans().collect();
+        let spans = &spans[..];
         let n = spans.len();
         let tree = Tree::build(self);
 
@@ -706,7 +707,7 @@ impl Chain {
             wasted_total = wasted_total.saturating_add(wasted);
             if let Some(e) = walk.edge_for(*i as usize) {
                 let sample = &mut walk.edges[e];
-                sample.findings.bump(f.kind);
+                sample.findings.get_or_insert_default().bump(f.kind);
                 sample.wasted_ms = sample.wasted_ms.saturating_add(wasted);
             }
         }
@@ -736,17 +737,13 @@ impl Chain {
             .order
             .iter()
             .map(|&i| {
-                let i = i as usize;
-                let s = &spans[i];
-                let p = tree.parent[i];
+                let p = tree.parent[i as usize];
                 Row {
-                    span: s.clone(),
-                    depth: tree.depth[i],
+                    span: i,
+                    depth: tree.depth[i as usize],
                     parent_row: (p != NONE).then(|| row_of[p as usize]),
-                    link: tree.link[i],
-                    offset_ms: ms(ns(s.start_unix_nano) - ns(chain_start)),
-                    duration_ms: s.duration_ms(),
-                    findings: kinds[i],
+                    link: tree.link[i as usize],
+                    findings: kinds[i as usize],
                 }
             })
             .collect();

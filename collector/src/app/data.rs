@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
-use deadline_budget::analysis::{ChainAnalysis, Distribution, Span, TraceId};
+use deadline_budget::analysis::{Chain, ChainAnalysis, Distribution, Row, Span, TraceId};
 
 /// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
 pub const RATE_WINDOW_SECS: u64 = 10;
@@ -57,6 +57,37 @@ pub struct ListQuery {
     pub search: String,
     /// The order.
     pub sort: SortBy,
+}
+
+/// One chain as the waterfall and the detail popup show it: its latest analysis (derefs to
+/// it), and the chain whose spans its rows name.
+#[derive(Clone, Debug)]
+pub struct ChainView<'a> {
+    analysis: Arc<ChainAnalysis>,
+    chain: &'a Chain,
+}
+
+impl std::ops::Deref for ChainView<'_> {
+    type Target = ChainAnalysis;
+    fn deref(&self) -> &ChainAnalysis {
+        &self.analysis
+    }
+}
+
+impl ChainView<'_> {
+    /// Waterfall row `i` and its span.
+    pub fn row(&self, i: usize) -> Option<(&Row, Span)> {
+        let row = self.analysis.rows.get(i)?;
+        Some((row, self.chain.span(row.span as usize)?))
+    }
+
+    /// Every waterfall row with its span, in order.
+    pub fn rows(&self) -> impl Iterator<Item = (&Row, Span)> + '_ {
+        self.analysis
+            .rows
+            .iter()
+            .filter_map(|row| Some((row, self.chain.span(row.span as usize)?)))
+    }
 }
 
 /// One service over the chains held.
@@ -206,6 +237,14 @@ impl ScreenData {
         self.store.analysis(*id)
     }
 
+    /// One chain's analysis with its spans, for the waterfall.
+    pub fn chain_view(&self, id: &TraceId) -> Option<ChainView<'_>> {
+        Some(ChainView {
+            analysis: self.store.analysis(*id)?,
+            chain: self.store.chain(*id)?,
+        })
+    }
+
     /// Take in a batch from ingest, received at `now`.
     pub fn add_batch(&mut self, batch: Batch, now_unix_nano: u64) {
         self.span_rate.add(now_unix_nano, batch.spans.len() as i64);
@@ -346,7 +385,7 @@ impl ScreenData {
 
     fn matches(&self, id: TraceId, needle: &str) -> bool {
         self.store.chain(id).is_some_and(|c| {
-            c.spans().iter().any(|s| {
+            c.spans().any(|s| {
                 s.service.to_lowercase().contains(needle) || s.name.to_lowercase().contains(needle)
             })
         })
@@ -356,19 +395,22 @@ impl ScreenData {
         let from = now_unix_nano.saturating_sub(RATE_WINDOW_SECS * 1_000_000_000);
         let mut by: HashMap<Arc<str>, ServiceStats> = HashMap::new();
         for entry in self.store.chains() {
-            let Some(a) = self.store.analysis(entry.trace_id) else {
+            let (Some(a), Some(chain)) = (
+                self.store.analysis(entry.trace_id),
+                self.store.chain(entry.trace_id),
+            ) else {
                 continue;
             };
-            for row in a.rows.iter().filter(|r| r.span.kind.is_hop()) {
-                let s = by.entry(row.span.service.clone()).or_default();
+            for span in chain.spans().filter(|s| s.kind.is_hop()) {
+                let s = by.entry(span.service.clone()).or_default();
                 s.hops += 1;
-                s.work_ms += row.duration_ms;
-                if let Some(q) = row.span.budget.queue_wait_ms {
+                s.work_ms += span.duration_ms();
+                if let Some(q) = span.budget.queue_wait_ms {
                     s.queue_wait.add(q);
                 }
-                if row.span.start_unix_nano >= from && row.span.start_unix_nano < now_unix_nano {
+                if span.start_unix_nano >= from && span.start_unix_nano < now_unix_nano {
                     s.recent_hops += 1;
-                    s.recent_ms += row.duration_ms;
+                    s.recent_ms += span.duration_ms();
                 }
             }
             for f in &a.findings {

@@ -277,8 +277,8 @@ pub fn render_detail(state: &State, theme: Theme, area: Rect, scroll: u16, buf: 
 /// The detail popup's title and text, for the selected waterfall row.
 fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'static>>)> {
     let chain = state.selected_chain()?;
-    let row = chain.rows.get(state.ui.span_row)?;
-    let span = &row.span;
+    let (_, span) = chain.row(state.ui.span_row)?;
+    let span = &span;
     let title = format!(
         "{} {}  (Esc closes)",
         clean(&span.service),

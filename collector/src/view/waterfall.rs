@@ -17,7 +17,7 @@ use super::popup::meaning;
 use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{put, put_right, scroll_offset};
-use crate::app::State;
+use crate::app::{ChainView, State};
 
 /// Budget a hop worked to: received, or its own default.
 pub fn hop_budget_ms(span: &Span) -> Option<i64> {
@@ -42,20 +42,24 @@ impl Geometry {
         }
         (at_ms.max(0) as i128 * self.tl_w as i128 / self.horizon_ms as i128) as i64
     }
-    fn ms_of(&self, row: &Row) -> (i64, i64) {
-        (row.offset_ms, row.offset_ms + row.duration_ms.max(0))
-    }
 }
 
-fn geometry(chain: &ChainAnalysis, area: Rect) -> Geometry {
+/// A span's start and end in ms after the chain's start.
+fn ms_of(chain: &ChainAnalysis, span: &Span) -> (i64, i64) {
+    let start = chain.summary.offset_ms(span);
+    (start, start + span.duration_ms().max(0))
+}
+
+fn geometry(chain: &ChainView<'_>, area: Rect) -> Geometry {
     let label_w = (area.width * 30 / 100).clamp(20, 48);
     let nums_w = if area.width >= 120 { 18 } else { 12 };
     let tl_x = area.x + label_w + nums_w + 1;
     let tl_w = area.width.saturating_sub(label_w + nums_w + 2).max(1);
     let dur = chain.summary.duration_ms.max(1);
     let mut far = dur;
-    for r in &chain.rows {
-        let (s, start) = (&r.span, r.offset_ms);
+    for (_, s) in chain.rows() {
+        let s = &s;
+        let start = chain.summary.offset_ms(s);
         if s.kind.is_hop()
             && let Some(b) = hop_budget_ms(s)
         {
@@ -164,25 +168,35 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let panel_h = panel_height(area);
     let body = area.height.saturating_sub(2 + panel_h) as usize;
     let offset = scroll_offset(state.ui.span_row, rows.len(), body);
-    let edge_deadline = rows
-        .iter()
-        .find(|r| r.span.kind.is_hop() && hop_budget_ms(&r.span).is_some())
-        .map(|r| r.offset_ms + hop_budget_ms(&r.span).unwrap_or(0));
-    for (i, row) in rows.iter().enumerate().skip(offset).take(body) {
+    let edge_deadline = chain.rows().find_map(|(_, span)| {
+        let budget = hop_budget_ms(&span).filter(|_| span.kind.is_hop())?;
+        Some(chain.summary.offset_ms(&span) + budget)
+    });
+    for i in offset..rows.len().min(offset + body) {
+        let Some((row, span)) = chain.row(i) else {
+            continue;
+        };
         let y = area.y + 2 + (i - offset) as u16;
         let selected = i == state.ui.span_row;
-        draw_row(row, &g, buf, area, y, selected, edge_deadline, theme);
+        let at = ms_of(&chain, &span);
+        draw_row(
+            row,
+            &span,
+            at,
+            &g,
+            buf,
+            area,
+            y,
+            selected,
+            edge_deadline,
+            theme,
+        );
     }
 
     if panel_h > 0 {
         let panel = Rect::new(area.x, area.y + area.height - panel_h, area.width, panel_h);
-        draw_explanation(
-            &chain,
-            rows.get(state.ui.span_row).map(|r| &r.span),
-            panel,
-            buf,
-            theme,
-        );
+        let selected = chain.row(state.ui.span_row).map(|(_, span)| span);
+        draw_explanation(&chain, selected.as_ref(), panel, buf, theme);
     }
 }
 
@@ -223,6 +237,8 @@ fn nice_step(horizon_ms: i64, width: u16) -> i64 {
 #[allow(clippy::too_many_arguments)]
 fn draw_row(
     row: &Row,
+    span: &Span,
+    (start_ms, end_ms): (i64, i64),
     g: &Geometry,
     buf: &mut Buffer,
     area: Rect,
@@ -231,7 +247,6 @@ fn draw_row(
     edge_deadline: Option<i64>,
     theme: Theme,
 ) {
-    let span = &row.span;
     let row_style = if selected {
         theme.selected()
     } else {
@@ -311,7 +326,7 @@ fn draw_row(
     }
 
     // Timeline.
-    let (s, e) = g.ms_of(row);
+    let (s, e) = (start_ms, end_ms);
     let cells = g.tl_w as i64;
     let fill = |buf: &mut Buffer, from: i64, to: i64, glyph: &str, style: ratatui::style::Style| {
         let a = g.col(from).clamp(0, cells);
