@@ -53,7 +53,7 @@ fn main() {
     let flood = Duration::from_secs(env("FLOOD_SECS", 300));
     let keep_attributes = env("KEEP_ATTRIBUTES", 0u8) == 1;
     eprintln!(
-        "sizes: Span {} B, Row {} B, BudgetFacts {} B",
+        "sizes: Span {} B as decoded (a chain holds it packed), Row {} B, BudgetFacts {} B",
         size_of::<deadline_budget::analysis::Span>(),
         size_of::<deadline_budget::analysis::Row>(),
         size_of::<deadline_budget::analysis::BudgetFacts>()

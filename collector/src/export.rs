@@ -26,14 +26,14 @@ use opentelemetry_proto::tonic::trace::v1::{
 /// The chain as one export request. `attributes` gives a span's raw attributes when the
 /// receiver kept them; otherwise the span's decoded budget facts are written back under the
 /// contract's keys, so the analysis of the file finds what the screen found.
-pub fn chain_request<'a>(
+pub fn chain_request(
     chain: &Chain,
-    attributes: impl Fn(SpanId) -> Option<&'a [KeyValue]>,
+    attributes: impl Fn(SpanId) -> Option<Vec<KeyValue>>,
 ) -> ExportTraceServiceRequest {
     let mut by_service: BTreeMap<Arc<str>, Vec<OtlpSpan>> = BTreeMap::new();
     for s in chain.spans() {
         let attributes = match attributes(s.span_id) {
-            Some(raw) => raw.to_vec(),
+            Some(raw) => raw,
             None => fact_attributes(&s.budget),
         };
         by_service
@@ -64,10 +64,10 @@ pub fn chain_request<'a>(
 }
 
 /// Append the chain to `path` as one OTLP/JSON line (created when missing).
-pub fn write_chain<'a>(
+pub fn write_chain(
     path: &Path,
     chain: &Chain,
-    attributes: impl Fn(SpanId) -> Option<&'a [KeyValue]>,
+    attributes: impl Fn(SpanId) -> Option<Vec<KeyValue>>,
 ) -> anyhow::Result<()> {
     let mut line = serde_json::to_vec(&chain_request(chain, attributes))
         .context("cannot encode the chain as OTLP/JSON")?;

@@ -17,6 +17,7 @@ use deadline_budget::analysis::{
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
 use crate::ingest::Batch;
+use crate::ingest::decode::RawAttributes;
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
@@ -56,7 +57,7 @@ struct Entry {
     /// chain without any: `check` keeps none).
     // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
     #[allow(clippy::box_collection)]
-    attributes: Option<Box<HashMap<SpanId, Box<[KeyValue]>>>>,
+    attributes: Option<Box<HashMap<SpanId, RawAttributes>>>,
     analysis: Option<Arc<ChainAnalysis>>,
     dirty: bool,
 }
@@ -119,7 +120,7 @@ impl Store {
         }
     }
 
-    fn insert_span(&mut self, span: Span, attributes: Option<Box<[KeyValue]>>) {
+    fn insert_span(&mut self, span: Span, attributes: Option<RawAttributes>) {
         let trace_id = span.trace_id;
         let span_id = span.span_id;
         let known = self
@@ -278,14 +279,14 @@ impl Store {
         self.chains.get(&trace_id)?.analysis.clone()
     }
 
-    /// The raw attributes of one span, when ingest kept them.
-    pub fn attributes(&self, trace_id: TraceId, span_id: SpanId) -> Option<&[KeyValue]> {
+    /// The raw attributes of one span, when ingest kept them (decoded now).
+    pub fn attributes(&self, trace_id: TraceId, span_id: SpanId) -> Option<Vec<KeyValue>> {
         self.chains
             .get(&trace_id)?
             .attributes
             .as_ref()?
             .get(&span_id)
-            .map(|a| &a[..])
+            .map(RawAttributes::decode)
     }
 
     /// Caller -> callee aggregates over every analysed chain held, by (caller, callee).

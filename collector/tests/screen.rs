@@ -269,7 +269,7 @@ fn the_detail_popup_scrolls_through_long_attributes() {
     let mut state = empty_state();
     let mut chain = ChainBuilder::new(700, 14_000);
     chain.edge(1, "checkout", "POST /buy", 0, 5, 100);
-    let attributes: Box<[KeyValue]> = (0..40)
+    let attributes: Vec<KeyValue> = (0..40)
         .map(|i| KeyValue {
             key: format!("app.attribute_{i:02}"),
             value: Some(AnyValue {
@@ -281,7 +281,9 @@ fn the_detail_popup_scrolls_through_long_attributes() {
     state.data.add_batch(
         budget_top::ingest::Batch {
             spans: chain.spans,
-            attributes: vec![attributes],
+            attributes: vec![budget_top::ingest::decode::RawAttributes::from_key_values(
+                &attributes,
+            )],
             raw: None,
         },
         NOW_NS,

@@ -3,16 +3,15 @@
 //! agree with it whenever prost reads the bytes.
 #![no_main]
 
-use budget_top::ingest::decode::{Interner, decode_protobuf, decode_request};
+use budget_top::ingest::decode::{Interner, RawAttributes, decode_protobuf, decode_request};
 use libfuzzer_sys::fuzz_target;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::KeyValue;
 use prost::Message as _;
 
-fn wire(attributes: &[Box<[KeyValue]>]) -> Vec<Vec<Vec<u8>>> {
+fn wire(attributes: &[RawAttributes]) -> Vec<Vec<Vec<u8>>> {
     attributes
         .iter()
-        .map(|a| a.iter().map(|kv| kv.encode_to_vec()).collect())
+        .map(|a| a.decode().iter().map(|kv| kv.encode_to_vec()).collect())
         .collect()
 }
 

@@ -20,7 +20,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use deadline_budget::analysis::Span;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::KeyValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -88,7 +87,7 @@ pub struct Batch {
     /// The valid spans of the request.
     pub spans: Vec<Span>,
     /// Raw attributes, same index as `spans`; empty unless `keep_attributes`.
-    pub attributes: Vec<Box<[KeyValue]>>,
+    pub attributes: Vec<decode::RawAttributes>,
     /// The request as received; `None` unless `keep_raw`.
     pub raw: Option<ExportTraceServiceRequest>,
 }

@@ -196,6 +196,7 @@ async fn gzip_json_is_accepted_and_answered_in_json() {
     // The raw attributes travel for the detail view.
     assert!(
         batch.attributes[0]
+            .decode()
             .iter()
             .any(|kv| kv.key == "budget.default_ms")
     );
