@@ -50,6 +50,9 @@ pub enum Link {
 /// and no map to hold per chain (most chains are a few dozen spans). Past it, a map is built.
 const SCAN_LIMIT: usize = 32;
 
+/// Spans a new chain makes room for at once (a request through four services).
+const TYPICAL_SPANS: usize = 8;
+
 /// The `i64` facts of [`BudgetFacts`], in the order of their bits in [`Packed::present`].
 const FACTS: usize = 12;
 /// [`Packed::present`]: the span names a parent.
@@ -260,6 +263,11 @@ impl Chain {
             }
             None => {
                 let i = self.spans.len() as u32;
+                if i == 0 {
+                    // Room for a typical chain at once, instead of a series of doublings.
+                    self.spans.reserve_exact(TYPICAL_SPANS);
+                    self.values.reserve_exact(TYPICAL_SPANS * 6);
+                }
                 match &mut self.index {
                     Some(index) => {
                         index.insert(span_id, i);
@@ -300,15 +308,20 @@ impl Chain {
         self.garbage = 0;
     }
 
-    /// Gives back memory the chain reserved for spans that may join it: a store calls it when a
-    /// chain has not grown for a while.
+    /// Gives back memory the chain reserved for spans that may join it, when more than a
+    /// quarter of a vector is unused: a store calls it after analysing a chain.
     pub fn shrink_to_fit(&mut self) {
+        fn shrink<T>(v: &mut Vec<T>) {
+            if v.capacity() - v.len() > v.len() / 4 {
+                v.shrink_to_fit();
+            }
+        }
         if self.garbage > 0 {
             self.compact_values();
         }
-        self.spans.shrink_to_fit();
-        self.values.shrink_to_fit();
-        self.error_types.shrink_to_fit();
+        shrink(&mut self.spans);
+        shrink(&mut self.values);
+        shrink(&mut self.error_types);
     }
 
     /// How many distinct spans the chain holds.
