@@ -194,6 +194,42 @@ fn the_preview_waits_for_a_late_callee_hop() {
     );
 }
 
+/// A service's own work span often arrives before the request span it hangs under: such a
+/// chain stays out of the list until its root arrives, or for a few seconds at most (its root
+/// may never come), instead of filling the top of the list with rows nobody can read yet.
+#[test]
+fn a_chain_whose_root_has_not_arrived_waits_out_of_the_list() {
+    let mut state = empty_state();
+    let mut complete = ChainBuilder::new(600, 10_000);
+    complete.edge(1, "gateway", "GET /order", 0, 300, 1000);
+    // Two chains whose gateway work span came first; its request span (1) is not here yet.
+    let mut late_root = ChainBuilder::new(601, 12_000);
+    late_root.hop(2, Some(1), "gateway", "gateway work", 5, 100, Some(1000));
+    let mut no_root = ChainBuilder::new(602, 13_000);
+    no_root.hop(2, Some(1), "gateway", "gateway work", 5, 100, Some(1000));
+    state.data.add_spans(complete.spans, NOW_NS);
+    state.data.add_spans(late_root.spans, NOW_NS);
+    state.data.add_spans(no_root.spans, NOW_NS);
+    state.settle();
+    assert_eq!(state.data.visible, vec![tid(600)]);
+    assert_eq!(state.ui.selected_id, Some(tid(600)));
+
+    // One root arrives a second later: that chain is listed at once, newest first.
+    state.now_unix_nano = NOW_NS + 1_000_000_000;
+    let mut root = ChainBuilder::new(601, 12_000);
+    root.edge(1, "gateway", "GET /order", 0, 300, 1000);
+    state.data.add_spans(root.spans, state.now_unix_nano);
+    state.settle();
+    assert_eq!(state.data.visible, vec![tid(601), tid(600)]);
+
+    // The other root never comes: past the grace the chain is listed, and says so.
+    state.now_unix_nano = NOW_NS + 5_000_000_000;
+    assert!(state.settle(), "the list changes with no new span");
+    assert_eq!(state.data.visible, vec![tid(602), tid(601), tid(600)]);
+    let text = screen_text(&draw(&state, 120, 30));
+    assert!(text.contains("root missing"), "{text}");
+}
+
 #[test]
 fn edges_view_names_the_broken_links() {
     let mut state = fixture_state(false);

@@ -171,7 +171,17 @@ struct ListKey {
     duration: i64,
     wasted: i64,
     findings: bool,
+    /// When the list first saw the chain (the screen's clock).
+    first_seen: u64,
+    /// Whether the chain's root has not arrived (a span names a parent it does not hold).
+    rootless: bool,
 }
+
+/// How long a chain whose root has not arrived stays out of the list: a service's own work span
+/// is often exported before the request span it belongs to, and "… assembling" rows at the top
+/// of the list would push the chains a person can read down. Past this, the chain is listed (its
+/// root may never come: an unsampled or uninstrumented caller).
+pub const ROOTLESS_GRACE_NS: u64 = 5_000_000_000;
 
 /// The store and the screen's views of it.
 #[derive(Debug)]
@@ -200,6 +210,8 @@ pub struct ScreenData {
     touched: Vec<TraceId>,
     last_rebuild: Option<Instant>,
     rebuild_cost: Duration,
+    /// The earliest time a chain held back for [`ROOTLESS_GRACE_NS`] is due in the list.
+    next_unhide: Option<u64>,
 }
 
 /// Rebuilding the list costs O(chains held); below this it is done every tick, above it at most
@@ -224,6 +236,7 @@ impl ScreenData {
             touched: Vec::new(),
             last_rebuild: None,
             rebuild_cost: Duration::ZERO,
+            next_unhide: None,
         }
     }
 
@@ -273,7 +286,7 @@ impl ScreenData {
     }
 
     /// Bring the list keys up to date with the store: new and changed chains, evicted ones.
-    fn refresh_keys(&mut self) {
+    fn refresh_keys(&mut self, now_unix_nano: u64) {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
@@ -286,6 +299,8 @@ impl ScreenData {
                         duration: s.duration_ms,
                         wasted: s.wasted_ms,
                         findings: s.worst.is_some(),
+                        first_seen: self.keys.get(&id).map_or(now_unix_nano, |k| k.first_seen),
+                        rootless: s.orphans > 0,
                     };
                     if self.keys.insert(id, key).is_none() {
                         self.listed.push_back(id);
@@ -326,8 +341,8 @@ impl ScreenData {
     /// wanted, at most once a second). Returns whether the screen changed.
     pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
         let analysed = self.store.analyse_dirty();
-        self.refresh_keys();
-        self.list_stale |= analysed > 0;
+        self.refresh_keys(now_unix_nano);
+        self.list_stale |= analysed > 0 || self.next_unhide.is_some_and(|t| now_unix_nano >= t);
         let query_changed = self.query_applied.as_ref() != Some(query);
         let due = self.rebuild_cost < CHEAP_REBUILD
             || self
@@ -355,8 +370,14 @@ impl ScreenData {
         let needle = query.search.to_lowercase();
         let mut wasted_total = 0;
         let mut rows: Vec<(TraceId, u64, i64, i64)> = Vec::with_capacity(self.keys.len());
+        self.next_unhide = None;
         for (id, k) in &self.keys {
             wasted_total += k.wasted;
+            let due = k.first_seen.saturating_add(ROOTLESS_GRACE_NS);
+            if k.rootless && now_unix_nano < due {
+                self.next_unhide = Some(self.next_unhide.map_or(due, |t| t.min(due)));
+                continue;
+            }
             if query.only_findings && !k.findings {
                 continue;
             }

@@ -199,10 +199,10 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
                 );
             }
             None => {
-                // A chain whose root has not arrived is still assembling: "ok" would be a
-                // promise it cannot make yet.
+                // A chain whose root has not arrived (the list holds such chains back for a
+                // few seconds): "ok" would be a promise it cannot make.
                 let text = if s.orphans > 0 {
-                    " … assembling"
+                    " … root missing"
                 } else {
                     " ok"
                 };
