@@ -396,7 +396,7 @@ impl Controller {
     }
 
     /// The selected service: the one chosen with `[`/`]` while these services run, else the
-    /// last one (the deepest callee: where each scenario puts its slow dependency).
+    /// scenario's slow service (else the deepest callee).
     fn selected(&self, snapshot: &Snapshot) -> Option<&'static str> {
         match self.selected {
             Some((name, generation))
@@ -405,7 +405,14 @@ impl Controller {
             {
                 Some(name)
             }
-            _ => snapshot.services.last().map(|s| s.name),
+            _ => snapshot
+                .scenario
+                .and_then(|sc| {
+                    let slow = sc.slow_service();
+                    snapshot.services.iter().find(|s| s.name == slow)
+                })
+                .or(snapshot.services.last())
+                .map(|s| s.name),
         }
     }
 
@@ -824,6 +831,33 @@ mod tests {
         let (orders, receiver) = mpsc::channel(16);
         let snapshot = Arc::new(Mutex::new(Snapshot::default()));
         (Link { orders, snapshot }, receiver)
+    }
+
+    #[test]
+    fn the_latency_knob_starts_on_the_service_the_scenario_is_about() {
+        let (link, _orders) = link();
+        let control = Controller::new(link.clone(), None);
+        let knobs = Latencies::new(&[("pix-api", 30), ("antifraud", 250), ("settlement", 200)]);
+        for (scenario, slow) in [
+            (Scenario::RetryStorm, "antifraud 250 ms"),
+            (Scenario::NoCancel, "settlement 200 ms"),
+        ] {
+            let mut s = link.snapshot();
+            s.scenario = Some(scenario);
+            s.services = ["pix-api", "antifraud", "settlement"]
+                .into_iter()
+                .map(|name| ServiceInfo {
+                    name,
+                    addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+                    latency_ms: 0,
+                })
+                .collect();
+            s.latencies = Some(knobs.clone());
+            s.published += 1;
+            drop(s);
+            let status = control.status();
+            assert!(status.scenario.ends_with(slow), "{scenario}: {status:?}");
+        }
     }
 
     #[test]

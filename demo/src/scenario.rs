@@ -106,6 +106,17 @@ impl Scenario {
         }
     }
 
+    /// The service whose work time the scenario is about: the one the screen's `+`/`-` knob
+    /// starts on.
+    pub fn slow_service(self) -> &'static str {
+        match self {
+            Scenario::Propagate | Scenario::NoCancel => "settlement",
+            Scenario::RetryStorm => "antifraud",
+            Scenario::Burst | Scenario::NoDequeueCheck => "orders",
+            Scenario::FixedTimeout | Scenario::DropHeader => "inventory",
+        }
+    }
+
     /// The services it runs.
     pub fn topology(self) -> Topology {
         match self {
