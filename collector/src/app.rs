@@ -747,6 +747,7 @@ where
         state.demo = d.status().shown();
     }
     loop {
+        let mut input = false;
         tokio::select! {
             batch = spans.recv(), if spans_open => match batch {
                 Some(batch) => state.add_batch(batch),
@@ -754,6 +755,7 @@ where
             },
             event = events.next() => match event {
                 Some(Ok(Event::Key(key))) => {
+                    input = true;
                     // A message stays until the next key.
                     dirty |= state.ui.message.take().is_some();
                     dirty |= state.on_key(key, &mut controls.demo);
@@ -767,10 +769,12 @@ where
                     }
                 }
                 Some(Ok(Event::Mouse(mouse))) => {
+                    input = true;
                     let size = terminal.size()?;
                     dirty |= state.on_mouse(mouse, Rect::new(0, 0, size.width, size.height));
                 }
                 Some(Ok(Event::Resize(..))) => {
+                    input = true;
                     terminal.autoresize()?;
                     dirty = true;
                 }
@@ -810,6 +814,14 @@ where
         }
         if state.ui.quit {
             break;
+        }
+        // What a person did shows at once, not at the next tick.
+        if input && dirty {
+            terminal.draw(|frame| {
+                let area = frame.area();
+                view::render(state, area, frame.buffer_mut());
+            })?;
+            dirty = false;
         }
     }
     Ok(())

@@ -231,9 +231,21 @@ impl Store {
 
     /// Analyses every chain a span joined since the last call; returns how many.
     pub fn analyse_dirty(&mut self) -> usize {
+        self.analyse_dirty_within(None)
+    }
+
+    /// As [`Store::analyse_dirty`], but stops once `budget` has passed (checked every few
+    /// chains), leaving the rest, oldest first, for the next call: the screen's loop analyses a
+    /// burst a slice per frame instead of holding up the keys for one long pass.
+    pub fn analyse_dirty_for(&mut self, budget: std::time::Duration) -> usize {
+        self.analyse_dirty_within(Some(std::time::Instant::now() + budget))
+    }
+
+    fn analyse_dirty_within(&mut self, deadline: Option<std::time::Instant>) -> usize {
         let dirty = std::mem::take(&mut self.dirty);
-        let mut analysed = 0;
-        for trace_id in dirty {
+        let mut analysed: usize = 0;
+        let mut rest = dirty.into_iter();
+        for trace_id in rest.by_ref() {
             let Some(entry) = self.chains.get_mut(&trace_id) else {
                 continue; // evicted since
             };
@@ -246,6 +258,17 @@ impl Store {
             }
             self.add(&fresh);
             analysed += 1;
+            if analysed.is_multiple_of(32)
+                && deadline.is_some_and(|d| std::time::Instant::now() >= d)
+            {
+                break;
+            }
+        }
+        // What is left keeps its place ahead of chains that turn dirty later.
+        let mut left: Vec<TraceId> = rest.collect();
+        if !left.is_empty() {
+            left.append(&mut self.dirty);
+            self.dirty = left;
         }
         analysed
     }

@@ -214,6 +214,10 @@ pub struct ScreenData {
     next_unhide: Option<u64>,
 }
 
+/// The most time one frame spends analysing chains that changed: a burst is analysed a slice per
+/// frame (oldest first), so a key press never waits behind it for more than this.
+pub const ANALYSIS_SLICE: Duration = Duration::from_millis(40);
+
 /// Rebuilding the list costs O(chains held); below this it is done every tick, above it at most
 /// once per ten times its cost, so a huge store never takes more than ~10 % of a core.
 const CHEAP_REBUILD: Duration = Duration::from_millis(2);
@@ -340,7 +344,7 @@ impl ScreenData {
     /// Analyse what changed, rebuild the list (and the services table when `services` is
     /// wanted, at most once a second). Returns whether the screen changed.
     pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
-        let analysed = self.store.analyse_dirty();
+        let analysed = self.store.analyse_dirty_for(ANALYSIS_SLICE);
         self.refresh_keys(now_unix_nano);
         self.list_stale |= analysed > 0 || self.next_unhide.is_some_and(|t| now_unix_nano >= t);
         let query_changed = self.query_applied.as_ref() != Some(query);

@@ -121,3 +121,33 @@ fn a_resent_span_at_capacity_evicts_nothing() {
     assert_eq!(store.counters().spans_duplicate, 5);
     assert!(store.chain(TraceId([1; 16])).is_some());
 }
+
+/// The screen analyses a burst a slice per frame: a slice with no time left still analyses a
+/// few chains, the oldest first; the rest wait their turn, and once all are done the totals are
+/// exactly those of one full pass.
+#[test]
+fn a_burst_is_analysed_a_slice_at_a_time_oldest_first_with_the_same_totals() {
+    let mut sliced = Store::new(10_000);
+    let mut whole = Store::new(10_000);
+    for t in 1..=100u8 {
+        sliced.insert_spans(spans(t));
+        whole.insert_spans(spans(t));
+    }
+    assert_eq!(whole.analyse_dirty(), 100);
+    let first = sliced.analyse_dirty_for(std::time::Duration::ZERO);
+    assert!((1..100).contains(&first), "one slice, not all: {first}");
+    assert!(sliced.has_dirty());
+    // The oldest chains were analysed; the newest wait.
+    assert!(sliced.analysis(TraceId([1; 16])).is_some());
+    assert!(sliced.analysis(TraceId([100; 16])).is_none());
+    let mut slices = 1;
+    while sliced.has_dirty() {
+        assert!(sliced.analyse_dirty_for(std::time::Duration::ZERO) > 0);
+        slices += 1;
+        assert!(slices <= 100, "every slice makes progress");
+    }
+    assert!(slices > 1);
+    assert_eq!(sliced.finding_counts(), whole.finding_counts());
+    assert_eq!(sliced.edge_reports(), whole.edge_reports());
+    assert_eq!(sliced.report(), whole.report());
+}
