@@ -1,7 +1,10 @@
-//! What the server budget layer adds to one request: a oneshot axum router with and without
-//! `BudgetLayer`, with a budget header to decode, and with the queue as well. No subscriber is
-//! installed, so this is the layer's own cost (spans disabled), the case of a service that does
-//! not export traces; `with_otel` adds the cost of recording through tracing-opentelemetry.
+//! What the library adds to one request. Server side: a oneshot axum router with and without
+//! `BudgetLayer`, with a budget header to decode, and with the queue as well. Client side
+//! (`client_side`): `BudgetClient::execute` under a deadline (plan the call, write `x-budget-ms`
+//! and `traceparent`, the timeout) around a service that answers at once, against that service
+//! called directly. No subscriber is installed, so this is the library's own cost (spans
+//! disabled), the case of a service that does not export traces; `with_otel` adds the cost of
+//! recording through tracing-opentelemetry.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -55,6 +58,31 @@ fn bench(c: &mut Criterion) {
                 .iter(|| black_box(router.clone().oneshot(request())));
         });
     }
+    group.finish();
+
+    // Client side: the same instant "transport" called directly and through BudgetClient.
+    let answer = tower::service_fn(|_request: reqwest::Request| async {
+        Ok::<_, std::convert::Infallible>(reqwest::Response::from(http::Response::new(
+            reqwest::Body::from("paid"),
+        )))
+    });
+    let url = reqwest::Url::parse("http://127.0.0.1:9/pay").unwrap_or_else(|e| panic!("{e}"));
+    let client = deadline_budget::BudgetClient::with_service(answer);
+    let options = deadline_budget::CallOptions::new().sla(Duration::from_millis(400));
+    let mut group = c.benchmark_group("client_side");
+    group.bench_function("without_budget_client", |b| {
+        b.to_async(&runtime).iter(|| {
+            let request = reqwest::Request::new(reqwest::Method::GET, url.clone());
+            black_box(answer.oneshot(request))
+        });
+    });
+    group.bench_function("with_budget_client", |b| {
+        b.to_async(&runtime).iter(|| {
+            let request = reqwest::Request::new(reqwest::Method::GET, url.clone());
+            let deadline = deadline_budget::Deadline::after(Duration::from_millis(1200));
+            black_box(deadline.scope(client.execute(request, &options)))
+        });
+    });
     group.finish();
 
     // The same with spans recorded and exported (to a no-op in-memory sink).
