@@ -31,6 +31,11 @@ const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 /// for is its own business, not the server's memory).
 const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 
+/// Bytes a client may send on one stream before the server reads them (hyper's default is
+/// 1 MiB). A request refused unread is answered at once, but what the client sent meanwhile
+/// still arrives and is thrown away: with 1 MiB that was the whole body.
+const STREAM_WINDOW: u32 = 64 * 1024;
+
 /// `TraceService` as a tower service (what tonic's generated server is, with our codec).
 #[derive(Clone, Debug)]
 struct TraceService {
@@ -182,6 +187,7 @@ pub(super) fn spawn(
             // No per-connection concurrency limit: one would make requests past it wait
             // unseen inside the server; the admission gate refuses them instead.
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+            .initial_stream_window_size(Some(STREAM_WINDOW))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
             .await;
