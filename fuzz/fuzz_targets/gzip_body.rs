@@ -45,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
         let max = max(rest.len());
         let got = gunzip_capped(rest, max);
         if let Ok(out) = &got {
-            assert!(out.len() <= max, "{} bytes out with a cap of {max}", out.len());
+            assert!(
+                out.len() <= max,
+                "{} bytes out with a cap of {max}",
+                out.len()
+            );
         }
         match (got, uncapped(rest)) {
             (Ok(out), reference) => {
@@ -61,7 +65,10 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             (Err(GunzipError::Corrupt(_)), Ok(reference)) => {
-                panic!("refused as corrupt, but it is valid gzip of {} bytes", reference.len())
+                panic!(
+                    "refused as corrupt, but it is valid gzip of {} bytes",
+                    reference.len()
+                )
             }
             (Err(GunzipError::Corrupt(_)), Err(_)) => {}
         }
@@ -80,11 +87,19 @@ fuzz_target!(|data: &[u8]| {
         let max = max(rest.len());
         match gunzip_capped(&body, max) {
             Ok(out) => {
-                assert!(rest.len() <= max, "{} bytes let through a cap of {max}", rest.len());
+                assert!(
+                    rest.len() <= max,
+                    "{} bytes let through a cap of {max}",
+                    rest.len()
+                );
                 assert_eq!(&out[..], rest, "valid gzip under the cap round-trips");
             }
             Err(GunzipError::TooLarge { .. }) => {
-                assert!(rest.len() > max, "{} bytes refused under a cap of {max}", rest.len());
+                assert!(
+                    rest.len() > max,
+                    "{} bytes refused under a cap of {max}",
+                    rest.len()
+                );
             }
             Err(GunzipError::Corrupt(e)) => panic!("valid gzip refused as corrupt: {e}"),
         }
