@@ -34,7 +34,7 @@ pub fn render(
     if let Some(i) = ingest {
         let _ = writeln!(
             out,
-            "received {} spans in {} requests; refused {} requests (store behind: {} spans, plus {} requests refused unread), rejected {} spans and {} requests (invalid)",
+            "received {} spans in {} requests; refused {} requests, store behind ({} spans counted; {} refused before reading, spans unknown); rejected {} spans and {} requests (invalid)",
             i.spans_accepted,
             i.requests_accepted,
             i.requests_refused,
