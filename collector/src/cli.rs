@@ -39,6 +39,13 @@ pub struct Listen {
     /// Largest request body accepted, in bytes, before and after decompression.
     #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_BODY)]
     pub max_body: usize,
+    /// Requests read and decoded at once (both receivers); past it requests are refused
+    /// (RESOURCE_EXHAUSTED / 503) before their body is read
+    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_INFLIGHT)]
+    pub max_inflight: usize,
+    /// Spans waiting for the store; past it requests are refused (RESOURCE_EXHAUSTED / 503)
+    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_QUEUED_SPANS)]
+    pub max_queued_spans: usize,
     /// Allow --grpc/--http on an address other than loopback (other machines can then send
     /// spans); without it such an address is refused
     #[arg(long)]
@@ -52,6 +59,8 @@ impl Listen {
             grpc: Some(self.grpc),
             http: Some(self.http),
             max_body: self.max_body,
+            max_inflight: self.max_inflight,
+            max_queued_spans: self.max_queued_spans,
             allow_remote: self.allow_remote,
             ..ingest::IngestConfig::default()
         }

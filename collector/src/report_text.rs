@@ -34,10 +34,12 @@ pub fn render(
     if let Some(i) = ingest {
         let _ = writeln!(
             out,
-            "received {} spans in {} requests; refused {} spans (store behind), rejected {} spans and {} requests (invalid)",
+            "received {} spans in {} requests; refused {} requests, store behind ({} spans counted; {} refused before reading, spans unknown); rejected {} spans and {} requests (invalid)",
             i.spans_accepted,
             i.requests_accepted,
+            i.requests_refused,
             i.spans_refused,
+            i.requests_refused_unread,
             i.spans_rejected,
             i.requests_rejected
         );

@@ -6,6 +6,15 @@
 //! patched into the bytes, so the generator spends its time on the wire, not on encoding. Sent
 //! over OTLP/gRPC (raw bytes through a pass-through codec) or OTLP/HTTP protobuf, on
 //! `connections` connections at once, to loopback only.
+//!
+//! Two pacings. Closed loop ([`Pacing::Closed`]): each connection sends its next request when
+//! the last one is answered, so the receiver's speed sets the offered load (a capacity
+//! measurement). Open loop ([`Pacing::Open`]): requests leave at the plan's rate whatever the
+//! answers, many in flight per connection, so a receiver slower than the rate is offered more
+//! than it can take (an overload test); a cap on requests in flight keeps the generator's own
+//! memory bounded, and a request that would go past it is not sent and is counted as unsent.
+//! Answers are counted by kind: accepted, throttled (gRPC `RESOURCE_EXHAUSTED`, HTTP 429/503:
+//! OTLP's "retry later") and other failures.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -71,20 +80,66 @@ pub struct FloodPlan {
     pub rate: Option<f64>,
     /// Stop sending after this long even if spans remain.
     pub max_time: Option<Duration>,
+    /// Whether to wait for answers before sending more.
+    pub pacing: Pacing,
 }
 
-/// What was sent.
+/// How requests are paced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// Each connection sends its next request once the last is answered (capped by the rate,
+    /// if any): the receiver's speed sets the load.
+    #[default]
+    Closed,
+    /// Requests leave at the plan's rate (required) whatever the answers. At most
+    /// `max_inflight` requests await an answer; a request due past that is not sent (counted
+    /// in [`FloodResult::spans_unsent`]). Each answer is awaited at most [`OPEN_LOOP_TIMEOUT`].
+    Open {
+        /// Requests awaiting an answer at most.
+        max_inflight: usize,
+    },
+}
+
+/// The longest an open-loop request waits for its answer before it counts as failed.
+pub const OPEN_LOOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What was sent, and how it was answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FloodResult {
     /// Spans in requests the receiver accepted.
     pub spans_sent: u64,
-    /// Requests the receiver refused or that failed.
+    /// Spans in requests the receiver throttled (RESOURCE_EXHAUSTED, HTTP 429 or 503).
+    pub spans_throttled: u64,
+    /// Spans in requests that failed otherwise (transport error, other status, timeout).
+    pub spans_failed: u64,
+    /// Spans in requests that were due but not sent: the open loop's in-flight cap was reached.
+    pub spans_unsent: u64,
+    /// Requests the receiver accepted.
+    pub requests_accepted: u64,
+    /// Requests the receiver throttled.
+    pub requests_throttled: u64,
+    /// Requests that failed otherwise.
     pub requests_failed: u64,
-    /// Wall time of the sending.
+    /// Requests that were due but not sent.
+    pub requests_unsent: u64,
+    /// Wall time of the sending, until the last answer.
     pub seconds: f64,
 }
 
 impl FloodResult {
+    /// Spans the plan offered: sent (whatever the answer) or due and unsent.
+    pub fn spans_offered(&self) -> u64 {
+        self.spans_sent + self.spans_throttled + self.spans_failed + self.spans_unsent
+    }
+
+    /// Requests the plan offered.
+    pub fn requests_offered(&self) -> u64 {
+        self.requests_accepted
+            + self.requests_throttled
+            + self.requests_failed
+            + self.requests_unsent
+    }
+
     /// Accepted spans per second.
     pub fn spans_per_second(&self) -> f64 {
         if self.seconds > 0.0 {
@@ -290,7 +345,51 @@ fn hops(trace_id: &[u8], depth: usize, now: u64, out: &mut [Vec<Span>]) {
     }
 }
 
-/// Send the plan's spans; returns what was accepted and how fast.
+/// Answers counted by kind, shared by the senders.
+#[derive(Debug, Default)]
+struct Tally {
+    accepted: AtomicU64,
+    throttled: AtomicU64,
+    failed: AtomicU64,
+    unsent: AtomicU64,
+}
+
+impl Tally {
+    fn count(&self, answer: Answer) {
+        let counter = match answer {
+            Answer::Accepted => &self.accepted,
+            Answer::Throttled => &self.throttled,
+            Answer::Failed => &self.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn result(&self, spans_per_request: u64, seconds: f64) -> FloodResult {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        FloodResult {
+            spans_sent: get(&self.accepted) * spans_per_request,
+            spans_throttled: get(&self.throttled) * spans_per_request,
+            spans_failed: get(&self.failed) * spans_per_request,
+            spans_unsent: get(&self.unsent) * spans_per_request,
+            requests_accepted: get(&self.accepted),
+            requests_throttled: get(&self.throttled),
+            requests_failed: get(&self.failed),
+            requests_unsent: get(&self.unsent),
+            seconds,
+        }
+    }
+}
+
+/// How the receiver answered one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    Accepted,
+    /// OTLP's "retry later": gRPC RESOURCE_EXHAUSTED, HTTP 429 or 503.
+    Throttled,
+    Failed,
+}
+
+/// Send the plan's spans; returns how they were answered and how fast.
 pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
     let addr = plan.target.addr();
     if !addr.ip().is_loopback() {
@@ -301,25 +400,62 @@ pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
             "--batch, --depth and --connections must be at least 1",
         ));
     }
+    let rate = plan.rate.filter(|r| r.is_finite() && *r > 0.0);
+    if let Pacing::Open { max_inflight } = plan.pacing {
+        if rate.is_none() {
+            return Err(FloodError::Plan(
+                "an open loop needs a rate (--rate SPANS_PER_S)",
+            ));
+        }
+        if max_inflight == 0 {
+            return Err(FloodError::Plan("--max-inflight must be at least 1"));
+        }
+    }
     let template = Arc::new(Template::new(plan.batch, plan.depth));
     let requests = plan.spans.div_ceil(template.spans());
-    let next = Arc::new(AtomicU64::new(0));
-    let sent = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    // Each connection paces itself to its share of the rate.
-    let gap = plan.rate.filter(|r| *r > 0.0).map(|rate| {
-        Duration::from_secs_f64(template.spans() as f64 * plan.connections as f64 / rate)
-    });
     let mut senders = Vec::with_capacity(plan.connections);
     for _ in 0..plan.connections {
         senders.push(Sender::connect(plan.target).await?);
     }
+    let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let stop_at = plan.max_time.map(|d| started + d);
+    match (plan.pacing, rate) {
+        (Pacing::Open { max_inflight }, Some(rate)) => {
+            let per_second = rate / template.spans() as f64;
+            open_loop(
+                senders,
+                &template,
+                requests,
+                per_second,
+                max_inflight,
+                stop_at,
+                &tally,
+            )
+            .await;
+        }
+        _ => closed_loop(senders, &template, requests, rate, stop_at, &tally).await,
+    }
+    Ok(tally.result(template.spans(), started.elapsed().as_secs_f64()))
+}
+
+/// Each connection sends, waits for the answer, and sends again (paced to its share of the
+/// rate, if any).
+async fn closed_loop(
+    senders: Vec<Sender>,
+    template: &Arc<Template>,
+    requests: u64,
+    rate: Option<f64>,
+    stop_at: Option<Instant>,
+    tally: &Arc<Tally>,
+) {
+    let next = Arc::new(AtomicU64::new(0));
+    // Each connection paces itself to its share of the rate.
+    let gap = rate
+        .map(|rate| Duration::from_secs_f64(template.spans() as f64 * senders.len() as f64 / rate));
     let mut tasks = tokio::task::JoinSet::new();
     for mut sender in senders {
-        let (template, next, sent, failed) =
-            (template.clone(), next.clone(), sent.clone(), failed.clone());
+        let (template, next, tally) = (template.clone(), next.clone(), tally.clone());
         tasks.spawn(async move {
             let mut tick = Instant::now();
             loop {
@@ -327,12 +463,7 @@ pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
                 if n >= requests || stop_at.is_some_and(|t| Instant::now() >= t) {
                     break;
                 }
-                let body = template.request(n as u32);
-                if sender.send(body).await {
-                    sent.fetch_add(template.spans(), Ordering::Relaxed);
-                } else {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                }
+                tally.count(sender.send(template.request(n as u32)).await);
                 if let Some(gap) = gap {
                     tick += gap;
                     tokio::time::sleep_until(tick.into()).await;
@@ -341,14 +472,63 @@ pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
         });
     }
     while tasks.join_next().await.is_some() {}
-    Ok(FloodResult {
-        spans_sent: sent.load(Ordering::Relaxed),
-        requests_failed: failed.load(Ordering::Relaxed),
-        seconds: started.elapsed().as_secs_f64(),
-    })
 }
 
-/// One connection to the receiver.
+/// Requests leave on schedule (`per_second`), round-robin over the connections, each in its
+/// own task; the schedule never waits for an answer.
+async fn open_loop(
+    senders: Vec<Sender>,
+    template: &Arc<Template>,
+    requests: u64,
+    per_second: f64,
+    max_inflight: usize,
+    stop_at: Option<Instant>,
+    tally: &Arc<Tally>,
+) {
+    let inflight = Arc::new(tokio::sync::Semaphore::new(max_inflight));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut n: u64 = 0;
+    // One pass a millisecond (the timer's grain): send every request due by now. Bounded by
+    // `requests` and `stop_at`.
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while n < requests {
+        tick.tick().await;
+        let now = Instant::now();
+        if stop_at.is_some_and(|t| now >= t) {
+            break;
+        }
+        let due = ((now - started).as_secs_f64() * per_second) as u64;
+        while n < due.min(requests) {
+            match inflight.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    let mut sender = senders[(n % senders.len() as u64) as usize].clone();
+                    let (body, tally) = (template.request(n as u32), tally.clone());
+                    tasks.spawn(async move {
+                        let answer = tokio::time::timeout(OPEN_LOOP_TIMEOUT, sender.send(body))
+                            .await
+                            .unwrap_or(Answer::Failed);
+                        tally.count(answer);
+                        drop(permit);
+                    });
+                }
+                Err(_) => {
+                    tally.unsent.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            n += 1;
+        }
+        // Reap finished tasks so the set stays as small as what is in flight.
+        while tasks.try_join_next().is_some() {}
+    }
+    // Every task ends within OPEN_LOOP_TIMEOUT.
+    while tasks.join_next().await.is_some() {}
+}
+
+/// One connection to the receiver (a clone shares it: gRPC multiplexes requests over the one
+/// HTTP/2 connection; HTTP/1.1 opens more connections to the pool as requests overlap).
+#[derive(Clone)]
 enum Sender {
     Grpc(tonic::client::Grpc<tonic::transport::Channel>),
     Http(reqwest::Client, String),
@@ -378,25 +558,43 @@ impl Sender {
         }
     }
 
-    /// Send one request; `true` when the receiver accepted it.
-    async fn send(&mut self, body: Bytes) -> bool {
+    /// Send one request and say how it was answered.
+    async fn send(&mut self, body: Bytes) -> Answer {
         match self {
             Sender::Grpc(grpc) => {
                 if grpc.ready().await.is_err() {
-                    return false;
+                    return Answer::Failed;
                 }
                 let path = tonic::codegen::http::uri::PathAndQuery::from_static(EXPORT_PATH);
-                grpc.unary::<Bytes, (), _>(tonic::Request::new(body), path, RawCodec)
+                match grpc
+                    .unary::<Bytes, (), _>(tonic::Request::new(body), path, RawCodec)
                     .await
-                    .is_ok()
+                {
+                    Ok(_) => Answer::Accepted,
+                    Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+                        Answer::Throttled
+                    }
+                    Err(_) => Answer::Failed,
+                }
             }
-            Sender::Http(client, url) => client
-                .post(url.as_str())
-                .header("content-type", "application/x-protobuf")
-                .body(body)
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success()),
+            Sender::Http(client, url) => {
+                let response = client
+                    .post(url.as_str())
+                    .header("content-type", "application/x-protobuf")
+                    .body(body)
+                    .send()
+                    .await;
+                match response.map(|r| r.status()) {
+                    Ok(status) if status.is_success() => Answer::Accepted,
+                    Ok(status)
+                        if status == reqwest::StatusCode::TOO_MANY_REQUESTS
+                            || status == reqwest::StatusCode::SERVICE_UNAVAILABLE =>
+                    {
+                        Answer::Throttled
+                    }
+                    _ => Answer::Failed,
+                }
+            }
         }
     }
 }
@@ -483,6 +681,7 @@ mod tests {
             connections: 1,
             rate: None,
             max_time: None,
+            pacing: Pacing::Closed,
         };
         assert!(matches!(flood(plan).await, Err(FloodError::NotLoopback(_))));
     }

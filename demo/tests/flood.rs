@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use budget_demo::otlp_load::{FloodPlan, Target, flood};
+use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
 use deadline_budget::analysis::{Options, Report};
 use support::sink::{Sink, to_analysis};
 
@@ -21,6 +21,7 @@ async fn every_span_arrives_once_in_whole_correct_chains() {
         connections: 2,
         rate: None,
         max_time: None,
+        pacing: Pacing::Closed,
     })
     .await
     .unwrap();

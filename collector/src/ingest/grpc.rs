@@ -27,6 +27,15 @@ const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
 /// Its one method.
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
+/// HTTP/2 streams one client may have open on one connection (what a client past it waits
+/// for is its own business, not the server's memory).
+const MAX_STREAMS_PER_CONNECTION: u32 = 256;
+
+/// Bytes a client may send on one stream before the server reads them (hyper's default is
+/// 1 MiB). A request refused unread is answered at once, but what the client sent meanwhile
+/// still arrives and is thrown away: with 1 MiB that was the whole body.
+const STREAM_WINDOW: u32 = 64 * 1024;
+
 /// `TraceService` as a tower service (what tonic's generated server is, with our codec).
 #[derive(Clone, Debug)]
 struct TraceService {
@@ -57,11 +66,17 @@ where
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
             });
         }
+        // Refused before the message is read: the cheap answer to load past capacity.
+        let Some(permit) = self.shared.begin() else {
+            return Box::pin(async { Ok(throttled().into_http()) });
+        };
         let export = Export {
             shared: self.shared.clone(),
         };
         let max_body = self.max_body;
         Box::pin(async move {
+            // Held while the message is read and decoded.
+            let _permit = permit;
             let mut gzip = EnabledCompressionEncodings::default();
             gzip.enable(CompressionEncoding::Gzip);
             let mut grpc = tonic::server::Grpc::new(BytesCodec)
@@ -87,17 +102,22 @@ impl tonic::server::UnaryService<Bytes> for Export {
             Ok(Admission::Accepted { rejected, message }) => {
                 Ok(Response::new(response(rejected, message)))
             }
-            Ok(Admission::Throttled) => Err(Status::with_error_details(
-                Code::ResourceExhausted,
-                "budget-top is behind: retry later",
-                ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
-            )),
+            Ok(Admission::Throttled) => Err(throttled()),
             Err(message) => {
                 self.shared.reject_request();
                 Err(Status::invalid_argument(message))
             }
         })
     }
+}
+
+/// OTLP's throttling answer: retry after [`RETRY_AFTER`].
+fn throttled() -> Status {
+    Status::with_error_details(
+        Code::ResourceExhausted,
+        "budget-top is behind: retry later",
+        ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
+    )
 }
 
 /// Requests as bytes, responses encoded by prost.
@@ -164,7 +184,10 @@ pub(super) fn spawn(
         let result = tonic::transport::Server::builder()
             // A request that trickles in is cut off instead of holding a slot forever.
             .timeout(timeout)
-            .concurrency_limit_per_connection(64)
+            // No per-connection concurrency limit: one would make requests past it wait
+            // unseen inside the server; the admission gate refuses them instead.
+            .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+            .initial_stream_window_size(Some(STREAM_WINDOW))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
             .await;

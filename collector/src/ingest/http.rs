@@ -2,11 +2,10 @@
 //! encoding. Bodies are capped at `max_body` both on the wire and while decompressing, so a
 //! gzip bomb is refused before it is allocated.
 
-use std::io::Read as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,6 +14,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
+use super::gzip::{GunzipError, gunzip_capped};
 use super::{Admission, RETRY_AFTER, Shared};
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -96,6 +96,14 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
                 .into_response();
         }
     };
+    // Refused before the body is read into memory or decoded: the cheap answer to load past
+    // capacity. The body is still read off the connection (and dropped as it comes), so the
+    // client gets the 503 instead of a reset connection.
+    let Some(_permit) = shared.begin() else {
+        let drained = tokio::time::timeout(state.body_timeout, drain(body, state.max_body));
+        let _ = drained.await;
+        return throttled(encoding);
+    };
     let fail = |status: StatusCode, message: String| {
         shared.reject_request();
         error_response(encoding, status, message)
@@ -142,7 +150,7 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
         "" | "identity" => body,
         "gzip" => match gunzip_capped(&body, state.max_body) {
             Ok(bytes) => bytes,
-            Err(Gunzip::TooLarge) => {
+            Err(GunzipError::TooLarge { .. }) => {
                 return fail(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!(
@@ -151,7 +159,7 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
                     ),
                 );
             }
-            Err(Gunzip::Corrupt(error)) => {
+            Err(GunzipError::Corrupt(error)) => {
                 return fail(
                     StatusCode::BAD_REQUEST,
                     format!("invalid gzip body: {error}"),
@@ -194,16 +202,34 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
                 }
             }
         }
-        Admission::Throttled => {
-            let mut response = error_response(
-                encoding,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "budget-top is behind: retry later".into(),
-            );
-            if let Ok(value) = RETRY_AFTER.as_secs().to_string().parse() {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
+        Admission::Throttled => throttled(encoding),
+    }
+}
+
+/// OTLP/HTTP's throttling answer: 503 with `Retry-After`.
+fn throttled(encoding: Encoding) -> Response {
+    let mut response = error_response(
+        encoding,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "budget-top is behind: retry later".into(),
+    );
+    if let Ok(value) = RETRY_AFTER.as_secs().to_string().parse() {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// Reads a body to its end without keeping it, stopping past `max` bytes.
+async fn drain(body: Body, max: usize) {
+    use http_body_util::BodyExt as _;
+    let mut body = body;
+    let mut read = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(data) = frame.data_ref() {
+            read += data.len();
+            if read > max {
+                break;
             }
-            response
         }
     }
 }
@@ -229,48 +255,5 @@ fn error_response(encoding: Encoding, status: StatusCode, message: String) -> Re
             serde_json::to_vec(&body).unwrap_or_default(),
         )
             .into_response(),
-    }
-}
-
-enum Gunzip {
-    TooLarge,
-    Corrupt(std::io::Error),
-}
-
-/// Decompresses at most `max + 1` bytes: a bomb is detected without allocating it.
-fn gunzip_capped(body: &[u8], max: usize) -> Result<Bytes, Gunzip> {
-    let mut out = Vec::new();
-    let decoder = flate2::read::MultiGzDecoder::new(body);
-    decoder
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(Gunzip::Corrupt)?;
-    if out.len() > max {
-        return Err(Gunzip::TooLarge);
-    }
-    Ok(Bytes::from(out))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gzip_bomb_stops_at_the_cap() {
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        let zeros = vec![0u8; 1 << 20];
-        for _ in 0..64 {
-            std::io::Write::write_all(&mut encoder, &zeros).unwrap();
-        }
-        let bomb = encoder.finish().unwrap();
-        assert!(bomb.len() < 1 << 20);
-        assert!(matches!(
-            gunzip_capped(&bomb, 4 << 20),
-            Err(Gunzip::TooLarge)
-        ));
-        assert!(matches!(
-            gunzip_capped(b"not gzip", 100),
-            Err(Gunzip::Corrupt(_))
-        ));
     }
 }

@@ -2,16 +2,33 @@
 //!
 //! Two receivers (OTLP/gRPC `TraceService` and OTLP/HTTP `POST /v1/traces`) decode each export
 //! request into [`Batch`]es and hand them to the one loop that owns the store, over a bounded
-//! channel. A producer is never blocked: when the channel is full the request is refused with
-//! the OTLP throttling answer (gRPC `RESOURCE_EXHAUSTED` with retry info, HTTP 503 with
-//! `Retry-After`) and its spans are counted in [`IngestStats::spans_refused`]. A request that is
+//! channel. A producer is never blocked.
+//!
+//! Admission control, so that load past what the store can take is refused cheaply and memory
+//! stays bounded (the OpenTelemetry Collector's memory limiter refuses once the heap is too big;
+//! here the limits are counted in what costs memory: requests held and spans queued):
+//!
+//! 1. At most [`IngestConfig::max_inflight`] requests are being read and decoded at once (bodies
+//!    held: at most that many times `max_body`). A request past it, or one that arrives while the
+//!    queue is already full, is refused before its body is read or decoded.
+//! 2. At most [`IngestConfig::max_queued_spans`] spans wait in the channel for the owner loop
+//!    (a request larger than that alone is taken into an empty queue). A request that would
+//!    overfill it is refused after decoding; while the queue has no room for a request the size
+//!    of the last one, requests are refused before they are read (gate 1).
+//!
+//! Refusal is OTLP's throttling answer (gRPC `RESOURCE_EXHAUSTED` with `RetryInfo`, HTTP 503 with
+//! `Retry-After`), counted in [`IngestStats::requests_refused`]; its spans are counted in
+//! [`IngestStats::spans_refused`] when they were read (a request refused unread is counted in
+//! [`IngestStats::requests_refused_unread`] instead: its spans were never seen). A request that is
 //! answered with success has all its valid spans in the channel: nothing accepted is lost.
 
 pub mod decode;
 mod grpc;
+pub mod gzip;
 mod http;
 mod limit;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +37,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use deadline_budget::analysis::Span;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// The default OTLP/gRPC address.
@@ -35,6 +52,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// The default for [`IngestConfig::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default for [`IngestConfig::max_inflight`].
+pub const DEFAULT_MAX_INFLIGHT: usize = 64;
+/// The default for [`IngestConfig::max_queued_spans`].
+pub const DEFAULT_MAX_QUEUED_SPANS: usize = 100_000;
 /// How long a throttled client is asked to wait before retrying.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -47,8 +68,17 @@ pub struct IngestConfig {
     pub http: Option<SocketAddr>,
     /// Largest request body accepted, before and after decompression.
     pub max_body: usize,
-    /// Batches that may wait in the channel before requests are refused.
+    /// Batches that may wait in the channel before requests are refused (a second bound
+    /// besides [`IngestConfig::max_queued_spans`]).
     pub channel_capacity: usize,
+    /// Requests being read and decoded at once, both receivers together; past it a request is
+    /// refused (throttled) before its body is read. Bounds the memory of bodies held to this
+    /// many times `max_body`.
+    pub max_inflight: usize,
+    /// Spans that may wait in the channel for the owner loop; a request that would go past it
+    /// is refused (throttled). A request is admitted whole or not at all; one larger than the
+    /// limit alone is taken when the queue is empty.
+    pub max_queued_spans: usize,
     /// Longest time a client may take to send a request body (a trickle is answered 408).
     pub body_timeout: Duration,
     /// Connections held open at once per receiver; more wait until one closes.
@@ -71,6 +101,8 @@ impl Default for IngestConfig {
             http: DEFAULT_HTTP.parse().ok(),
             max_body: DEFAULT_MAX_BODY,
             channel_capacity: 1024,
+            max_inflight: DEFAULT_MAX_INFLIGHT,
+            max_queued_spans: DEFAULT_MAX_QUEUED_SPANS,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -101,6 +133,9 @@ pub struct IngestStats {
     pub requests_rejected: AtomicU64,
     /// Requests refused because the store could not keep up (throttled).
     pub requests_refused: AtomicU64,
+    /// Of [`IngestStats::requests_refused`], those refused before their body was read (too many
+    /// requests in flight, or the queue full): their spans are not in `spans_refused`.
+    pub requests_refused_unread: AtomicU64,
     /// Spans handed to the store.
     pub spans_accepted: AtomicU64,
     /// Spans refused because the store could not keep up.
@@ -118,6 +153,8 @@ pub struct IngestCounts {
     pub requests_rejected: u64,
     /// See [`IngestStats::requests_refused`].
     pub requests_refused: u64,
+    /// See [`IngestStats::requests_refused_unread`].
+    pub requests_refused_unread: u64,
     /// See [`IngestStats::spans_accepted`].
     pub spans_accepted: u64,
     /// See [`IngestStats::spans_refused`].
@@ -134,6 +171,7 @@ impl IngestStats {
             requests_accepted: get(&self.requests_accepted),
             requests_rejected: get(&self.requests_rejected),
             requests_refused: get(&self.requests_refused),
+            requests_refused_unread: get(&self.requests_refused_unread),
             spans_accepted: get(&self.spans_accepted),
             spans_refused: get(&self.spans_refused),
             spans_rejected: get(&self.spans_rejected),
@@ -182,7 +220,14 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     let (tx, receiver) = mpsc::channel(config.channel_capacity.max(1));
     let stats = Arc::new(IngestStats::default());
     let shared = Arc::new(Shared {
-        tx,
+        queue: Mutex::new(Queue {
+            tx,
+            waiting: VecDeque::new(),
+            spans: 0,
+            last: 0,
+        }),
+        max_queued_spans: config.max_queued_spans as u64,
+        inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
         stats: stats.clone(),
         interner: Mutex::new(decode::Interner::default()),
         keep_attributes: config.keep_attributes,
@@ -239,10 +284,14 @@ async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpLis
     })
 }
 
-/// What the receivers share: the channel sender, the counters and the name interner.
+/// What the receivers share: the queue to the owner loop, the admission limits, the counters
+/// and the name interner.
 #[derive(Debug)]
 struct Shared {
-    tx: mpsc::Sender<Batch>,
+    queue: Mutex<Queue>,
+    max_queued_spans: u64,
+    /// One permit per request being read and decoded.
+    inflight: Arc<Semaphore>,
     stats: Arc<IngestStats>,
     interner: Mutex<decode::Interner>,
     keep_attributes: bool,
@@ -258,7 +307,89 @@ enum Admission {
     Throttled,
 }
 
+/// The channel to the owner loop, and the spans of the batches still in it.
+///
+/// The channel counts batches; what costs memory is spans. `waiting` holds the span count of
+/// each batch sent, oldest first. The owner loop takes batches in that same order, so when the
+/// channel holds `k` batches, they are the last `k` of `waiting`: the older entries have been
+/// taken and are dropped. This needs nothing from the owner loop (it keeps a plain
+/// `mpsc::Receiver`). It is exact because every send happens under the lock and no permit is
+/// ever reserved ahead.
+#[derive(Debug)]
+struct Queue {
+    tx: mpsc::Sender<Batch>,
+    waiting: VecDeque<u64>,
+    /// The sum of `waiting`.
+    spans: u64,
+    /// Spans of the last batch sent: what the next request probably holds.
+    last: u64,
+}
+
+impl Queue {
+    /// Spans in batches the owner loop has not taken yet.
+    fn spans_waiting(&mut self) -> u64 {
+        let in_channel = self.tx.max_capacity() - self.tx.capacity();
+        while self.waiting.len() > in_channel {
+            if let Some(taken) = self.waiting.pop_front() {
+                self.spans -= taken;
+            }
+        }
+        self.spans
+    }
+
+    /// Sends the batch if the queue has room for it (it stays within `max` spans, or the queue
+    /// is empty: a request larger than the limit alone is still taken) and the channel has a
+    /// free slot.
+    fn try_send(&mut self, batch: Batch, max: u64) -> Result<(), Batch> {
+        let spans = batch.spans.len() as u64;
+        let waiting = self.spans_waiting();
+        if waiting > 0 && waiting + spans > max {
+            return Err(batch);
+        }
+        match self.tx.try_send(batch) {
+            Ok(()) => {
+                self.waiting.push_back(spans);
+                self.spans += spans;
+                self.last = spans;
+                Ok(())
+            }
+            Err(error) => Err(error.into_inner()),
+        }
+    }
+}
+
 impl Shared {
+    /// The cheap first gate, before a request's body is read: a permit to read and decode it,
+    /// or `None` when too many requests are in flight or the queue has no room for a request
+    /// the size of the last one taken. A refusal is counted here (its spans are unknown: the
+    /// body is never read).
+    fn begin(&self) -> Option<OwnedSemaphorePermit> {
+        let queue_full = {
+            let mut queue = self.queue();
+            let waiting = queue.spans_waiting();
+            waiting > 0 && waiting + queue.last > self.max_queued_spans
+        };
+        let permit = if queue_full {
+            None
+        } else {
+            self.inflight.clone().try_acquire_owned().ok()
+        };
+        if permit.is_none() {
+            self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .requests_refused_unread
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        permit
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        match self.queue.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     /// Decodes a request and offers it to the store without waiting.
     fn admit(&self, mut request: ExportTraceServiceRequest) -> Admission {
         let total = decode::count_spans(&request);
@@ -303,7 +434,9 @@ impl Shared {
             raw,
         };
         // Full or closed: either way the store cannot take it now.
-        if (accepted > 0 || batch.raw.is_some()) && self.tx.try_send(batch).is_err() {
+        if (accepted > 0 || batch.raw.is_some())
+            && self.queue().try_send(batch, self.max_queued_spans).is_err()
+        {
             self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
             self.stats.spans_refused.fetch_add(total, Ordering::Relaxed);
             return Admission::Throttled;

@@ -427,9 +427,12 @@ async fn under_pressure_every_span_answered_with_success_reaches_the_store() {
         ok * 5,
         "every span answered 200 is in the store, nothing else"
     );
+    assert_eq!(counts.spans_accepted, ok * 5);
+    assert_eq!(counts.requests_refused, refused);
+    // A request refused before it was read (too many at once) has no span count.
     assert_eq!(
-        (counts.spans_accepted, counts.spans_refused),
-        (ok * 5, refused * 5)
+        counts.spans_refused,
+        (refused - counts.requests_refused_unread) * 5
     );
 }
 
@@ -496,4 +499,158 @@ async fn a_client_that_never_finishes_its_headers_loses_its_slot() {
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest)).await;
     assert!(closed.is_ok(), "the silent connection was never closed");
+}
+
+/// The overload case of issue 7 with the real open-loop load generator: the owner loop takes
+/// nothing until the load is over, so the small span queue fills after a few requests and every
+/// later one is throttled, whatever the timing. Every span the generator saw accepted is in the
+/// store, and the receivers counted exactly those; the refused got OTLP's throttling answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_past_capacity_is_throttled_and_every_accepted_span_is_held() {
+    use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
+    use tonic_types::StatusExt as _;
+
+    let ingest = ingest::start(IngestConfig {
+        grpc: Some("127.0.0.1:0".parse().unwrap()),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        max_queued_spans: 1024,
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    let plan = |target| FloodPlan {
+        target,
+        spans: 64 * 256,
+        batch: 256,
+        depth: 4,
+        connections: 2,
+        // 256 requests a second: quick, and a loaded machine still sends every one.
+        rate: Some(64.0 * 256.0 * 4.0),
+        max_time: Some(Duration::from_secs(120)),
+        pacing: Pacing::Open { max_inflight: 64 },
+    };
+    let grpc = flood(plan(Target::Grpc(ingest.grpc_addr.unwrap())))
+        .await
+        .unwrap();
+    let http = flood(plan(Target::Http(ingest.http_addr.unwrap())))
+        .await
+        .unwrap();
+    eprintln!("open loop, gRPC: {grpc:?}\nopen loop, HTTP: {http:?}");
+    for (name, r) in [("gRPC", grpc), ("HTTP", http)] {
+        assert_eq!(r.requests_offered(), 64, "{name}");
+        assert_eq!((r.requests_failed, r.requests_unsent), (0, 0), "{name}");
+        assert!(r.requests_throttled > 0, "{name}: nothing was throttled");
+    }
+    // The queue holds 1024 spans: 4 requests of 256, all from the first flood (gRPC).
+    assert_eq!(grpc.spans_sent, 1024);
+    assert_eq!(http.spans_sent, 0);
+
+    // Still full: the answers carry the advice to retry later.
+    let mut client = TraceServiceClient::connect(format!("http://{}", ingest.grpc_addr.unwrap()))
+        .await
+        .unwrap();
+    let error = client.export(reset_chain(1)).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::ResourceExhausted);
+    let retry = error
+        .get_details_retry_info()
+        .expect("RetryInfo in the details");
+    assert_eq!(retry.retry_delay, Some(ingest::RETRY_AFTER));
+    let (status, headers, _) = post(
+        &url(&ingest),
+        "application/x-protobuf",
+        None,
+        reset_chain(2).encode_to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(headers["retry-after"], "1");
+
+    // What `check` does at the end: stop, take everything accepted, compare.
+    let mut store = budget_top::store::Store::new(1_000_000);
+    let counts = budget_top::check::finish(ingest, &mut store).await;
+    let accepted = grpc.spans_sent + http.spans_sent;
+    assert_eq!(counts.spans_accepted, accepted);
+    assert_eq!(
+        store.counters().spans_held,
+        accepted,
+        "nothing accepted is lost"
+    );
+    let throttled = grpc.requests_throttled + http.requests_throttled;
+    assert_eq!(counts.requests_refused, throttled + 2);
+    // Refused once read (they passed the first gate while the queue still had room): counted
+    // with their spans. The two probes above were refused unread (the queue was full).
+    assert_eq!(
+        counts.spans_refused,
+        (counts.requests_refused - counts.requests_refused_unread) * 256
+    );
+    assert!(counts.requests_refused_unread >= 2);
+}
+
+/// Past `max_inflight`, a request is refused before its body is read: a client that holds the
+/// only slot with a body that never ends makes the next request get 503 and RESOURCE_EXHAUSTED
+/// at once, counted as refused unread; once the slot is free, requests are served again.
+#[tokio::test]
+async fn a_request_past_the_inflight_limit_is_refused_before_its_body_is_read() {
+    use tokio::io::AsyncWriteExt as _;
+    let mut ingest = ingest::start(IngestConfig {
+        grpc: Some("127.0.0.1:0".parse().unwrap()),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        max_inflight: 1,
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    // A request whose body never ends holds the only slot once the server has read its
+    // headers. Until then a probe may take the slot itself (and the slow one is refused): then
+    // start over with a new slow client (bounded).
+    let body = reset_chain(1).encode_to_vec();
+    let mut refused = None;
+    let mut slow = None;
+    for _ in 0..50 {
+        let mut stream = tokio::net::TcpStream::connect(ingest.http_addr.unwrap())
+            .await
+            .unwrap();
+        stream
+            .write_all(
+                b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
+                  content-length: 1000\r\n\r\n0123456789",
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (status, headers, _) =
+            post(&url(&ingest), "application/x-protobuf", None, body.clone()).await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some(headers);
+            slow = Some(stream);
+            break;
+        }
+        assert_eq!(status, StatusCode::OK);
+        next_batch(&mut ingest).await;
+    }
+    let headers = refused.expect("a request past the in-flight limit was refused");
+    assert_eq!(headers["retry-after"], "1");
+    let mut client = TraceServiceClient::connect(format!("http://{}", ingest.grpc_addr.unwrap()))
+        .await
+        .unwrap();
+    let error = client.export(reset_chain(2)).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::ResourceExhausted);
+    let counts = ingest.stats.snapshot();
+    assert!(counts.requests_refused_unread >= 2);
+    assert_eq!(counts.requests_refused, counts.requests_refused_unread);
+    assert_eq!(counts.spans_refused, 0, "never read, so no spans counted");
+
+    // The slow client goes away: its slot is free again.
+    drop(slow);
+    let mut served = false;
+    for _ in 0..100 {
+        let (status, _, _) =
+            post(&url(&ingest), "application/x-protobuf", None, body.clone()).await;
+        if status == StatusCode::OK {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "the freed slot was never given back");
 }
