@@ -164,6 +164,8 @@ pub struct State {
     /// Spans the receivers refused because the screen could not keep up, plus spans dropped
     /// while paused.
     pub spans_dropped: u64,
+    /// Requests the receivers refused before reading them (overload): their spans are unknown.
+    pub requests_refused_unread: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
     /// The most spans a fresh store holds (for [`State::start_over`]).
@@ -175,6 +177,26 @@ pub struct State {
     held: Vec<Batch>,
     held_spans: usize,
     paused_drops: u64,
+}
+
+/// What the receivers refused under load, as the header shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// Spans refused after their request was read.
+    pub spans: u64,
+    /// Requests refused before they were read (their spans are unknown).
+    pub requests_unread: u64,
+}
+
+impl Refused {
+    /// Reads the receivers' counters.
+    pub fn of(stats: &budget_top::ingest::IngestStats) -> Self {
+        let counts = stats.snapshot();
+        Refused {
+            spans: counts.spans_refused,
+            requests_unread: counts.requests_refused_unread,
+        }
+    }
 }
 
 /// The notice after `d` on the live screen, until the demo's status shows.
@@ -200,6 +222,7 @@ impl State {
             grpc_addr: None,
             http_addr: None,
             spans_dropped: 0,
+            requests_refused_unread: 0,
             demo: None,
             max_spans: budget_top::store::DEFAULT_MAX_SPANS,
             stale: std::collections::HashSet::new(),
@@ -319,11 +342,13 @@ impl State {
         true
     }
 
-    /// Set the receivers' count of refused spans (the screen adds what it dropped while paused).
-    pub fn set_ingest_dropped(&mut self, n: u64) -> bool {
-        let total = n + self.paused_drops;
-        let changed = total != self.spans_dropped;
+    /// Set what the receivers refused (the screen adds the spans it dropped while paused).
+    pub fn set_ingest_refused(&mut self, refused: Refused) -> bool {
+        let total = refused.spans + self.paused_drops;
+        let changed =
+            (total, refused.requests_unread) != (self.spans_dropped, self.requests_refused_unread);
         self.spans_dropped = total;
+        self.requests_refused_unread = refused.requests_unread;
         changed
     }
 
@@ -692,8 +717,8 @@ pub struct Controls {
     pub demo: Option<Box<dyn DemoControl>>,
     /// Called once when the user asks for the demo from the empty screen.
     pub start_demo: Option<Box<dyn FnMut() + Send>>,
-    /// Reads the receivers' count of spans dropped under load.
-    pub spans_dropped: Option<Box<dyn Fn() -> u64 + Send>>,
+    /// Reads what the receivers refused under load.
+    pub refused: Option<Box<dyn Fn() -> Refused + Send>>,
     /// The clock (Unix ns); the wall clock unless a replay drives its own.
     pub clock: Box<dyn FnMut() -> u64 + Send>,
     /// A line to show in the footer, set by whoever feeds the screen (e.g. a replay's end or
@@ -706,7 +731,7 @@ impl Default for Controls {
         Controls {
             demo: None,
             start_demo: None,
-            spans_dropped: None,
+            refused: None,
             clock: Box::new(wall_clock),
             notice: None,
         }
@@ -784,8 +809,8 @@ where
             },
             _ = tick.tick() => {
                 state.now_unix_nano = (controls.clock)();
-                if let Some(read) = controls.spans_dropped.as_ref() {
-                    dirty |= state.set_ingest_dropped(read());
+                if let Some(read) = controls.refused.as_ref() {
+                    dirty |= state.set_ingest_refused(read());
                 }
                 if let Some(notice) = controls.notice.as_ref()
                     && let Ok(mut n) = notice.lock()

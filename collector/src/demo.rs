@@ -145,11 +145,7 @@ async fn screen(args: DemoArgs, max_spans: usize) -> anyhow::Result<()> {
     let stats = ingest.stats.clone();
     let controls = app::Controls {
         demo: Some(Box::new(control)),
-        spans_dropped: Some(Box::new(move || {
-            stats
-                .spans_refused
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })),
+        refused: Some(Box::new(move || app::Refused::of(&stats))),
         ..app::Controls::default()
     };
     let live = app::LiveConfig {

@@ -64,11 +64,7 @@ async fn live(listen: budget_top::cli::Listen, max_spans: usize) -> anyhow::Resu
     let controls = app::Controls {
         demo: demo_control,
         start_demo,
-        spans_dropped: Some(Box::new(move || {
-            stats
-                .spans_refused
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })),
+        refused: Some(Box::new(move || app::Refused::of(&stats))),
         ..app::Controls::default()
     };
     let config = app::LiveConfig {

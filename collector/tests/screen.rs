@@ -539,7 +539,10 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
     let controls = app::Controls {
         clock: Box::new(|| NOW_NS),
-        spans_dropped: Some(Box::new(|| 7)),
+        refused: Some(Box::new(|| app::Refused {
+            spans: 7,
+            requests_unread: 3,
+        })),
         ..app::Controls::default()
     };
     let task = tokio::spawn(async move {
@@ -570,6 +573,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     assert_eq!(state.spans_dropped, 7);
     let text = screen_text(&terminal);
     assert!(text.contains("7 dropped"), "{text}");
+    assert!(text.contains("3 requests refused"), "{text}");
     assert!(text.contains("gateway POST /checkout"), "{text}");
 }
 

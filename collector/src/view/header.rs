@@ -93,6 +93,15 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         theme.text()
     };
     field(buf, count(state.spans_dropped), "dropped", dropped_style);
+    if state.requests_refused_unread > 0 {
+        // Refused before reading under overload: how many spans they held is not known.
+        field(
+            buf,
+            count(state.requests_refused_unread),
+            "requests refused",
+            theme.severity(Severity::Error),
+        );
+    }
     let sev = d.store.finding_counts();
     for (s, n) in [
         (Severity::Error, sev.error),
