@@ -829,28 +829,34 @@ mod tests {
         (Link { orders, snapshot }, receiver)
     }
 
+    /// Publishes the payment services (pix-api 30 ms, antifraud 250 ms, settlement 200 ms) as
+    /// started for `scenario`; returns their knobs.
+    fn payment_started(link: &Link, scenario: Scenario) -> Latencies {
+        let knobs = Latencies::new(&[("pix-api", 30), ("antifraud", 250), ("settlement", 200)]);
+        let mut s = link.snapshot();
+        s.scenario = Some(scenario);
+        s.services = ["pix-api", "antifraud", "settlement"]
+            .into_iter()
+            .map(|name| ServiceInfo {
+                name,
+                addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+                latency_ms: 0,
+            })
+            .collect();
+        s.latencies = Some(knobs.clone());
+        s.published += 1;
+        knobs
+    }
+
     #[test]
     fn the_latency_knob_starts_on_the_service_the_scenario_is_about() {
         let (link, _orders) = link();
         let control = Controller::new(link.clone(), None);
-        let knobs = Latencies::new(&[("pix-api", 30), ("antifraud", 250), ("settlement", 200)]);
         for (scenario, slow) in [
             (Scenario::RetryStorm, "antifraud 250 ms"),
             (Scenario::NoCancel, "settlement 200 ms"),
         ] {
-            let mut s = link.snapshot();
-            s.scenario = Some(scenario);
-            s.services = ["pix-api", "antifraud", "settlement"]
-                .into_iter()
-                .map(|name| ServiceInfo {
-                    name,
-                    addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
-                    latency_ms: 0,
-                })
-                .collect();
-            s.latencies = Some(knobs.clone());
-            s.published += 1;
-            drop(s);
+            payment_started(&link, scenario);
             let status = control.status();
             assert!(status.scenario.ends_with(slow), "{scenario}: {status:?}");
         }
@@ -863,21 +869,7 @@ mod tests {
         // Not started: no status, no keys taken.
         assert_eq!(control.status(), DemoStatus::default());
         assert!(!control.key('3'));
-        let knobs = Latencies::new(&[("pix-api", 30), ("antifraud", 250), ("settlement", 200)]);
-        {
-            let mut s = link.snapshot();
-            s.scenario = Some(Scenario::Propagate);
-            s.services = ["pix-api", "antifraud", "settlement"]
-                .into_iter()
-                .map(|name| ServiceInfo {
-                    name,
-                    addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
-                    latency_ms: 0,
-                })
-                .collect();
-            s.latencies = Some(knobs.clone());
-            s.published = 1;
-        }
+        let knobs = payment_started(&link, Scenario::Propagate);
         let status = control.status();
         assert!(status.scenario.starts_with("1/7 propagate"), "{status:?}");
         assert!(status.scenario.ends_with("settlement 200 ms"), "{status:?}");
