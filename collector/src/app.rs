@@ -812,7 +812,10 @@ where
                 if let Some(read) = controls.refused.as_ref() {
                     dirty |= state.set_ingest_refused(read());
                 }
+                // A notice (e.g. "replay finished") waits until the batches sent before it
+                // were taken, so the frame that shows it shows them too.
                 if let Some(notice) = controls.notice.as_ref()
+                    && spans.is_empty()
                     && let Ok(mut n) = notice.lock()
                     && let Some(text) = n.take()
                 {
