@@ -7,7 +7,9 @@
 //! next tick. Retention is bounded by `max_spans`: the oldest chains (by first arrival) are
 //! evicted first, so memory stays flat under any load.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use deadline_budget::analysis::{

@@ -10,7 +10,7 @@
 //! parents, is cut at one member ([`Link::CycleCut`]). Every walk is iterative, so a chain
 //! 100,000 hops deep costs time, not stack.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use std::sync::Arc;
 

@@ -7,7 +7,9 @@
 //! evicts the chain. Percentiles are exact: each distribution keeps a count per distinct
 //! millisecond value (budgets take few distinct values), so removal is exact too.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use super::chain_analysis::ChainAnalysis;

@@ -8,7 +8,7 @@
 //! (for `partial_success`). Both paths share [`SpanParts`] and the facts reader, so they give
 //! the same spans for the same request.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
