@@ -291,7 +291,6 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
             TextSpan::raw(v),
         ])
     };
-    let rel = |ns: u64| ms((ns.saturating_sub(chain.summary.start_unix_nano) / 1_000_000) as i64);
     lines.push(kv("kind", format!("{:?}", span.kind)));
     lines.push(kv("trace id", span.trace_id.to_string()));
     lines.push(kv("span id", span.span_id.to_string()));
@@ -303,7 +302,7 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
     ));
     lines.push(kv(
         "start (from chain start)",
-        format!("+{}", rel(span.start_unix_nano)),
+        format!("+{}", ms(chain.summary.offset_ms(span))),
     ));
     lines.push(kv("duration", ms(span.duration_ms())));
     lines.push(kv("status", format!("{:?}", span.status)));
