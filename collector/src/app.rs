@@ -682,8 +682,10 @@ fn awaits(chain: &ChainView<'_>, now_unix_nano: u64) -> bool {
     if now_unix_nano.saturating_sub(ended) > CALLEE_GRACE_NS {
         return false;
     }
-    let mut answered = vec![false; chain.rows.len()];
-    for (row, span) in chain.rows() {
+    // Each row's span, unpacked from the chain once.
+    let rows: Vec<_> = chain.rows().collect();
+    let mut answered = vec![false; rows.len()];
+    for (row, span) in &rows {
         if span.kind.is_hop()
             && let Some(parent) = row.parent_row
             && let Some(slot) = answered.get_mut(parent as usize)
@@ -691,7 +693,7 @@ fn awaits(chain: &ChainView<'_>, now_unix_nano: u64) -> bool {
             *slot = true;
         }
     }
-    chain.rows().zip(answered).any(|((_, span), answered)| {
+    rows.iter().zip(answered).any(|((_, span), answered)| {
         span.kind.is_call()
             && !answered
             && span.budget.outcome != Some(deadline_budget::analysis::Outcome::Refused)
