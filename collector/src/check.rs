@@ -140,16 +140,19 @@ pub fn parse_line(
     number: usize,
     line: &str,
 ) -> Result<Option<ExportTraceServiceRequest>, InputError> {
-    let line = line.trim();
+    // A byte-order mark (some Windows editors write one) is not JSON, and says nothing.
+    let line = line.trim().trim_start_matches('\u{feff}');
     if line.is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(line).map(Some).map_err(|e| {
-        InputError(format!(
-            "{}: line {number}: invalid OTLP/JSON ExportTraceServiceRequest: {e}",
-            path.display()
-        ))
-    })
+    ingest::json::parse_request(line.as_bytes())
+        .map(Some)
+        .map_err(|e| {
+            InputError(format!(
+                "{}: line {number}: invalid OTLP/JSON ExportTraceServiceRequest: {e}",
+                path.display()
+            ))
+        })
 }
 
 /// Reads every line of `path` into the store. Spans with bad ids are skipped with a warning

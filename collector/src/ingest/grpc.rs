@@ -160,10 +160,14 @@ impl Decoder for BytesCodec {
 
 pub(super) fn response(rejected: u64, message: String) -> ExportTraceServiceResponse {
     ExportTraceServiceResponse {
-        partial_success: (rejected > 0).then_some(ExportTracePartialSuccess {
-            rejected_spans: rejected as i64,
-            error_message: message,
-        }),
+        // Rejected spans, or a warning (strings repaired) with none rejected: OTLP's
+        // partial_success carries both.
+        partial_success: (rejected > 0 || !message.is_empty()).then_some(
+            ExportTracePartialSuccess {
+                rejected_spans: rejected as i64,
+                error_message: message,
+            },
+        ),
     }
 }
 

@@ -10,7 +10,6 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
@@ -175,9 +174,7 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
     };
     let admission = match encoding {
         Encoding::Protobuf => shared.admit_protobuf(&body),
-        Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&body)
-            .map(|request| shared.admit(request))
-            .map_err(|e| format!("invalid OTLP/JSON ExportTraceServiceRequest: {e}")),
+        Encoding::Json => shared.admit_json(&body),
     };
     let admission = match admission {
         Ok(admission) => admission,

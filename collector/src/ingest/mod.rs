@@ -26,7 +26,9 @@ pub mod decode;
 mod grpc;
 pub mod gzip;
 mod http;
+pub mod json;
 mod limit;
+pub mod utf8;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -390,12 +392,28 @@ impl Shared {
         }
     }
 
-    /// Decodes a request and offers it to the store without waiting.
-    fn admit(&self, mut request: ExportTraceServiceRequest) -> Admission {
+    /// Decodes a request and offers it to the store without waiting; `repaired` counts the
+    /// strings made valid UTF-8 before it was decoded.
+    fn admit(
+        &self,
+        mut request: ExportTraceServiceRequest,
+        repaired: decode::Utf8Repairs,
+    ) -> Admission {
         let total = decode::count_spans(&request);
         let keep_attributes = self.keep_attributes && !self.keep_raw;
-        let decoded = decode::decode_request(&mut request, &mut self.interner(), keep_attributes);
+        let mut decoded =
+            decode::decode_request(&mut request, &mut self.interner(), keep_attributes);
+        decoded.repaired.merge(repaired);
         self.offer(decoded, self.keep_raw.then_some(request), total)
+    }
+
+    /// An OTLP/JSON body: invalid UTF-8 repaired, then read as the Collector reads it.
+    /// The error is a message for the client.
+    fn admit_json(&self, body: &[u8]) -> Result<Admission, String> {
+        let (body, repaired) = utf8::repair_json(body);
+        json::parse_request(&body)
+            .map(|request| self.admit(request, repaired))
+            .map_err(|e| format!("invalid OTLP/JSON ExportTraceServiceRequest: {e}"))
     }
 
     /// The same for a protobuf body, read in place (the hot path: no request tree is built
@@ -404,9 +422,28 @@ impl Shared {
     fn admit_protobuf(&self, body: &[u8]) -> Result<Admission, String> {
         if self.keep_raw {
             use prost::Message as _;
-            return ExportTraceServiceRequest::decode(body)
-                .map(|request| self.admit(request))
-                .map_err(|e| format!("invalid protobuf ExportTraceServiceRequest: {e}"));
+            let invalid =
+                |e: prost::DecodeError| format!("invalid protobuf ExportTraceServiceRequest: {e}");
+            return match ExportTraceServiceRequest::decode(body) {
+                Ok(request) => Ok(self.admit(request, decode::Utf8Repairs::default())),
+                // prost refuses invalid UTF-8: repair the strings, as the in-place path reads
+                // them, and try again.
+                Err(error) => {
+                    let Some(repaired) =
+                        utf8::repair(body, utf8::Message::Request).filter(|r| r.count > 0)
+                    else {
+                        return Err(invalid(error));
+                    };
+                    let request = ExportTraceServiceRequest::decode(repaired.bytes.as_slice())
+                        .map_err(invalid)?;
+                    let mut repairs = decode::Utf8Repairs::default();
+                    for _ in 0..repaired.count {
+                        repairs
+                            .add(|| "a string of the request (record repairs every field)".into());
+                    }
+                    Ok(self.admit(request, repairs))
+                }
+            };
         }
         let decoded = decode::decode_protobuf(body, &mut self.interner(), self.keep_attributes)
             .map_err(|e| e.to_string())?;
@@ -428,6 +465,7 @@ impl Shared {
         total: u64,
     ) -> Admission {
         let accepted = decoded.spans.len() as u64;
+        let message = decoded.message();
         let batch = Batch {
             spans: decoded.spans,
             attributes: decoded.attributes,
@@ -450,7 +488,7 @@ impl Shared {
             .fetch_add(decoded.rejected, Ordering::Relaxed);
         Admission::Accepted {
             rejected: decoded.rejected,
-            message: decoded.first_error.unwrap_or_default(),
+            message,
         }
     }
 
