@@ -170,6 +170,8 @@ pub struct State {
     pub demo: Option<DemoStatus>,
     /// The most spans a fresh store holds (for [`State::start_over`]).
     pub max_spans: usize,
+    /// The most raw attribute bytes a fresh store holds (for [`State::start_over`]).
+    pub max_attribute_bytes: usize,
     /// Traces held when the screen last started over: their late spans are dropped, so the
     /// previous scenario's chains do not come back piece by piece.
     stale: std::collections::HashSet<TraceId>,
@@ -225,6 +227,7 @@ impl State {
             requests_refused_unread: 0,
             demo: None,
             max_spans: budget_top::store::DEFAULT_MAX_SPANS,
+            max_attribute_bytes: budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,
@@ -272,7 +275,9 @@ impl State {
         );
         self.held.clear();
         self.held_spans = 0;
-        self.data = ScreenData::new(Store::new(self.max_spans));
+        self.data = ScreenData::new(
+            Store::new(self.max_spans).with_attribute_budget(self.max_attribute_bytes),
+        );
         self.ui.selected = 0;
         self.ui.selected_id = None;
         self.ui.span_row = 0;
@@ -868,6 +873,9 @@ pub struct LiveConfig {
     pub http_addr: Option<SocketAddr>,
     /// The most spans held (oldest chains evicted first); 0 for the store's default.
     pub max_spans: usize,
+    /// The most raw attribute bytes held for the detail view (`--max-attribute-bytes`); 0 for
+    /// the store's default.
+    pub max_attribute_bytes: usize,
 }
 
 /// Take over the terminal, run the screen on span batches from `spans`, and restore the
@@ -882,8 +890,15 @@ pub async fn run_live(
     } else {
         config.max_spans
     };
-    let mut state = State::new(ScreenData::new(Store::new(max)), config.mode);
+    let attribute_bytes = if config.max_attribute_bytes == 0 {
+        budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES
+    } else {
+        config.max_attribute_bytes
+    };
+    let store = Store::new(max).with_attribute_budget(attribute_bytes);
+    let mut state = State::new(ScreenData::new(store), config.mode);
     state.max_spans = max;
+    state.max_attribute_bytes = attribute_bytes;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
     let mut term = crate::term::Term::enter()?;

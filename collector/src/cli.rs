@@ -25,6 +25,11 @@ pub struct Cli {
     /// Chains held at most, counted in spans; the oldest chains go first.
     #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N")]
     pub max_spans: usize,
+    /// Raw span attributes the live screen holds for its detail popup, in bytes, all chains
+    /// together (as much again may wait to be taken in); past it the oldest chains'
+    /// attributes are dropped first. Each span keeps at most 16 KiB, each value 4 KiB.
+    #[arg(long, default_value_t = store::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES")]
+    pub max_attribute_bytes: usize,
 }
 
 /// Where to receive OTLP.

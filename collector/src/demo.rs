@@ -153,6 +153,7 @@ async fn screen(args: DemoArgs, max_spans: usize) -> anyhow::Result<()> {
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
         max_spans,
+        max_attribute_bytes: 0,
     };
     let Ingest {
         receiver,

@@ -40,7 +40,9 @@ fn main() -> ExitCode {
                 .await
                 .map(|()| 0),
             // The live screen (screen engineer's `app`), fed by the receivers.
-            None => live(cli.listen, cli.max_spans).await.map(|()| 0),
+            None => live(cli.listen, cli.max_spans, cli.max_attribute_bytes)
+                .await
+                .map(|()| 0),
         }
     });
     match result {
@@ -54,8 +56,15 @@ fn main() -> ExitCode {
 
 /// Starts the receivers and hands their batches and refusal count to the screen; `d` on the
 /// empty screen starts the demo services exporting to these receivers.
-async fn live(listen: budget_top::cli::Listen, max_spans: usize) -> anyhow::Result<()> {
-    let ingest = budget_top::ingest::start(listen.ingest_config()).await?;
+async fn live(
+    listen: budget_top::cli::Listen,
+    max_spans: usize,
+    max_attribute_bytes: usize,
+) -> anyhow::Result<()> {
+    let mut ingest_config = listen.ingest_config();
+    // What may wait in the channel is bounded like what the store holds.
+    ingest_config.max_queued_attribute_bytes = max_attribute_bytes;
+    let ingest = budget_top::ingest::start(ingest_config).await?;
     let stats = ingest.stats.clone();
     let (demo_control, start_demo, demo_driver) = match demo::for_live_screen(ingest.grpc_addr) {
         Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
@@ -72,6 +81,7 @@ async fn live(listen: budget_top::cli::Listen, max_spans: usize) -> anyhow::Resu
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
         max_spans,
+        max_attribute_bytes,
     };
     let result = app::run_live(config, ingest.receiver, controls).await;
     ingest.shutdown_token.cancel();

@@ -24,6 +24,15 @@ use crate::ingest::decode::RawAttributes;
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
 
+/// The default for `--max-attribute-bytes`: raw attributes held for the detail view, all
+/// chains together (the screen's only memory that grows with what spans carry, not with how
+/// many there are).
+pub const DEFAULT_MAX_ATTRIBUTE_BYTES: usize = 256 * 1024 * 1024;
+
+/// What one span's raw attributes cost beyond their bytes: the map slot (span id, the boxed
+/// bytes' pointer and length, the counts) and the allocation's header, rounded up.
+const ATTRIBUTE_ENTRY_COST: usize = 64;
+
 /// One line of the chain list: a chain's latest summary.
 #[derive(Clone, Copy, Debug)]
 pub struct ChainEntry<'a> {
@@ -50,6 +59,13 @@ pub struct StoreCounters {
     pub spans_evicted: u64,
     /// Spans not kept because their chain alone already held `max_spans`.
     pub spans_over_limit: u64,
+    /// Spans that arrived again with the same id but different contents: the copy kept is
+    /// chosen by content (see `Chain::insert`), whatever the order they came in.
+    pub spans_conflicting: u64,
+    /// Raw attribute bytes held for the detail view (with each span's entry cost).
+    pub attribute_bytes: u64,
+    /// Chains whose raw attributes were dropped, oldest first, to stay under the budget.
+    pub attribute_chains_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -60,6 +76,12 @@ struct Entry {
     // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
     #[allow(clippy::box_collection)]
     attributes: Option<Box<HashMap<SpanId, RawAttributes>>>,
+    /// What `attributes` costs, counted in [`StoreCounters::attribute_bytes`].
+    attribute_bytes: usize,
+    /// Spans at positions below this had their raw attributes dropped for the budget.
+    attributes_dropped_below: u32,
+    /// Whether the chain is in [`Store::attribute_order`].
+    in_attribute_order: bool,
     analysis: Option<Arc<ChainAnalysis>>,
     dirty: bool,
 }
@@ -82,6 +104,10 @@ pub struct Store {
     /// Sum of the analysed chains' hops.
     hops: u64,
     dirty: Vec<TraceId>,
+    /// The most raw attribute bytes held; past it the oldest chains' attributes go first.
+    max_attribute_bytes: usize,
+    /// Chains holding raw attributes, in the order they first got some (oldest first).
+    attribute_order: VecDeque<TraceId>,
 }
 
 impl Store {
@@ -97,7 +123,15 @@ impl Store {
             findings: SeverityCounts::default(),
             hops: 0,
             dirty: Vec::new(),
+            max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES,
+            attribute_order: VecDeque::new(),
         }
+    }
+
+    /// The same store holding at most `bytes` of raw attributes (`--max-attribute-bytes`).
+    pub fn with_attribute_budget(mut self, bytes: usize) -> Self {
+        self.max_attribute_bytes = bytes;
+        self
     }
 
     /// The same store with other analysis options.
@@ -147,17 +181,52 @@ impl Store {
                 self.counters.spans_held += 1;
             }
             Inserted::Replaced => self.counters.spans_duplicate += 1,
+            Inserted::Conflicting => {
+                self.counters.spans_duplicate += 1;
+                self.counters.spans_conflicting += 1;
+            }
             Inserted::OtherTrace => return,
         }
         if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
-            entry
+            let cost = attrs.bytes_held() + ATTRIBUTE_ENTRY_COST;
+            let old = entry
                 .attributes
                 .get_or_insert_default()
-                .insert(span_id, attrs);
+                .insert(span_id, attrs)
+                .map_or(0, |old| old.bytes_held() + ATTRIBUTE_ENTRY_COST);
+            entry.attribute_bytes = entry.attribute_bytes + cost - old;
+            self.counters.attribute_bytes =
+                self.counters.attribute_bytes + cost as u64 - old as u64;
+            if !entry.in_attribute_order {
+                entry.in_attribute_order = true;
+                self.attribute_order.push_back(trace_id);
+            }
         }
         if !entry.dirty {
             entry.dirty = true;
             self.dirty.push(trace_id);
+        }
+        self.trim_attributes();
+    }
+
+    /// Drops the raw attributes of the chains that got theirs first until what is held fits
+    /// `max_attribute_bytes`. The spans stay; the detail view says their attributes were
+    /// dropped.
+    fn trim_attributes(&mut self) {
+        while self.counters.attribute_bytes as usize > self.max_attribute_bytes {
+            let Some(oldest) = self.attribute_order.pop_front() else {
+                return;
+            };
+            let Some(entry) = self.chains.get_mut(&oldest) else {
+                continue; // evicted since
+            };
+            entry.in_attribute_order = false;
+            if entry.attributes.take().is_some() {
+                self.counters.attribute_bytes -= entry.attribute_bytes as u64;
+                self.counters.attribute_chains_dropped += 1;
+                entry.attribute_bytes = 0;
+                entry.attributes_dropped_below = entry.chain.len() as u32;
+            }
         }
     }
 
@@ -170,6 +239,9 @@ impl Store {
             Box::new(Entry {
                 chain: Chain::new(trace_id),
                 attributes: None,
+                attribute_bytes: 0,
+                attributes_dropped_below: 0,
+                in_attribute_order: false,
                 analysis: None,
                 dirty: false,
             }),
@@ -204,6 +276,7 @@ impl Store {
             return;
         };
         let n = entry.chain.len() as u64;
+        self.counters.attribute_bytes -= entry.attribute_bytes as u64;
         self.counters.spans_held -= n;
         self.counters.chains_held -= 1;
         self.counters.chains_evicted += 1;
@@ -312,6 +385,34 @@ impl Store {
             .as_ref()?
             .get(&span_id)
             .map(RawAttributes::decode)
+    }
+
+    /// What the detail view should say about a span's raw attributes beyond showing them:
+    /// values cut, attributes not kept, or all of them dropped for the store's budget.
+    pub fn attribute_note(&self, trace_id: TraceId, span_id: SpanId) -> Option<String> {
+        let entry = self.chains.get(&trace_id)?;
+        if let Some(attrs) = entry.attributes.as_ref().and_then(|a| a.get(&span_id)) {
+            let mut parts = Vec::new();
+            if attrs.cut() > 0 {
+                parts.push(format!(
+                    "{} value(s) cut to {} KiB",
+                    attrs.cut(),
+                    crate::ingest::decode::MAX_VALUE_BYTES / 1024
+                ));
+            }
+            if attrs.dropped() > 0 {
+                parts.push(format!(
+                    "{} attribute(s) not kept (a span keeps {} KiB of attributes)",
+                    attrs.dropped(),
+                    crate::ingest::decode::MAX_SPAN_ATTRIBUTE_BYTES / 1024
+                ));
+            }
+            return (!parts.is_empty()).then(|| parts.join("; "));
+        }
+        let position = entry.chain.spans().position(|s| s.span_id == span_id)?;
+        (position < entry.attributes_dropped_below as usize).then(|| {
+            "attributes dropped to stay under --max-attribute-bytes (oldest chains first)".into()
+        })
     }
 
     /// Caller -> callee aggregates over every analysed chain held, by (caller, callee).

@@ -211,20 +211,36 @@ fn parent_arriving_after_child_gives_the_same_analysis() {
 }
 
 #[test]
-fn a_span_listed_twice_counts_once_and_the_later_copy_wins() {
+fn a_span_listed_twice_counts_once_and_the_copy_kept_does_not_depend_on_arrival_order() {
     let mut chain = Chain::new(trace());
     for s in healthy() {
         assert_eq!(chain.insert(s), Inserted::New);
     }
+    // A copy that ends later (the finished span after a partial one) wins, in either order.
     let mut again = healthy()[3].clone();
     again.budget.forwarded_ms = Some(5000);
-    assert_eq!(chain.insert(again), Inserted::Replaced);
+    again.end_unix_nano += 1;
+    assert_eq!(chain.insert(again.clone()), Inserted::Conflicting);
+    assert_eq!(chain.insert(healthy()[3].clone()), Inserted::Conflicting);
+    assert_eq!(chain.get(sid(4)).as_ref(), Some(&again));
     assert_eq!(chain.insert(healthy()[0].clone()), Inserted::Replaced);
     assert_eq!(chain.len(), 8);
     let a = chain.analyse(&Options::default());
     assert_eq!(a.summary.spans, 8);
     assert_eq!(a.rows.len(), 8);
     assert_eq!(kinds(&a), vec![(FindingKind::BudgetReset, sid(4))]);
+    // Same end, same facts, other contents: still one winner whatever the order.
+    let mut other = healthy()[3].clone();
+    other.budget.forwarded_ms = Some(7);
+    for (first, second) in [(&healthy()[3], &other), (&other, &healthy()[3])] {
+        let mut chain = Chain::new(trace());
+        assert_eq!(chain.insert(first.clone()), Inserted::New);
+        assert_eq!(chain.insert(second.clone()), Inserted::Conflicting);
+        let mut reverse = Chain::new(trace());
+        reverse.insert(second.clone());
+        reverse.insert(first.clone());
+        assert_eq!(chain.get(sid(4)), reverse.get(sid(4)));
+    }
     let mut other = healthy()[0].clone();
     other.trace_id = TraceId([1; 16]);
     assert_eq!(chain.insert(other), Inserted::OtherTrace);

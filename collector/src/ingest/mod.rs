@@ -89,6 +89,10 @@ pub struct IngestConfig {
     pub idle_timeout: Duration,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
+    /// Raw attribute bytes that may wait in the channel; a batch that would go past it is
+    /// still taken, with its spans' attributes left out (counted as not kept), so what spans
+    /// carry cannot grow the queue past what the screen would hold.
+    pub max_queued_attribute_bytes: usize,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
     pub keep_raw: bool,
     /// Allow listening on an address other than loopback (other machines could then send
@@ -109,6 +113,7 @@ impl Default for IngestConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             keep_attributes: true,
+            max_queued_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
             allow_remote: false,
         }
@@ -226,9 +231,11 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
             tx,
             waiting: VecDeque::new(),
             spans: 0,
+            attribute_bytes: 0,
             last: 0,
         }),
         max_queued_spans: config.max_queued_spans as u64,
+        max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
         stats: stats.clone(),
         interner: Mutex::new(decode::Interner::default()),
@@ -292,6 +299,7 @@ async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpLis
 struct Shared {
     queue: Mutex<Queue>,
     max_queued_spans: u64,
+    max_queued_attribute_bytes: u64,
     /// One permit per request being read and decoded.
     inflight: Arc<Semaphore>,
     stats: Arc<IngestStats>,
@@ -320,38 +328,65 @@ enum Admission {
 #[derive(Debug)]
 struct Queue {
     tx: mpsc::Sender<Batch>,
-    waiting: VecDeque<u64>,
-    /// The sum of `waiting`.
+    /// Spans and raw attribute bytes of each batch sent, oldest first.
+    waiting: VecDeque<(u64, u64)>,
+    /// The sum of `waiting`'s spans.
     spans: u64,
+    /// The sum of `waiting`'s attribute bytes.
+    attribute_bytes: u64,
     /// Spans of the last batch sent: what the next request probably holds.
     last: u64,
 }
 
 impl Queue {
-    /// Spans in batches the owner loop has not taken yet.
-    fn spans_waiting(&mut self) -> u64 {
+    /// Forgets the batches the owner loop has taken.
+    fn forget_taken(&mut self) {
         let in_channel = self.tx.max_capacity() - self.tx.capacity();
         while self.waiting.len() > in_channel {
-            if let Some(taken) = self.waiting.pop_front() {
-                self.spans -= taken;
+            if let Some((spans, bytes)) = self.waiting.pop_front() {
+                self.spans -= spans;
+                self.attribute_bytes -= bytes;
             }
         }
+    }
+
+    /// Spans in batches the owner loop has not taken yet.
+    fn spans_waiting(&mut self) -> u64 {
+        self.forget_taken();
         self.spans
     }
 
     /// Sends the batch if the queue has room for it (it stays within `max` spans, or the queue
     /// is empty: a request larger than the limit alone is still taken) and the channel has a
-    /// free slot.
-    fn try_send(&mut self, batch: Batch, max: u64) -> Result<(), Batch> {
+    /// free slot. Its raw attributes go with it only while the queue holds fewer than
+    /// `max_attribute_bytes` of them (or none): past that, each span says its attributes were
+    /// not kept.
+    fn try_send(
+        &mut self,
+        mut batch: Batch,
+        max: u64,
+        max_attribute_bytes: u64,
+    ) -> Result<(), Batch> {
         let spans = batch.spans.len() as u64;
         let waiting = self.spans_waiting();
         if waiting > 0 && waiting + spans > max {
             return Err(batch);
         }
+        let mut bytes: u64 = batch.attributes.iter().map(|a| a.bytes_held() as u64).sum();
+        if bytes > 0
+            && self.attribute_bytes > 0
+            && self.attribute_bytes + bytes > max_attribute_bytes
+        {
+            for attributes in &mut batch.attributes {
+                *attributes = attributes.without_values();
+            }
+            bytes = 0;
+        }
         match self.tx.try_send(batch) {
             Ok(()) => {
-                self.waiting.push_back(spans);
+                self.waiting.push_back((spans, bytes));
                 self.spans += spans;
+                self.attribute_bytes += bytes;
                 self.last = spans;
                 Ok(())
             }
@@ -473,7 +508,14 @@ impl Shared {
         };
         // Full or closed: either way the store cannot take it now.
         if (accepted > 0 || batch.raw.is_some())
-            && self.queue().try_send(batch, self.max_queued_spans).is_err()
+            && self
+                .queue()
+                .try_send(
+                    batch,
+                    self.max_queued_spans,
+                    self.max_queued_attribute_bytes,
+                )
+                .is_err()
         {
             self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
             self.stats.spans_refused.fetch_add(total, Ordering::Relaxed);
