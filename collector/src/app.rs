@@ -166,6 +166,8 @@ pub struct State {
     pub spans_dropped: u64,
     /// Requests the receivers refused before reading them (overload): their spans are unknown.
     pub requests_refused_unread: u64,
+    /// Metrics and logs requests the receivers answered and dropped.
+    pub requests_ignored: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
     /// The most spans a fresh store holds (for [`State::start_over`]).
@@ -188,6 +190,8 @@ pub struct Refused {
     pub spans: u64,
     /// Requests refused before they were read (their spans are unknown).
     pub requests_unread: u64,
+    /// Metrics and logs requests answered with success and dropped.
+    pub requests_ignored: u64,
 }
 
 impl Refused {
@@ -197,6 +201,7 @@ impl Refused {
         Refused {
             spans: counts.spans_refused,
             requests_unread: counts.requests_refused_unread,
+            requests_ignored: counts.requests_ignored,
         }
     }
 }
@@ -225,6 +230,7 @@ impl State {
             http_addr: None,
             spans_dropped: 0,
             requests_refused_unread: 0,
+            requests_ignored: 0,
             demo: None,
             max_spans: budget_top::store::DEFAULT_MAX_SPANS,
             max_attribute_bytes: budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
@@ -350,10 +356,15 @@ impl State {
     /// Set what the receivers refused (the screen adds the spans it dropped while paused).
     pub fn set_ingest_refused(&mut self, refused: Refused) -> bool {
         let total = refused.spans + self.paused_drops;
-        let changed =
-            (total, refused.requests_unread) != (self.spans_dropped, self.requests_refused_unread);
+        let changed = (total, refused.requests_unread, refused.requests_ignored)
+            != (
+                self.spans_dropped,
+                self.requests_refused_unread,
+                self.requests_ignored,
+            );
         self.spans_dropped = total;
         self.requests_refused_unread = refused.requests_unread;
+        self.requests_ignored = refused.requests_ignored;
         changed
     }
 

@@ -43,6 +43,18 @@ pub fn render(
             i.spans_rejected,
             i.requests_rejected
         );
+        let _ = writeln!(
+            out,
+            "ignored {} requests (metrics and logs: answered with success, dropped)",
+            i.requests_ignored
+        );
+        if i.connections_evicted + i.connections_refused > 0 {
+            let _ = writeln!(
+                out,
+                "connections: {} closed to make room past --max-connections (idle or unfinished), {} refused (all busy)",
+                i.connections_evicted, i.connections_refused
+            );
+        }
     }
 
     let mut by_chain: BTreeMap<TraceId, Vec<&Finding>> = BTreeMap::new();

@@ -542,6 +542,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
         refused: Some(Box::new(|| app::Refused {
             spans: 7,
             requests_unread: 3,
+            requests_ignored: 2,
         })),
         ..app::Controls::default()
     };
@@ -574,6 +575,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     let text = screen_text(&terminal);
     assert!(text.contains("7 dropped"), "{text}");
     assert!(text.contains("3 requests refused"), "{text}");
+    assert!(text.contains("2 ignored (metrics/logs)"), "{text}");
     assert!(text.contains("gateway POST /checkout"), "{text}");
 }
 

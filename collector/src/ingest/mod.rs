@@ -54,6 +54,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// The default for [`IngestConfig::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default for [`IngestConfig::idle_timeout_near_cap`].
+pub const DEFAULT_IDLE_TIMEOUT_NEAR_CAP: Duration = Duration::from_secs(5);
+/// The default for [`IngestConfig::header_timeout`].
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default for [`IngestConfig::max_inflight`].
 pub const DEFAULT_MAX_INFLIGHT: usize = 64;
 /// The default for [`IngestConfig::max_queued_spans`].
@@ -83,10 +87,17 @@ pub struct IngestConfig {
     pub max_queued_spans: usize,
     /// Longest time a client may take to send a request body (a trickle is answered 408).
     pub body_timeout: Duration,
-    /// Connections held open at once per receiver; more wait until one closes.
+    /// Connections held open at once per receiver. Past it a new connection is served at
+    /// once: the one that has gone longest without a request is closed to make room (or the
+    /// new one, when every connection is serving a request).
     pub max_connections: usize,
-    /// A connection on which the client sends nothing for this long is closed.
+    /// A connection that serves no request for this long is closed.
     pub idle_timeout: Duration,
+    /// The same, once three quarters of `max_connections` are open.
+    pub idle_timeout_near_cap: Duration,
+    /// A connection whose first request has not started this long after it was accepted
+    /// (headers that trickle in, or nothing at all) is closed.
+    pub header_timeout: Duration,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
     /// Raw attribute bytes that may wait in the channel; a batch that would go past it is
@@ -112,6 +123,8 @@ impl Default for IngestConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            idle_timeout_near_cap: DEFAULT_IDLE_TIMEOUT_NEAR_CAP,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
             keep_attributes: true,
             max_queued_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
@@ -149,6 +162,14 @@ pub struct IngestStats {
     pub spans_refused: AtomicU64,
     /// Spans rejected as invalid (wrong id lengths), reported in `partial_success`.
     pub spans_rejected: AtomicU64,
+    /// Metrics and logs export requests: answered with success and dropped (an SDK given one
+    /// endpoint exports every signal there).
+    pub requests_ignored: AtomicU64,
+    /// Connections closed to make room for a new one past `max_connections` (idle, or not
+    /// serving a request).
+    pub connections_evicted: AtomicU64,
+    /// New connections closed at once: `max_connections` were all serving requests.
+    pub connections_refused: AtomicU64,
 }
 
 /// A plain copy of [`IngestStats`].
@@ -168,6 +189,12 @@ pub struct IngestCounts {
     pub spans_refused: u64,
     /// See [`IngestStats::spans_rejected`].
     pub spans_rejected: u64,
+    /// See [`IngestStats::requests_ignored`].
+    pub requests_ignored: u64,
+    /// See [`IngestStats::connections_evicted`].
+    pub connections_evicted: u64,
+    /// See [`IngestStats::connections_refused`].
+    pub connections_refused: u64,
 }
 
 impl IngestStats {
@@ -182,6 +209,9 @@ impl IngestStats {
             spans_accepted: get(&self.spans_accepted),
             spans_refused: get(&self.spans_refused),
             spans_rejected: get(&self.spans_rejected),
+            requests_ignored: get(&self.requests_ignored),
+            connections_evicted: get(&self.connections_evicted),
+            connections_refused: get(&self.connections_refused),
         }
     }
 }
@@ -256,11 +286,17 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         Some(addr) => Some(bind(addr, "--http").await?),
         None => None,
     };
+    let limits = limit::Limits {
+        max: config.max_connections,
+        header: config.header_timeout,
+        idle: config.idle_timeout,
+        idle_near_cap: config.idle_timeout_near_cap,
+    };
     let mut grpc_addr = None;
     if let Some(listener) = grpc_listener {
         grpc_addr = Some(listener.local_addr()?);
         grpc::spawn(
-            limit::LimitedListener::new(listener, config.max_connections, config.idle_timeout),
+            limit::LimitedListener::new(listener, limits, stats.clone()),
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -271,7 +307,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = http_listener {
         http_addr = Some(listener.local_addr()?);
         http::spawn(
-            limit::LimitedListener::new(listener, config.max_connections, config.idle_timeout),
+            limit::LimitedListener::new(listener, limits, stats.clone()),
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -536,6 +572,10 @@ impl Shared {
 
     fn reject_request(&self) {
         self.stats.requests_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ignore_request(&self) {
+        self.stats.requests_ignored.fetch_add(1, Ordering::Relaxed);
     }
 }
 
