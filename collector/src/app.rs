@@ -980,15 +980,15 @@ fn feed_recording(
     use budget_top::ingest::decode;
     let mut lines = budget_top::check::open_lines(file).map_err(|e| e.0)?;
     let mut interner = decode::Interner::default();
-    let mut line = String::new();
+    let (mut bytes, mut line) = (Vec::new(), String::new());
     let (mut number, mut sent) = (0usize, 0u64);
     loop {
-        line.clear();
         number += 1;
-        match lines.read_line(&mut line) {
-            Ok(0) => return Ok(sent),
+        match budget_top::check::read_line(&mut *lines, &mut bytes, &mut line, file, number) {
+            Ok((0, _)) => return Ok(sent),
+            // Repaired UTF-8 is shown as U+FFFD; stderr is the screen here, so no warning.
             Ok(_) => {}
-            Err(e) => return Err(format!("{}: line {number}: {e}", file.display())),
+            Err(e) => return Err(e.0),
         }
         let Some(mut request) =
             budget_top::check::parse_line(file, number, &line).map_err(|e| e.0)?

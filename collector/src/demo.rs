@@ -117,7 +117,7 @@ async fn headless(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
     check::print_report(
         &mut store,
         args.format,
-        args.fail_on,
+        &[args.fail_on],
         Some(ingest_counts),
         max_spans,
     )

@@ -192,12 +192,44 @@ fn paint(color: bool, severity: Option<Severity>, text: impl std::fmt::Display) 
     }
 }
 
-/// Control characters (escape sequences, newlines, tabs) become spaces; long values are cut.
+/// Whether a character from a span must not reach a terminal as it is: control characters
+/// (escape sequences, newlines, tabs) move the cursor; bidirectional overrides and isolates
+/// (U+202A-U+202E, U+2066-U+2069) reorder what follows them, and zero-width and other invisible
+/// format characters (U+200B-U+200F, U+2060-U+2064, U+FEFF, the soft hyphen...) take no cell,
+/// so both misalign columns and can make one name look like another.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00ad}'
+                | '\u{034f}'
+                | '\u{061c}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{17b4}'
+                | '\u{17b5}'
+                | '\u{180b}'..='\u{180f}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{1bca0}'..='\u{1bca3}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0000}'..='\u{e0fff}'
+        )
+}
+
+/// Control, bidirectional and invisible characters (see [`is_unsafe_char`]) become spaces;
+/// long values are cut.
 pub fn clean(s: &str) -> String {
     let mut out: String = s
         .chars()
         .take(200)
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if is_unsafe_char(c) { ' ' } else { c })
         .collect();
     if s.chars().nth(200).is_some() {
         out.push('…');
@@ -213,5 +245,21 @@ mod tests {
     fn span_strings_cannot_reach_the_terminal_as_escapes() {
         assert_eq!(clean("a\x1b[2Jb\nc"), "a [2Jb c");
         assert_eq!(clean(&"x".repeat(300)).chars().count(), 201);
+    }
+
+    #[test]
+    fn bidirectional_overrides_and_zero_width_characters_cannot_misalign_columns() {
+        // "admin" that would display reversed, a zero-width space, a byte-order mark.
+        assert_eq!(
+            clean("svc\u{202e}nimda\u{202c}\u{200b}x\u{feff}\u{2066}y\u{2069}"),
+            "svc nimda  x  y "
+        );
+        // Every kept character takes the cells its width says.
+        for c in ['\u{200d}', '\u{2060}', '\u{00ad}', '\u{e0041}', '\u{061c}'] {
+            assert!(is_unsafe_char(c), "{c:?}");
+        }
+        for c in ['é', '→', '日', ' ', '-'] {
+            assert!(!is_unsafe_char(c), "{c:?}");
+        }
     }
 }

@@ -407,12 +407,12 @@ async fn a_grpc_message_over_the_limit_is_rejected_as_invalid_and_counted() {
     assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
 }
 
-type ExportTraceServiceResponseProbe =
+pub type ExportTraceServiceResponseProbe =
     opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 
 /// A client codec that sends raw bytes and decodes the OTLP trace response.
 #[derive(Clone, Copy, Debug, Default)]
-struct RawCodec;
+pub struct RawCodec;
 
 impl tonic::codec::Codec for RawCodec {
     type Encode = bytes::Bytes;
