@@ -67,6 +67,21 @@ struct Resource {
     attributes: Vec<KeyValue>,
     #[serde(alias = "dropped_attributes_count", deserialize_with = "uint32")]
     dropped_attributes_count: u32,
+    #[serde(alias = "entity_refs", deserialize_with = "nullable")]
+    entity_refs: Vec<EntityRef>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct EntityRef {
+    #[serde(alias = "schema_url", deserialize_with = "nullable")]
+    schema_url: String,
+    #[serde(deserialize_with = "nullable")]
+    r#type: String,
+    #[serde(alias = "id_keys", deserialize_with = "nullable")]
+    id_keys: Vec<String>,
+    #[serde(alias = "description_keys", deserialize_with = "nullable")]
+    description_keys: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -176,26 +191,104 @@ struct KeyValue {
     key: String,
     #[serde(deserialize_with = "nullable")]
     value: Option<AnyValue>,
+    #[serde(alias = "key_strindex", deserialize_with = "int32")]
+    key_strindex: i32,
 }
 
-/// `AnyValue`'s oneof: at most one of these is set.
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct AnyValue {
-    #[serde(alias = "string_value")]
-    string_value: Option<String>,
-    #[serde(alias = "bool_value")]
-    bool_value: Option<bool>,
-    #[serde(alias = "int_value", deserialize_with = "some_int64")]
-    int_value: Option<i64>,
-    #[serde(alias = "double_value", deserialize_with = "some_double")]
-    double_value: Option<f64>,
-    #[serde(alias = "array_value")]
-    array_value: Option<ArrayValue>,
-    #[serde(alias = "kvlist_value")]
-    kvlist_value: Option<KeyValueList>,
-    #[serde(alias = "bytes_value", deserialize_with = "some_base64")]
-    bytes_value: Option<Vec<u8>>,
+/// `AnyValue`'s oneof, read as a map: the last value field present wins (as in
+/// opentelemetry-proto's reader and the Collector's), `null` sets none, other keys are skipped.
+#[derive(Default)]
+struct AnyValue(Option<common::any_value::Value>);
+
+impl<'de> Deserialize<'de> for AnyValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Any;
+        impl<'de> Visitor<'de> for Any {
+            type Value = AnyValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an AnyValue object (stringValue, intValue, ...)")
+            }
+            fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<AnyValue, M::Error> {
+                use common::any_value::Value;
+                let mut value = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let next = match &*key {
+                        "stringValue" | "string_value" => {
+                            map.next_value::<Option<String>>()?.map(Value::StringValue)
+                        }
+                        "boolValue" | "bool_value" => {
+                            map.next_value::<Option<bool>>()?.map(Value::BoolValue)
+                        }
+                        "intValue" | "int_value" => map
+                            .next_value::<Option<Int64>>()?
+                            .map(|i| Value::IntValue(i.0)),
+                        "doubleValue" | "double_value" => map
+                            .next_value::<Option<Double>>()?
+                            .map(|d| Value::DoubleValue(d.0)),
+                        "arrayValue" | "array_value" => {
+                            map.next_value::<Option<ArrayValue>>()?.map(|a| {
+                                Value::ArrayValue(common::ArrayValue {
+                                    values: a.values.into_iter().map(any_value).collect(),
+                                })
+                            })
+                        }
+                        "kvlistValue" | "kvlist_value" => {
+                            map.next_value::<Option<KeyValueList>>()?.map(|l| {
+                                Value::KvlistValue(common::KeyValueList {
+                                    values: key_values(l.values),
+                                })
+                            })
+                        }
+                        "bytesValue" | "bytes_value" => map
+                            .next_value::<Option<Base64>>()?
+                            .map(|b| Value::BytesValue(b.0)),
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    if next.is_some() {
+                        value = next;
+                    }
+                }
+                Ok(AnyValue(value))
+            }
+        }
+        d.deserialize_map(Any)
+    }
+}
+
+/// `intValue`: a 64-bit integer, as a number or a string.
+struct Int64(i64);
+
+impl<'de> Deserialize<'de> for Int64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        some_int64(d)?
+            .map(Int64)
+            .ok_or_else(|| de::Error::custom("expected a 64-bit integer"))
+    }
+}
+
+/// `doubleValue`: a number, a numeric string, or `"NaN"`, `"Infinity"`, `"-Infinity"`.
+struct Double(f64);
+
+impl<'de> Deserialize<'de> for Double {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        some_double(d)?
+            .map(Double)
+            .ok_or_else(|| de::Error::custom("expected a double"))
+    }
+}
+
+/// `bytesValue`: base64.
+struct Base64(Vec<u8>);
+
+impl<'de> Deserialize<'de> for Base64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        some_base64(d)?
+            .map(Base64)
+            .ok_or_else(|| de::Error::custom("expected base64 bytes"))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -302,6 +395,16 @@ fn integer<'de, D: Deserializer<'de>>(
 fn uint64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let n = integer(d, "an unsigned 64-bit integer", 0, i128::from(u64::MAX))?;
     Ok(n.map_or(0, |n| n as u64))
+}
+
+fn int32<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+    let n = integer(
+        d,
+        "a 32-bit integer",
+        i128::from(i32::MIN),
+        i128::from(i32::MAX),
+    )?;
+    Ok(n.map_or(0, |n| n as i32))
 }
 
 fn uint32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -499,7 +602,16 @@ impl From<ResourceSpans> for trace::ResourceSpans {
             resource: r.resource.map(|r| resource::Resource {
                 attributes: key_values(r.attributes),
                 dropped_attributes_count: r.dropped_attributes_count,
-                entity_refs: Vec::new(),
+                entity_refs: r
+                    .entity_refs
+                    .into_iter()
+                    .map(|e| common::EntityRef {
+                        schema_url: e.schema_url,
+                        r#type: e.r#type,
+                        id_keys: e.id_keys,
+                        description_keys: e.description_keys,
+                    })
+                    .collect(),
             }),
             scope_spans: r.scope_spans.into_iter().map(Into::into).collect(),
             schema_url: r.schema_url,
@@ -573,33 +685,13 @@ fn key_values(kvs: Vec<KeyValue>) -> Vec<common::KeyValue> {
         .map(|kv| common::KeyValue {
             key: kv.key,
             value: kv.value.map(any_value),
-            ..Default::default()
+            key_strindex: kv.key_strindex,
         })
         .collect()
 }
 
 fn any_value(v: AnyValue) -> common::AnyValue {
-    use common::any_value::Value;
-    let value = if let Some(s) = v.string_value {
-        Some(Value::StringValue(s))
-    } else if let Some(b) = v.bool_value {
-        Some(Value::BoolValue(b))
-    } else if let Some(i) = v.int_value {
-        Some(Value::IntValue(i))
-    } else if let Some(d) = v.double_value {
-        Some(Value::DoubleValue(d))
-    } else if let Some(a) = v.array_value {
-        Some(Value::ArrayValue(common::ArrayValue {
-            values: a.values.into_iter().map(any_value).collect(),
-        }))
-    } else if let Some(l) = v.kvlist_value {
-        Some(Value::KvlistValue(common::KeyValueList {
-            values: key_values(l.values),
-        }))
-    } else {
-        v.bytes_value.map(Value::BytesValue)
-    };
-    common::AnyValue { value }
+    common::AnyValue { value: v.0 }
 }
 
 #[cfg(test)]
@@ -671,6 +763,174 @@ mod tests {
         .unwrap();
         let span = &r.resource_spans[0].scope_spans[0].spans[0];
         assert!(span.trace_id.is_empty() && span.attributes.is_empty());
+    }
+
+    #[test]
+    fn the_last_value_field_wins_and_unknown_ones_are_skipped() {
+        let r = parse_request(
+            br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[
+            {"key":"a","value":{"stringValue":"x","intValue":5,"novel":[1],"boolValue":null}},
+            {"key":"b","key_strindex":3,"value":{"int_value":"7","intValue":"8"}}]}]}]}]}"#,
+        )
+        .unwrap();
+        let attributes = &r.resource_spans[0].scope_spans[0].spans[0].attributes;
+        use common::any_value::Value;
+        assert_eq!(
+            attributes[0].value.as_ref().unwrap().value,
+            Some(Value::IntValue(5))
+        );
+        assert_eq!(
+            attributes[1].value.as_ref().unwrap().value,
+            Some(Value::IntValue(8))
+        );
+        assert_eq!(attributes[1].key_strindex, 3);
+    }
+
+    /// The proto-name, enum-name, numbers-for-integers form of canonical OTLP/JSON.
+    fn proto_form(value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value as J;
+        let snake = |key: &str| {
+            let mut out = String::new();
+            for c in key.chars() {
+                if c.is_ascii_uppercase() {
+                    out.push('_');
+                    out.push(c.to_ascii_lowercase());
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        };
+        match value {
+            J::Object(map) => J::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        let v = match (k.as_str(), v) {
+                            ("kind", J::Number(n)) if n.as_u64().is_some_and(|n| n < 6) => {
+                                J::String(
+                                    [
+                                        "SPAN_KIND_UNSPECIFIED",
+                                        "SPAN_KIND_INTERNAL",
+                                        "SPAN_KIND_SERVER",
+                                        "SPAN_KIND_CLIENT",
+                                        "SPAN_KIND_PRODUCER",
+                                        "SPAN_KIND_CONSUMER",
+                                    ][n.as_u64().unwrap_or(0) as usize]
+                                        .into(),
+                                )
+                            }
+                            ("intValue" | "startTimeUnixNano", J::String(s)) => {
+                                s.parse::<i128>().map_or(v.clone(), |n| {
+                                    serde_json::from_str(&n.to_string()).unwrap_or(v.clone())
+                                })
+                            }
+                            _ => proto_form(v),
+                        };
+                        (snake(k), v)
+                    })
+                    .collect(),
+            ),
+            J::Array(items) => J::Array(items.iter().map(proto_form).collect()),
+            other => other.clone(),
+        }
+    }
+
+    fn any_value() -> impl proptest::strategy::Strategy<Value = common::any_value::Value> {
+        use common::any_value::Value;
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            any::<String>().prop_map(Value::StringValue),
+            any::<bool>().prop_map(Value::BoolValue),
+            any::<i64>().prop_map(Value::IntValue),
+            any::<f64>().prop_map(Value::DoubleValue),
+            proptest::collection::vec(any::<u8>(), 0..6).prop_map(Value::BytesValue),
+        ];
+        leaf.prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(|v| {
+                    Value::ArrayValue(common::ArrayValue {
+                        values: v
+                            .into_iter()
+                            .map(|v| common::AnyValue { value: Some(v) })
+                            .collect(),
+                    })
+                }),
+                proptest::collection::vec(("[a-z]{0,3}", inner), 0..3).prop_map(|kvs| {
+                    Value::KvlistValue(common::KeyValueList {
+                        values: kvs
+                            .into_iter()
+                            .map(|(key, v)| common::KeyValue {
+                                key,
+                                value: Some(common::AnyValue { value: Some(v) }),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    })
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever opentelemetry-proto's reader reads from canonical OTLP/JSON, this reader
+        /// reads the same; and the proto-name form of it reads the same again.
+        #[test]
+        fn canonical_json_reads_as_opentelemetry_proto_reads_it_and_so_does_its_proto_form(
+            spans in proptest::collection::vec(
+                (
+                    proptest::collection::vec(proptest::prelude::any::<u8>(), 0..17),
+                    proptest::collection::vec(proptest::prelude::any::<u8>(), 0..9),
+                    proptest::prelude::any::<String>(),
+                    0i32..6,
+                    proptest::prelude::any::<u64>(),
+                    proptest::collection::vec(("[a-z.]{0,6}", any_value()), 0..4),
+                    proptest::option::of((proptest::prelude::any::<String>(), 0i32..3)),
+                ),
+                0..4,
+            )
+        ) {
+            let request = ExportTraceServiceRequest {
+                resource_spans: vec![trace::ResourceSpans {
+                    scope_spans: vec![trace::ScopeSpans {
+                        spans: spans
+                            .into_iter()
+                            .map(|(trace_id, span_id, name, kind, start, attributes, status)| trace::Span {
+                                trace_id,
+                                span_id,
+                                name,
+                                kind,
+                                start_time_unix_nano: start,
+                                attributes: attributes
+                                    .into_iter()
+                                    .map(|(key, v)| common::KeyValue {
+                                        key,
+                                        value: Some(common::AnyValue { value: Some(v) }),
+                                        ..Default::default()
+                                    })
+                                    .collect(),
+                                status: status.map(|(message, code)| trace::Status { message, code }),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+            };
+            use prost::Message as _;
+            let json = serde_json::to_vec(&request).unwrap();
+            let theirs: ExportTraceServiceRequest = serde_json::from_slice(&json).unwrap();
+            let ours = parse_request(&json).unwrap();
+            // Compared encoded: a NaN double is not equal to itself.
+            proptest::prop_assert_eq!(ours.encode_to_vec(), theirs.encode_to_vec());
+            // Through serde_json's `Value` (which may move a double by one ulp, both forms alike).
+            let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            let canonical: ExportTraceServiceRequest =
+                serde_json::from_str(&value.to_string()).unwrap();
+            let proto = proto_form(&value).to_string();
+            let again = parse_request(proto.as_bytes()).unwrap();
+            proptest::prop_assert_eq!(again.encode_to_vec(), canonical.encode_to_vec());
+        }
     }
 
     #[test]

@@ -21,6 +21,13 @@
 //! [`IngestStats::spans_refused`] when they were read (a request refused unread is counted in
 //! [`IngestStats::requests_refused_unread`] instead: its spans were never seen). A request that is
 //! answered with success has all its valid spans in the channel: nothing accepted is lost.
+//!
+//! A request that can never succeed (malformed, too large before or after decompression, of an
+//! unknown type) gets an answer no SDK retries: HTTP 400/413/415, gRPC `INVALID_ARGUMENT`; it is
+//! counted in [`IngestStats::requests_rejected`]. Metrics and logs sent to the same endpoints
+//! are answered with success, dropped and counted in [`IngestStats::requests_ignored`].
+//! Connections are capped per receiver without a queue (see `limit`): a good exporter is
+//! served at once while idle or slow clients hold the slots.
 
 pub mod decode;
 mod grpc;
