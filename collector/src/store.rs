@@ -80,8 +80,8 @@ struct Entry {
     attribute_bytes: usize,
     /// Spans at positions below this had their raw attributes dropped for the budget.
     attributes_dropped_below: u32,
-    /// Whether the chain is in [`Store::attribute_order`].
-    in_attribute_order: bool,
+    /// The chain's place in [`Store::attribute_order`]; 0 when it is not there.
+    attribute_seq: u64,
     analysis: Option<Arc<ChainAnalysis>>,
     dirty: bool,
 }
@@ -106,8 +106,11 @@ pub struct Store {
     dirty: Vec<TraceId>,
     /// The most raw attribute bytes held; past it the oldest chains' attributes go first.
     max_attribute_bytes: usize,
-    /// Chains holding raw attributes, in the order they first got some (oldest first).
-    attribute_order: VecDeque<TraceId>,
+    /// Chains holding raw attributes, in the order they first got some (oldest first), with
+    /// the sequence number that tells a chain from a later one of the same trace id.
+    attribute_order: VecDeque<(TraceId, u64)>,
+    /// The last sequence number given in `attribute_order`.
+    attribute_seq: u64,
 }
 
 impl Store {
@@ -125,6 +128,7 @@ impl Store {
             dirty: Vec::new(),
             max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES,
             attribute_order: VecDeque::new(),
+            attribute_seq: 0,
         }
     }
 
@@ -197,9 +201,11 @@ impl Store {
             entry.attribute_bytes = entry.attribute_bytes + cost - old;
             self.counters.attribute_bytes =
                 self.counters.attribute_bytes + cost as u64 - old as u64;
-            if !entry.in_attribute_order {
-                entry.in_attribute_order = true;
-                self.attribute_order.push_back(trace_id);
+            if entry.attribute_seq == 0 {
+                self.attribute_seq += 1;
+                entry.attribute_seq = self.attribute_seq;
+                self.attribute_order
+                    .push_back((trace_id, self.attribute_seq));
             }
         }
         if !entry.dirty {
@@ -207,6 +213,13 @@ impl Store {
             self.dirty.push(trace_id);
         }
         self.trim_attributes();
+        // Chains evicted with attributes leave their place behind: sweep now and then, so the
+        // queue stays within a few times the chains held.
+        if self.attribute_order.len() > self.chains.len() * 2 + 1024 {
+            let chains = &self.chains;
+            self.attribute_order
+                .retain(|(id, seq)| chains.get(id).is_some_and(|e| e.attribute_seq == *seq));
+        }
     }
 
     /// Drops the raw attributes of the chains that got theirs first until what is held fits
@@ -214,13 +227,17 @@ impl Store {
     /// dropped.
     fn trim_attributes(&mut self) {
         while self.counters.attribute_bytes as usize > self.max_attribute_bytes {
-            let Some(oldest) = self.attribute_order.pop_front() else {
+            let Some((oldest, seq)) = self.attribute_order.pop_front() else {
                 return;
             };
-            let Some(entry) = self.chains.get_mut(&oldest) else {
-                continue; // evicted since
+            let Some(entry) = self
+                .chains
+                .get_mut(&oldest)
+                .filter(|e| e.attribute_seq == seq)
+            else {
+                continue; // evicted since (perhaps a new chain of that trace id took its place)
             };
-            entry.in_attribute_order = false;
+            entry.attribute_seq = 0;
             if entry.attributes.take().is_some() {
                 self.counters.attribute_bytes -= entry.attribute_bytes as u64;
                 self.counters.attribute_chains_dropped += 1;
@@ -241,7 +258,7 @@ impl Store {
                 attributes: None,
                 attribute_bytes: 0,
                 attributes_dropped_below: 0,
-                in_attribute_order: false,
+                attribute_seq: 0,
                 analysis: None,
                 dirty: false,
             }),
@@ -457,5 +474,48 @@ impl Store {
             findings,
             edges: self.edge_reports(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deadline_budget::analysis::{BudgetFacts, SpanKind, SpanStatus};
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
+
+    fn span(t: u32) -> Span {
+        let mut trace = [1u8; 16];
+        trace[..4].copy_from_slice(&t.to_be_bytes());
+        Span {
+            trace_id: TraceId(trace),
+            span_id: SpanId([2; 8]),
+            parent_span_id: None,
+            service: Arc::from("svc"),
+            name: Arc::from("op"),
+            kind: SpanKind::Server,
+            start_unix_nano: 1,
+            end_unix_nano: 2,
+            status: SpanStatus::Unset,
+            budget: BudgetFacts::default(),
+        }
+    }
+
+    #[test]
+    fn chains_evicted_with_attributes_leave_no_trace_behind() {
+        let attrs = RawAttributes::from_key_values(&[KeyValue {
+            key: "k".into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue("v".into())),
+            }),
+            ..Default::default()
+        }]);
+        let mut store = Store::new(5);
+        for t in 0..20_000 {
+            store.insert_span(span(t), Some(attrs.clone()));
+            assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
+        }
+        let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
+        assert_eq!(store.counters().attribute_bytes, held as u64);
+        assert_eq!(held, 5 * (attrs.bytes_held() + ATTRIBUTE_ENTRY_COST));
     }
 }
