@@ -664,12 +664,11 @@ async fn a_client_that_never_finishes_its_headers_loses_its_slot() {
             break;
         }
         let mut one = [0u8; 1];
-        match tokio::time::timeout(Duration::from_millis(100), slow.read(&mut one)).await {
-            Ok(Ok(0) | Err(_)) => {
-                closed = true;
-                break;
-            }
-            _ => {}
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(100), slow.read(&mut one)).await
+        {
+            closed = true;
+            break;
         }
     }
     assert!(closed, "the slow client was never cut off");
