@@ -74,6 +74,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         if request.uri().path() != EXPORT {
+            self.shared.reject_request();
             return Box::pin(async {
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
             });
@@ -282,6 +283,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         if request.uri().path() != S::EXPORT {
+            self.shared.reject_request();
             return Box::pin(async {
                 Ok(Status::unimplemented("only Export is served").into_http())
             });

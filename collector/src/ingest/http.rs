@@ -72,9 +72,30 @@ fn router(state: HttpState) -> axum::Router {
         .route("/v1/traces", post(export))
         .route("/v1/metrics", post(ignored))
         .route("/v1/logs", post(ignored))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_post)
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(busy))
         .with_state(state)
+}
+
+/// Any other path: 404, counted as rejected (a request that can never succeed).
+async fn not_found(State(state): State<HttpState>, uri: axum::http::Uri) -> Response {
+    state.shared.reject_request();
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "no OTLP endpoint at {}: POST /v1/traces (or /v1/metrics, /v1/logs, which are dropped)",
+            uri.path()
+        ),
+    )
+        .into_response()
+}
+
+/// Not a POST: 405, counted as rejected.
+async fn not_post(State(state): State<HttpState>) -> Response {
+    state.shared.reject_request();
+    (StatusCode::METHOD_NOT_ALLOWED, "OTLP/HTTP export is a POST").into_response()
 }
 
 /// Marks the connection as serving a request while it is (see [`ConnectionTag::busy`]).

@@ -140,6 +140,19 @@ async fn an_unknown_content_type_gets_415() {
     .await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert!(body.contains("unsupported content encoding"), "{body}");
+    // Another path, another method: refused and counted too.
+    let base = format!("http://{}", ingest.http_addr.unwrap());
+    let (status, _, body) = post(
+        &format!("{base}/v1/profiles"),
+        "application/json",
+        None,
+        b"{}".to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let status = reqwest::get(url(&ingest)).await.unwrap().status();
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(ingest.stats.snapshot().requests_rejected, 4);
     assert_good_request_served(&mut ingest, 2).await;
 }
 
