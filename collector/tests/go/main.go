@@ -6,7 +6,7 @@
 //
 // VARIANT "propagate": every hop passes its context on, so the deadline flows down the chain.
 // VARIANT "fixed": orders calls inventory with context.Background() and its own 2 s timeout.
-// The client sends two fast checkouts and one slow one (inventory needs 600 ms) with a 300 ms
+// The client sends two fast checkouts and one slow one (inventory needs 1500 ms) with a 1 s
 // deadline each (GOCHAIN_ROUNDS times, default once), then prints the gRPC status codes it saw
 // as JSON. Every span goes to every OTLP_ADDR.
 package main
@@ -39,7 +39,7 @@ const (
 	frontendSLA  = time.Second            // frontend's cap on its call to orders
 	inventorySLA = 500 * time.Millisecond // orders' cap on its call to inventory ("propagate")
 	fixedTimeout = 2 * time.Second        // orders' own timeout on that call ("fixed")
-	userDeadline = 300 * time.Millisecond // what the client waits for a checkout
+	userDeadline = time.Second            // what the client waits for a checkout
 )
 
 // A unary method taking and returning a string (the request says how long inventory works).
@@ -161,7 +161,7 @@ func main() {
 	}
 	seen := map[string][]string{}
 	for range rounds {
-		for _, c := range []struct{ name, work string }{{"fast-1", "5ms"}, {"fast-2", "5ms"}, {"slow", "600ms"}} {
+		for _, c := range []struct{ name, work string }{{"fast-1", "5ms"}, {"fast-2", "5ms"}, {"slow", "1500ms"}} {
 			ctx, cancel := context.WithTimeout(context.Background(), userDeadline)
 			_, err := invoke(ctx, user, "/shop.Frontend/Checkout", c.work)
 			cancel()
@@ -169,7 +169,7 @@ func main() {
 		}
 	}
 	// Let the slow request's work finish where a hop ignores the deadline, then flush.
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(time.Second)
 	for _, tp := range []*sdktrace.TracerProvider{frontendTP, ordersTP, inventoryTP} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		must(tp.Shutdown(ctx))

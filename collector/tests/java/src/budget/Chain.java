@@ -34,14 +34,14 @@ import java.util.concurrent.TimeUnit;
  * "propagate": every hop follows {@link Budget}. "fixed": orders calls inventory with a fixed
  * 2 s HttpClient timeout and forwards no deadline. "skewed": as "propagate", but inventory's
  * clock runs 1500 ms behind (its deadline reading and its span timestamps). The user sends a
- * warm-up checkout (5 s deadline), two fast checkouts and one slow one (inventory needs 600 ms)
- * with a 300 ms deadline each, then prints the statuses it saw as JSON.
+ * warm-up checkout (5 s deadline), two fast checkouts and one slow one (inventory needs 1500 ms)
+ * with a 1 s deadline each, then prints the statuses it saw as JSON.
  */
 public final class Chain {
-  static final long FRONTEND_CAP_MS = 1000;
-  static final long INVENTORY_CAP_MS = 500;
+  static final long FRONTEND_CAP_MS = 3000; // generous: a cold JVM's first request is slow
+  static final long INVENTORY_CAP_MS = 2000;
   static final long FIXED_TIMEOUT_MS = 2000;
-  static final long USER_DEADLINE_MS = 300;
+  static final long USER_DEADLINE_MS = 1000;
   static final long SKEW_MS = -1500;
 
   static final List<SdkTracerProvider> PROVIDERS = new ArrayList<>();
@@ -125,11 +125,12 @@ public final class Chain {
     HttpClient user = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
     Map<String, Object> seen = new LinkedHashMap<>();
     String[][] checkouts = {{"warm-up", "5", "5000"}, {"fast-1", "5", "" + USER_DEADLINE_MS},
-        {"fast-2", "5", "" + USER_DEADLINE_MS}, {"slow", "600", "" + USER_DEADLINE_MS}};
+        {"fast-2", "5", "" + USER_DEADLINE_MS}, {"slow", "1500", "" + USER_DEADLINE_MS}};
     for (String[] c : checkouts) { // the first one warms a cold JVM up with a generous deadline
       long waitMs = Long.parseLong(c[2]);
+      // The deadline it sends is what it means; it reads an answer that comes a little late.
       HttpRequest request = HttpRequest.newBuilder(URI.create(frontend + "/checkout/" + c[1]))
-          .timeout(Duration.ofMillis(waitMs))
+          .timeout(Duration.ofMillis(waitMs + 500))
           .header("X-Request-Deadline", Long.toString(System.currentTimeMillis() + waitMs))
           .build();
       try {
@@ -138,7 +139,7 @@ public final class Chain {
         seen.put(c[0], "timeout");
       }
     }
-    Thread.sleep(700); // where a hop ignores the deadline, let its work finish, then flush
+    Thread.sleep(1000); // where a hop ignores the deadline, let its work finish, then flush
     for (HttpServer server : SERVERS) server.stop(0);
     for (SdkTracerProvider provider : PROVIDERS) {
       provider.shutdown().join(10, TimeUnit.SECONDS);
