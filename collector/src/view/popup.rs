@@ -43,6 +43,12 @@ pub fn meaning(kind: FindingKind) -> &'static str {
         FindingKind::ClockSkew => {
             "Clock skew: an absolute deadline and the relative budget disagree by over a second, or a child starts before its parent."
         }
+        FindingKind::TimeoutInverted => {
+            "Timeout inverted: this call's timeout reaches past the moment everyone above stops waiting; had the callee been slow, the hop would wait for an answer nobody reads."
+        }
+        FindingKind::TimeoutOversized => {
+            "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
+        }
     }
 }
 
