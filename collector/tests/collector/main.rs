@@ -10,6 +10,7 @@ mod ingest_hostile;
 mod instrumenting_guide;
 mod loadbalancing;
 mod node_sdk;
+mod node_stock;
 mod python_chain;
 mod python_sdk;
 mod record;

@@ -284,8 +284,8 @@ fn work_that_outlives_its_server_span_is_dead_work_and_orphaned() {
         worker.message,
         "worker worked 490 ms after edge stopped waiting"
     );
-    // Answered 200 by the stack: the user's outcome as it was recorded.
-    assert_eq!(a.summary.outcome, ChainOutcome::Ok);
+    // "Answered" 200 while its own call was still waiting: its caller hung up.
+    assert_eq!(a.summary.outcome, ChainOutcome::Cancelled);
     // Only the worker's dead work has an edge into it.
     assert_eq!(a.edges[0].wasted_ms, 2000);
 }
