@@ -12,6 +12,7 @@ mod instrumenting_guide;
 mod java_http;
 mod loadbalancing;
 mod node_sdk;
+mod node_stock;
 mod otelcol_tier1;
 mod python_chain;
 mod python_sdk;
