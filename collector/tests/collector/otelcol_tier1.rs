@@ -46,9 +46,13 @@ fn shard_of(trace_id: &str) -> usize {
 }
 
 /// The report without the listener's own `ingest` counts (they count requests, which the
-/// Collector batches differently), findings in a fixed order.
+/// Collector batches differently) and the edges' median latency (which docs/merge-reports.jq
+/// can only estimate from the shards' medians), findings in a fixed order.
 fn comparable(mut report: Json) -> Json {
     report.as_object_mut().unwrap().remove("ingest");
+    for edge in report["edges"].as_array_mut().unwrap() {
+        edge.as_object_mut().unwrap().remove("latency_p50_ms");
+    }
     report["findings"].as_array_mut().unwrap().sort_by_key(|f| {
         (
             f["trace_id"].as_str().unwrap().to_string(),
@@ -71,15 +75,18 @@ fn collector_tier1_routes_each_chain_whole_to_one_budget_top_and_the_shards_merg
         .collect();
     let whole = listen(&["check", "--for", "300s", "--format", "json"]);
 
-    let tier1 = {
-        let free = TcpListener::bind("127.0.0.1:0").unwrap();
-        free.local_addr().unwrap()
+    // Free ports for the Collector's receivers (it cannot tell which port 0 became).
+    let free = || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
     };
+    let (tier1, tier1_http) = (free(), free());
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/otelcol-tier1.yaml");
     let mut collector = Command::new(&otelcol)
         .arg("--config")
         .arg(&config)
         .env("TIER1_OTLP_GRPC", tier1.to_string())
+        .env("TIER1_OTLP_HTTP", tier1_http.to_string())
         .env("BUDGET_TOP_1", shards[0].grpc.to_string())
         .env("BUDGET_TOP_2", shards[1].grpc.to_string())
         .env("BUDGET_TOP_3", shards[2].grpc.to_string())
