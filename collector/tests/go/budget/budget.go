@@ -78,7 +78,10 @@ func Work(ctx context.Context, d time.Duration) error {
 
 type callKey struct{}
 
-type callBudget struct{ remaining, sla time.Duration }
+type callBudget struct {
+	remaining, sla time.Duration
+	hasDeadline    bool // remaining is known only when the hop had a deadline
+}
 
 // ErrNoBudget: the call was refused because nothing positive remained.
 var ErrNoBudget = status.Error(codes.DeadlineExceeded, "no budget left for the call")
@@ -92,7 +95,7 @@ func Call(ctx context.Context, tracer trace.Tracer, method string, sla time.Dura
 		if sla <= 0 {
 			return ctx, func() {}, nil
 		}
-		ctx = context.WithValue(ctx, callKey{}, callBudget{remaining: -1, sla: sla})
+		ctx = context.WithValue(ctx, callKey{}, callBudget{sla: sla})
 		c, cancel := context.WithTimeout(ctx, sla)
 		return c, cancel, nil
 	}
@@ -109,7 +112,7 @@ func Call(ctx context.Context, tracer trace.Tracer, method string, sla time.Dura
 		span.End()
 		return ctx, func() {}, ErrNoBudget
 	}
-	ctx = context.WithValue(ctx, callKey{}, callBudget{remaining: remaining, sla: sla})
+	ctx = context.WithValue(ctx, callKey{}, callBudget{remaining: remaining, sla: sla, hasDeadline: true})
 	c, cancel := context.WithTimeout(ctx, timeout)
 	return c, cancel, nil
 }
@@ -129,7 +132,7 @@ func (h clientHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) conte
 		span.SetAttributes(attribute.Int64("budget.timeout_ms", ms), attribute.Int64("budget.forwarded_ms", ms))
 	}
 	if b, ok := ctx.Value(callKey{}).(callBudget); ok {
-		if b.remaining >= 0 {
+		if b.hasDeadline {
 			span.SetAttributes(attribute.Int64("budget.remaining_ms", b.remaining.Milliseconds()))
 		}
 		if b.sla > 0 {
