@@ -1008,5 +1008,8 @@ fn the_list_the_services_and_the_edges_count_the_same_waste() {
     assert_eq!(services, chains);
     assert_eq!(state.data.store.wasted_ms(), chains);
     assert_eq!(edges, chains - roots);
-    assert!(roots > 0, "the cart chain's root ran past the budget it was given");
+    assert!(
+        roots > 0,
+        "the cart chain's root ran past the budget it was given"
+    );
 }
