@@ -13,6 +13,7 @@ mod node_sdk;
 mod node_stock;
 mod python_chain;
 mod python_sdk;
+mod python_stock;
 mod record;
 mod record_format;
 mod store;
