@@ -59,7 +59,9 @@ fn service(python: &Path, endpoint: &str, name: &str, args: &[String]) -> Servic
         // The defaults a team has: the old HTTP keys (`http.status_code`), no other exporter.
         .env_remove("OTEL_SEMCONV_STABILITY_OPT_IN")
         .env_remove("OTEL_TRACES_EXPORTER")
-        .env("PYTHONUNBUFFERED", "1");
+        .env("PYTHONUNBUFFERED", "1")
+        // No __pycache__ beside the sources in the repository.
+        .env("PYTHONDONTWRITEBYTECODE", "1");
     Service::start(command, name)
 }
 
@@ -153,6 +155,7 @@ fn run(python: &Path, variant: &str, budget_ms: u64) -> Run {
             REQUESTS.to_string(),
             budget_ms.to_string(),
         ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();
     assert!(
