@@ -389,6 +389,13 @@ impl Timing {
         })
     }
 
+    /// Whether hop `h`'s span ended past its give-up time (beyond the tolerance): it answered
+    /// after everyone above had stopped waiting.
+    fn answered_after_give_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+        ns(spans[h].end_unix_nano)
+            > self.give_up[h].saturating_add(opts.tolerance_ms.saturating_mul(MS))
+    }
+
     /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead
     /// work: what a waterfall paints as work for nobody.
     fn late(&self, spans: &[Span], i: usize) -> u32 {
@@ -1296,6 +1303,15 @@ impl Chain {
                         if spans[h].budget.outcome.is_none() && t.hung_up(spans, h, options) =>
                     {
                         ChainOutcome::Cancelled
+                    }
+                    // Answered "fine" after the budget its caller sent had run out: nobody was
+                    // waiting for it any more (a WSGI server span ends when the app returns).
+                    ChainOutcome::Ok
+                        if spans[h].budget.outcome.is_none()
+                            && tree.parent[h] == NONE
+                            && t.answered_after_give_up(spans, h, options) =>
+                    {
+                        ChainOutcome::DeadlineExceeded
                     }
                     o => o,
                 }

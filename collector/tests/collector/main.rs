@@ -16,6 +16,7 @@ mod node_stock;
 mod otelcol_tier1;
 mod python_chain;
 mod python_sdk;
+mod python_stock;
 mod record;
 mod record_format;
 mod store;

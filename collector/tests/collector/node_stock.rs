@@ -19,78 +19,31 @@
 //! sides saw and leave room only where a race between two timers is inherent.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
 use crate::node_sdk::{node_installed, node_modules};
-use crate::support::listen;
+use crate::support::{Service, listen, one_burst_at_a_time};
 
 const REQUESTS: u64 = 40;
 const WORK_MS: u64 = 450;
 
-/// A Node.js service of `tests/node/stock` that printed its port; stopped with SIGTERM, it
-/// flushes its spans and prints what it saw.
-struct Service {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-    port: u16,
-}
-
-impl Service {
-    #[track_caller]
-    fn start(modules: &Path, script: &str, args: &[String]) -> Service {
-        let mut child = Command::new("node")
-            .arg(
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/node/stock")
-                    .join(script),
-            )
-            .args(args)
-            .env("NODE_PATH", modules)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{script} printed {line:?}, not its port"));
-        Service {
-            child,
-            stdout,
-            port,
-        }
-    }
-
-    #[track_caller]
-    fn stop(mut self) -> Json {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let _ = self.child.wait();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A Node.js service of `tests/node/stock`.
+#[track_caller]
+fn service(modules: &Path, script: &str, args: &[String]) -> Service {
+    let mut command = Command::new("node");
+    command
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/node/stock")
+                .join(script),
+        )
+        .args(args)
+        .env("NODE_PATH", modules);
+    Service::start(command, script)
 }
 
 /// What one run gave: the report, and what the client, the edge and the worker saw.
@@ -151,12 +104,12 @@ fn run(modules: &Path, variant: &str, budget_ms: u64) -> Run {
         "x-prazo-restante-ms=ms",
     ]);
     let endpoint = format!("http://{}", check.http);
-    let worker = Service::start(
+    let worker = service(
         modules,
         "worker.js",
         &[endpoint.clone(), WORK_MS.to_string()],
     );
-    let edge = Service::start(
+    let edge = service(
         modules,
         "edge.js",
         &[
@@ -242,6 +195,7 @@ fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
         return;
     }
     let modules = node_modules();
+    let _burst = one_burst_at_a_time();
 
     let fixed = run(&modules, "fixed", 1000);
     // The edge had its own budget and passed none on: every call drops it.

@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -482,4 +482,71 @@ pub fn tool_present(tool: &str, version_flag: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// Held by the tests that time a burst of real requests against services of another stack
+/// (`node_stock`, `python_stock`): on 2 cores, two bursts at once starve each other's timers
+/// (an event loop or a GIL 200 ms late), and each test's timing is its subject.
+pub fn one_burst_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static BURST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    BURST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A service of another stack run as a team runs it (`tests/node/stock`, `tests/python/stock`):
+/// it prints its port when it listens; stopped with SIGTERM, it flushes its spans and prints
+/// what it saw as one JSON line.
+pub struct Service {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    pub port: u16,
+}
+
+impl Service {
+    /// Spawns `command` and waits for the port it prints; `name` says who in a failure.
+    #[track_caller]
+    pub fn start(mut command: Command, name: &str) -> Service {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} printed {line:?}, not its port"));
+        Service {
+            child,
+            stdout,
+            port,
+        }
+    }
+
+    /// SIGTERM, then what the service printed that it saw.
+    #[track_caller]
+    pub fn stop(mut self) -> Json {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let _ = self.child.wait();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
