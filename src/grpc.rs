@@ -199,6 +199,20 @@ fn grpc_status_of(headers: &http::HeaderMap) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Whether tonic's own `grpc-timeout` cut is somewhere in `error`'s chain.
+fn is_timeout_expired(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    // A chain is short; bound the walk anyway.
+    for _ in 0..16 {
+        match next {
+            Some(e) if e.is::<tonic::TimeoutExpired>() => return true,
+            Some(e) => next = e.source(),
+            None => return false,
+        }
+    }
+    false
+}
+
 fn timed_out(timeout: Duration) -> BoxError {
     status(
         tonic::Code::DeadlineExceeded,
@@ -372,8 +386,17 @@ where
                         Poll::Ready(Ok(Response::from_parts(parts, body)))
                     }
                     Poll::Ready(Err(error)) => {
-                        record_failure(&current, false);
-                        Poll::Ready(Err(error.into()))
+                        let error: BoxError = error.into();
+                        // tonic's channel enforces the grpc-timeout written above on its own
+                        // task, and may report it first: that is this call's timeout too.
+                        let ours = match sleep.as_ref() {
+                            Some((timer, timeout)) => (timer.is_elapsed()
+                                || is_timeout_expired(error.as_ref()))
+                            .then_some(*timeout),
+                            None => None,
+                        };
+                        record_failure(&current, ours.is_some());
+                        Poll::Ready(Err(ours.map_or(error, timed_out)))
                     }
                     Poll::Pending => {
                         if let Some((timer, timeout)) = sleep.as_mut()
