@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use crate::support::{finding_names, listen};
 
-/// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`).
-const PACKAGES: [&str; 3] = [
+/// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`). `grpcio` is
+/// also the stock gRPC client of `grpc_python` (a wheel for Python 3.11 exists).
+const PACKAGES: [&str; 4] = [
     "opentelemetry-sdk==1.45.2",
     "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
     "opentelemetry-exporter-otlp-proto-http==1.45.2",
+    "grpcio==1.85.1",
 ];
 
 pub fn python3() -> Option<PathBuf> {
