@@ -172,7 +172,7 @@ impl BudgetLayer {
 
     /// Drop the handler when the caller goes away (default `true`). With `false` the handler is
     /// spawned and keeps running after the caller left (orphaned work, a broken variant); the
-    /// span then ends when the work ends.
+    /// span then ends when the work ends. A gRPC handler is still ended at its deadline.
     pub fn cancel_on_disconnect(mut self, on: bool) -> Self {
         self.config.cancel_on_disconnect = on;
         self
