@@ -1,7 +1,8 @@
 //! gRPC through tonic, both ways (cargo feature `tonic`). Server side: a real tonic server on
 //! port 0 with `BudgetLayer` (and the queue) in `Server::builder().layer(..)`, called by a plain
-//! tonic client: the handler sees the budget from `grpc-timeout`, and a spent budget, a full
-//! queue or work past the deadline are answered in gRPC's codes. Client side: the
+//! tonic client: the handler sees the budget from `grpc-timeout` and passes it on to the HTTP
+//! calls it makes (gRPC → HTTP), and a spent budget, a full queue or work past the deadline are
+//! answered in gRPC's codes. Client side: the
 //! `BudgetChannelLayer` on a real channel, and under paused time around a stub transport, as
 //! `BudgetClient` is tested. Every test records its spans into an in-memory exporter (one
 //! subscriber per test thread: this binary never runs a test without one).
@@ -19,7 +20,8 @@ use std::time::Duration;
 
 use deadline_budget::carrier::parse_grpc_timeout;
 use deadline_budget::{
-    BudgetChannelLayer, BudgetLayer, CallOptions, Deadline, DeadlineQueueLayer, Forward, HopBudget,
+    BudgetChannelLayer, BudgetClient, BudgetLayer, CallOptions, Deadline, DeadlineQueueLayer,
+    Forward, HopBudget,
 };
 use http::HeaderMap;
 use opentelemetry::Value;
@@ -50,6 +52,9 @@ struct Seen {
     remaining_ms: i64,
     #[prost(string, tag = "2")]
     source: String,
+    /// What the HTTP service the handler called saw: "source remaining_ms".
+    #[prost(string, tag = "3")]
+    downstream: String,
 }
 
 const PATH: &str = "/test.Budgeted/Work";
@@ -60,6 +65,8 @@ const PATH: &str = "/test.Budgeted/Work";
 struct Budgeted {
     started: Arc<AtomicUsize>,
     cut: Arc<AtomicUsize>,
+    /// An HTTP service each call also calls, through `BudgetClient`.
+    downstream: Option<(BudgetClient, String)>,
 }
 
 impl NamedService for Budgeted {
@@ -91,10 +98,20 @@ impl Budgeted {
             .unwrap_or_default();
         let remaining_ms = Deadline::current().map_or(-1, |d| d.remaining_ms());
         tokio::time::sleep(ms(request.get_ref().ms)).await;
+        let mut downstream = String::new();
+        if let Some((client, url)) = &self.downstream {
+            let options = CallOptions::new().margin(ms(10));
+            let response = client
+                .send(client.get(url), &options)
+                .await
+                .map_err(|e| tonic::Status::internal(e.to_string()))?;
+            downstream = response.text().await.unwrap_or_default();
+        }
         guard.0 = None;
         Ok(tonic::Response::new(Seen {
             remaining_ms,
             source,
+            downstream,
         }))
     }
 }
@@ -248,6 +265,42 @@ async fn a_tonic_handler_sees_the_budget_that_came_in_grpc_timeout() {
     assert_eq!(text(server, "budget.outcome").as_deref(), Some("ok"));
     let received = int(server, "budget.received_ms").unwrap();
     assert!((700..=800).contains(&received), "{received}");
+}
+
+/// An axum service with the budget layer that answers with what it received.
+async fn http_hop() -> String {
+    async fn budget(hop: axum::Extension<HopBudget>) -> String {
+        let remaining = Deadline::current().map_or(-1, |d| d.remaining_ms());
+        format!("{} {remaining}", hop.source.as_str())
+    }
+    let app = axum::Router::new()
+        .route("/budget", axum::routing::get(budget))
+        .layer(BudgetLayer::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/budget")
+}
+
+#[tokio::test]
+async fn a_tonic_handler_passes_its_budget_on_to_the_http_calls_it_makes() {
+    let (_exporter, _guard) = record_spans();
+    let service = Budgeted {
+        downstream: Some((BudgetClient::new(reqwest::Client::new()), http_hop().await)),
+        ..Budgeted::default()
+    };
+    let addr = serve(service, None).await;
+    // gRPC in with 800 ms; the handler works 100 ms, then calls over HTTP with a 10 ms margin.
+    let seen = call(channel(addr).await, 100, &[], Some(ms(800)))
+        .await
+        .unwrap();
+    let (source, remaining) = seen.downstream.split_once(' ').unwrap();
+    assert_eq!(source, "x-budget-ms", "{seen:?}");
+    let remaining: i64 = remaining.parse().unwrap();
+    assert!(
+        (550..=690).contains(&remaining),
+        "800 - 100 of work - 10 of margin, less transit: {seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -497,7 +550,7 @@ fn as_status(error: deadline_budget::client::BoxError) -> tonic::Status {
 
 #[tokio::test(start_paused = true)]
 async fn grpc_timeout_is_min_of_sla_and_remaining_minus_margin() {
-    let (_exporter, _guard) = record_spans();
+    let (exporter, _guard) = record_spans();
     let log = Log::default();
     let layer = BudgetChannelLayer::new(CallOptions::new().sla(ms(400)).margin(ms(20)));
     let channel = layer.layer(stub(log.clone(), ms(0), None));
@@ -547,6 +600,12 @@ async fn grpc_timeout_is_min_of_sla_and_remaining_minus_margin() {
         })
         .collect();
     assert_eq!(seen, [ms(400), ms(280), ms(100), ms(3000)]);
+    let attempts: Vec<_> = spans(&exporter, SpanKind::Client, 4)
+        .await
+        .iter()
+        .map(|s| int(s, "budget.attempt"))
+        .collect();
+    assert_eq!(attempts, [Some(1), Some(1), Some(1), Some(2)]);
 }
 
 #[tokio::test(start_paused = true)]
