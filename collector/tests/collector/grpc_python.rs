@@ -149,10 +149,12 @@ fn python_grpcio_deadlines_reach_the_tonic_service_as_its_budget() {
         .filter(|s| text(s, "budget.source") == Some("grpc-timeout"))
         .count();
     assert_eq!(from_grpc_timeout, 7, "all but the x-budget-ms one");
-    // The short call: received at most its 100 ms, and the work did not outlive it.
+    // The short call: received its 100 ms (rounded up a little by gRPC's C core), and the work
+    // did not outlive it.
     let short = spans
         .iter()
-        .find(|s| int(s, "budget.received_ms").is_some_and(|ms| ms <= 100))
+        .filter(|s| text(s, "budget.source") == Some("grpc-timeout"))
+        .find(|s| int(s, "budget.received_ms").is_some_and(|ms| ms <= 110))
         .expect("the 100 ms call");
     assert!(
         matches!(
