@@ -127,6 +127,17 @@ impl<S> fmt::Debug for BudgetChannel<S> {
     }
 }
 
+/// The CLIENT span of a call in flight. tracing-opentelemetry ends a span at its last exit, not
+/// when it closes, so the span is entered once more when the call ends (answered, failed, cut,
+/// or dropped because the caller went away): its end is then the call's end, not its last poll.
+struct CallSpan(tracing::Span);
+
+impl Drop for CallSpan {
+    fn drop(&mut self) {
+        let _entered = self.0.enter();
+    }
+}
+
 /// The gRPC status a call ended with, as `tonic::Status` reads it.
 fn status(code: tonic::Code, message: String) -> BoxError {
     Box::new(tonic::Status::new(code, message))
@@ -310,7 +321,7 @@ where
             state: State::Sending {
                 future,
                 sleep,
-                span: Some(span),
+                span: Some(CallSpan(span)),
             },
         }
     }
@@ -333,7 +344,7 @@ pin_project_lite::pin_project! {
             #[pin]
             future: F,
             sleep: Option<(Pin<Box<Sleep>>, Duration)>,
-            span: Option<tracing::Span>,
+            span: Option<CallSpan>,
         },
     }
 }
@@ -362,7 +373,7 @@ where
                 span,
             } => {
                 let polled = match span.as_ref() {
-                    Some(span) => span.in_scope(|| future.poll(cx)),
+                    Some(span) => span.0.in_scope(|| future.poll(cx)),
                     None => future.poll(cx),
                 };
                 let Some(current) = span.take() else {
@@ -375,7 +386,7 @@ where
                     Poll::Ready(Ok(response)) => {
                         if let Some(code) = grpc_status_of(response.headers()) {
                             // Trailers-only: the call ended with the headers.
-                            record_grpc_status(&current, code);
+                            record_grpc_status(&current.0, code);
                         }
                         let (parts, body) = response.into_parts();
                         let body = ResponseBody {
@@ -395,14 +406,14 @@ where
                             .then_some(*timeout),
                             None => None,
                         };
-                        record_failure(&current, ours.is_some());
+                        record_failure(&current.0, ours.is_some());
                         Poll::Ready(Err(ours.map_or(error, timed_out)))
                     }
                     Poll::Pending => {
                         if let Some((timer, timeout)) = sleep.as_mut()
                             && timer.as_mut().poll(cx).is_ready()
                         {
-                            record_failure(&current, true);
+                            record_failure(&current.0, true);
                             return Poll::Ready(Err(timed_out(*timeout)));
                         }
                         *span = Some(current);
@@ -422,7 +433,7 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: B,
         sleep: Option<(Pin<Box<Sleep>>, Duration)>,
-        span: tracing::Span,
+        span: CallSpan,
     }
 }
 
@@ -448,14 +459,14 @@ where
         match this.inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(code) = frame.trailers_ref().and_then(grpc_status_of) {
-                    record_grpc_status(this.span, code);
+                    record_grpc_status(&this.span.0, code);
                     *this.sleep = None;
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {
                 *this.sleep = None;
-                record_failure(this.span, false);
+                record_failure(&this.span.0, false);
                 Poll::Ready(Some(Err(error.into())))
             }
             Poll::Ready(None) => {
@@ -467,7 +478,7 @@ where
                     ready!(timer.as_mut().poll(cx));
                     let timeout = *timeout;
                     *this.sleep = None;
-                    record_failure(this.span, true);
+                    record_failure(&this.span.0, true);
                     return Poll::Ready(Some(Err(timed_out(timeout))));
                 }
                 Poll::Pending

@@ -400,9 +400,17 @@ async fn cancellation_reaches_the_tonic_handler() {
     let service = Budgeted::default();
     let addr = serve(service.clone(), None).await;
     let channel = channel(addr).await;
-    // The caller gives up after 150 ms (no budget was sent, so only the hang-up tells).
-    let gave_up = tokio::time::timeout(ms(150), call(channel, 5000, &[], None)).await;
-    assert!(gave_up.is_err());
+    // The caller gives up after 150 ms (no budget was sent, so only the hang-up tells); its
+    // channel stays open, as a service's does: the stream's reset is what reaches the handler.
+    let budgeted = BudgetChannelLayer::default().layer(channel.clone());
+    let mut pending = Box::pin(call(budgeted, 5000, &[], None));
+    tokio::select! {
+        // Dropped without a last poll, as a handler is when its own caller hangs up.
+        biased;
+        () = tokio::time::sleep(ms(150)) => {}
+        _ = &mut pending => panic!("the call cannot finish in 150 ms"),
+    }
+    drop(pending);
     for _ in 0..200 {
         if service.cut.load(Ordering::SeqCst) == 1 {
             break;
@@ -419,6 +427,14 @@ async fn cancellation_reaches_the_tonic_handler() {
         text(&server[0], "budget.outcome").as_deref(),
         Some("cancelled")
     );
+    // The caller's CLIENT span ends when it gave up, not at its last poll: otherwise the
+    // callee's work until the reset arrived would read as work for nobody.
+    let client = &spans(&exporter, SpanKind::Client, 1).await[0];
+    let waited = client
+        .end_time
+        .duration_since(client.start_time)
+        .unwrap_or_default();
+    assert!(waited >= ms(140), "the CLIENT span lasted {waited:?}");
 }
 
 #[tokio::test]
