@@ -497,7 +497,6 @@ where
             // The wall clock is only needed for an absolute deadline.
             None => carrier::read_headers(req.headers(), 0),
         };
-        record(&span, crate::semconv::SOURCE, received.source().as_str());
         let mut deadline = None;
         match &received {
             Received::Budget { budget, .. } => {
@@ -510,13 +509,6 @@ where
             Received::None => {}
         }
         if let (None, Some(default)) = (deadline, self.config.default_budget) {
-            if received.source() == BudgetSource::None {
-                record(
-                    &span,
-                    crate::semconv::SOURCE,
-                    BudgetSource::Default.as_str(),
-                );
-            }
             record(&span, crate::semconv::DEFAULT_MS, saturating_ms(default));
             deadline = Some(Deadline::at(arrival + default));
         }
@@ -524,6 +516,9 @@ where
             (BudgetSource::None, Some(_)) => BudgetSource::Default,
             (source, _) => source,
         };
+        // Recorded once, with its final value: an edge that fell back to its default says
+        // `default`, not `none` then `default`.
+        record(&span, crate::semconv::SOURCE, source.as_str());
 
         let progress = HopProgress::default();
         let extensions = req.extensions_mut();
