@@ -838,11 +838,11 @@ impl Walk<'_> {
                 explained[*at as usize] = true;
             }
         }
-        for i in 0..self.spans.len() {
+        for (i, explained) in explained.into_iter().enumerate() {
             let s = &self.spans[i];
             if s.kind.is_hop()
                 && self.tree.parent[i] == NONE
-                && !explained[i]
+                && !explained
                 && self.t.give_up[i] < ns(s.end_unix_nano)
             {
                 self.explains_late[i] = true;
