@@ -169,14 +169,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             "shed or refused: the request was turned away on purpose",
         ),
         glyph("┊", theme.dim(), "the original caller's deadline"),
-        Line::styled("The chain list", theme.title()),
     ];
-    for text in [
-        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
-        "WASTED: the work its services did after everyone above had stopped waiting",
-    ] {
-        lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
-    }
     lines.push(Line::styled("Findings", theme.title()));
     for kind in FindingKind::ALL {
         let sev = kind.severity();
@@ -185,6 +178,20 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             theme.severity(sev),
         );
         lines.extend(hanging(head, meaning(kind), theme.text(), width));
+    }
+    lines.push(Line::styled("The figures beside each row", theme.title()));
+    lines.extend(hanging(
+        TextSpan::raw(" "),
+        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)",
+        theme.text(),
+        width,
+    ));
+    lines.push(Line::styled("The chain list", theme.title()));
+    for text in [
+        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
+        "WASTED: the work its services did after everyone above had stopped waiting",
+    ] {
+        lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
     }
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [

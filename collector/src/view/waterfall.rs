@@ -314,7 +314,14 @@ fn draw_row(
         let (text, style) = match (b.source, span.budget.budget_ms()) {
             (Some(src), _) if !src.has_budget() => (src.as_str().to_string(), theme.dim()),
             (Some(BudgetSource::Default), Some(v)) => (format!("own {}", short(v)), theme.text()),
-            (_, Some(v)) => (format!("rcv {}", short(v)), theme.text()),
+            (source, Some(v)) => {
+                // The carrier, when it is not our own header (wide screens only).
+                let via = match source.map(carrier_tag) {
+                    Some(tag) if g.nums_w >= 18 && !tag.is_empty() => format!(" {tag}"),
+                    _ => String::new(),
+                };
+                (format!("rcv {}{via}", short(v)), theme.text())
+            }
             (_, None) => ("none".to_string(), theme.dim()),
         };
         let text = match b.queue_wait_ms {
@@ -476,6 +483,21 @@ fn draw_row(
         if row.late_ms > 0 {
             fill(buf, late_from, e, "─", theme.late());
         }
+    }
+}
+
+/// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
+pub fn carrier_tag(source: BudgetSource) -> &'static str {
+    match source {
+        BudgetSource::GrpcTimeout => "grpc",
+        BudgetSource::ConnectTimeoutMs => "conn",
+        BudgetSource::XRequestDeadline => "abs",
+        BudgetSource::XEnvoyExpectedRqTimeoutMs => "envoy",
+        BudgetSource::Header(_) => "hdr",
+        BudgetSource::XBudgetMs
+        | BudgetSource::Default
+        | BudgetSource::Invalid
+        | BudgetSource::None => "",
     }
 }
 
