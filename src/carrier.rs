@@ -283,7 +283,387 @@ pub fn now_unix_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// What a hop found in a request's headers, after reading the carriers in the contract's order.
+/// How a carrier writes its value (`--budget-header NAME=FORM`, `CONVENTIONS.md` section 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// `ms`: relative integer milliseconds, `0..=2^31`.
+    Ms,
+    /// `s`: relative seconds, a fraction allowed (`1.5`).
+    Seconds,
+    /// `deadline-ms`: an absolute Unix time in integer milliseconds.
+    DeadlineMs,
+    /// `deadline-s`: an absolute Unix time in seconds, a fraction allowed.
+    DeadlineSeconds,
+    /// `grpc`: gRPC's grammar (1 to 8 digits and a unit `H M S m u n`).
+    Grpc,
+}
+
+impl Form {
+    /// Every form, in the order `--help` lists them.
+    pub const ALL: [Form; 5] = [
+        Form::Ms,
+        Form::Seconds,
+        Form::DeadlineMs,
+        Form::DeadlineSeconds,
+        Form::Grpc,
+    ];
+
+    /// The name `--budget-header NAME=FORM` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Form::Ms => "ms",
+            Form::Seconds => "s",
+            Form::DeadlineMs => "deadline-ms",
+            Form::DeadlineSeconds => "deadline-s",
+            Form::Grpc => "grpc",
+        }
+    }
+
+    /// The form named `name`, if any.
+    pub fn parse(name: &str) -> Option<Form> {
+        Form::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// Whether the value is an absolute time: read on the receiver's clock, so skew-prone.
+    pub fn is_absolute(self) -> bool {
+        matches!(self, Form::DeadlineMs | Form::DeadlineSeconds)
+    }
+
+    /// The carrier's own rounding, in ms, added to the tolerance of the rules that compare it.
+    pub fn rounding_ms(self) -> i64 {
+        match self {
+            Form::Ms | Form::DeadlineMs => 0,
+            Form::Seconds | Form::DeadlineSeconds | Form::Grpc => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Form {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parse a relative number of seconds with an optional fraction (`2`, `1.5`, `0.250`), capped
+/// like `x-budget-ms` at 2^31 ms.
+pub fn parse_seconds(value: &str) -> Result<Duration, CarrierError> {
+    let value = trim(value);
+    let (secs, frac) = value.split_once('.').unwrap_or((value, ""));
+    let secs = parse_digits(secs, 10).map_err(|e| match e {
+        CarrierError::TooManyDigits { .. } => CarrierError::OutOfRange { max: MAX_BUDGET_MS },
+        other => other,
+    })?;
+    if value.contains('.') && (frac.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit())) {
+        return Err(CarrierError::NotANumber);
+    }
+    // Nanoseconds from the first nine fraction digits; the rest cannot matter.
+    let mut nanos = 0u32;
+    for i in 0..9 {
+        let d = frac.as_bytes().get(i).map_or(0, |b| u32::from(b - b'0'));
+        nanos = nanos * 10 + d;
+    }
+    let budget = Duration::new(secs, nanos);
+    if budget > Duration::from_millis(MAX_BUDGET_MS) {
+        return Err(CarrierError::OutOfRange { max: MAX_BUDGET_MS });
+    }
+    Ok(budget)
+}
+
+/// Parse an absolute Unix time in seconds with an optional fraction; returns Unix ms.
+pub fn parse_unix_seconds(value: &str) -> Result<i64, CarrierError> {
+    let value = trim(value);
+    if value.contains('.') {
+        // `x-request-deadline`'s seconds-with-a-fraction form.
+        return parse_request_deadline_unix_ms(value);
+    }
+    let secs = parse_digits(value, 15)?;
+    i64::try_from(secs * 1000).map_err(|_| CarrierError::OutOfRange {
+        max: i64::MAX as u64,
+    })
+}
+
+/// Parse an absolute Unix time in integer milliseconds.
+pub fn parse_unix_ms(value: &str) -> Result<i64, CarrierError> {
+    let ms = parse_digits(trim(value), 18)?;
+    i64::try_from(ms).map_err(|_| CarrierError::OutOfRange {
+        max: i64::MAX as u64,
+    })
+}
+
+/// A decoded carrier value: the relative budget at `now`, and the absolute deadline (Unix ms)
+/// when the carrier holds one.
+type Decoded = (Duration, Option<i64>);
+
+fn absolute(unix_ms: i64, now_unix_ms: i64) -> Result<Decoded, CarrierError> {
+    let remaining_ms = unix_ms.saturating_sub(now_unix_ms);
+    if remaining_ms.saturating_abs() > MAX_DEADLINE_DISTANCE_MS {
+        return Err(CarrierError::TooFarAway {
+            distance_ms: remaining_ms,
+        });
+    }
+    let budget = Duration::from_millis(u64::try_from(remaining_ms).unwrap_or(0));
+    Ok((budget, Some(unix_ms)))
+}
+
+/// One carrier of a budget: a header name, how its value is written, and the `budget.source`
+/// it is reported as.
+#[derive(Clone, Debug)]
+pub struct Carrier {
+    name: Box<str>,
+    header: HeaderName,
+    form: Form,
+    source: BudgetSource,
+    parse: fn(&str, i64) -> Result<Decoded, CarrierError>,
+}
+
+impl Carrier {
+    /// A team's own carrier (`--budget-header NAME=FORM`). The name is matched without regard
+    /// to case; it must be a valid HTTP header name.
+    pub fn own(name: &str, form: Form) -> Result<Carrier, CarrierError> {
+        let header =
+            HeaderName::from_bytes(trim(name).as_bytes()).map_err(|_| CarrierError::NotText)?;
+        let parse: fn(&str, i64) -> Result<Decoded, CarrierError> = match form {
+            Form::Ms => |v, _| parse_x_budget_ms(v).map(|b| (b, None)),
+            Form::Seconds => |v, _| parse_seconds(v).map(|b| (b, None)),
+            Form::DeadlineMs => |v, now| absolute(parse_unix_ms(v)?, now),
+            Form::DeadlineSeconds => |v, now| absolute(parse_unix_seconds(v)?, now),
+            Form::Grpc => |v, _| parse_grpc_timeout(v).map(|b| (b, None)),
+        };
+        Ok(Carrier {
+            name: header.as_str().into(),
+            header,
+            form,
+            source: BudgetSource::Header(form),
+            parse,
+        })
+    }
+
+    fn builtin(
+        name: &'static str,
+        form: Form,
+        source: BudgetSource,
+        parse: fn(&str, i64) -> Result<Decoded, CarrierError>,
+    ) -> Carrier {
+        Carrier {
+            name: name.into(),
+            header: HeaderName::from_static(name),
+            form,
+            source,
+            parse,
+        }
+    }
+
+    /// The header name, lowercase.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How its value is written.
+    pub fn form(&self) -> Form {
+        self.form
+    }
+
+    /// The `budget.source` a budget read from it is reported as.
+    pub fn source(&self) -> BudgetSource {
+        self.source
+    }
+
+    /// The `budget.source` value a service writes: the built-in carrier's name, or
+    /// `header:<name>` for a team's own.
+    pub fn label(&self) -> String {
+        match self.source {
+            BudgetSource::Header(_) => {
+                format!("{}{}", crate::semconv::source::HEADER_PREFIX, self.name)
+            }
+            other => other.as_str().to_owned(),
+        }
+    }
+
+    /// Decode one value of this carrier against the wall clock `now_unix_ms` (used only by
+    /// absolute forms).
+    pub fn decode(
+        &self,
+        value: &str,
+        now_unix_ms: i64,
+    ) -> Result<(Duration, Option<i64>), CarrierError> {
+        (self.parse)(value, now_unix_ms)
+    }
+
+    /// Whether `name` names this carrier, as captured-header attributes write it: any case, and
+    /// `_` standing for `-`.
+    pub fn is_named(&self, name: &str) -> bool {
+        name.len() == self.name.len()
+            && name.bytes().zip(self.name.bytes()).all(|(a, b)| {
+                let a = if a == b'_' {
+                    b'-'
+                } else {
+                    a.to_ascii_lowercase()
+                };
+                let b = if b == b'_' { b'-' } else { b };
+                a == b
+            })
+    }
+}
+
+/// The carriers a hop reads, in order: a team's own first (in the order given), then the
+/// contract's built-in ones (`x-budget-ms`, `grpc-timeout`, `connect-timeout-ms`,
+/// `x-request-deadline`, `x-envoy-expected-rq-timeout-ms`). The one table both a service
+/// ([`read_headers`]) and the collector (captured headers) read.
+#[derive(Clone, Debug)]
+pub struct Carriers {
+    list: Vec<Carrier>,
+}
+
+impl Default for Carriers {
+    fn default() -> Self {
+        Carriers::builtin().clone()
+    }
+}
+
+impl Carriers {
+    /// The contract's five carriers, in the contract's order.
+    pub fn builtin() -> &'static Carriers {
+        static BUILTIN: std::sync::LazyLock<Carriers> = std::sync::LazyLock::new(|| Carriers {
+            list: vec![
+                Carrier::builtin(X_BUDGET_MS, Form::Ms, BudgetSource::XBudgetMs, |v, _| {
+                    parse_x_budget_ms(v).map(|b| (b, None))
+                }),
+                Carrier::builtin(
+                    GRPC_TIMEOUT,
+                    Form::Grpc,
+                    BudgetSource::GrpcTimeout,
+                    |v, _| parse_grpc_timeout(v).map(|b| (b, None)),
+                ),
+                Carrier::builtin(
+                    CONNECT_TIMEOUT_MS,
+                    Form::Ms,
+                    BudgetSource::ConnectTimeoutMs,
+                    |v, _| parse_connect_timeout_ms(v).map(|b| (b, None)),
+                ),
+                Carrier::builtin(
+                    X_REQUEST_DEADLINE,
+                    Form::DeadlineMs,
+                    BudgetSource::XRequestDeadline,
+                    |v, now| absolute(parse_request_deadline_unix_ms(v)?, now),
+                ),
+                Carrier::builtin(
+                    X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+                    Form::Ms,
+                    BudgetSource::XEnvoyExpectedRqTimeoutMs,
+                    |v, _| parse_envoy_expected_rq_timeout_ms(v).map(|b| (b, None)),
+                ),
+            ],
+        });
+        &BUILTIN
+    }
+
+    /// A team's own carriers first, in the order given, then the built-in ones. A name given
+    /// twice, or the name of a built-in carrier, is read once, in its first place.
+    pub fn with_own(own: impl IntoIterator<Item = Carrier>) -> Carriers {
+        let mut list: Vec<Carrier> = Vec::new();
+        for c in own
+            .into_iter()
+            .chain(Carriers::builtin().list.iter().cloned())
+        {
+            if !list.iter().any(|x| x.name == c.name) {
+                list.push(c);
+            }
+        }
+        Carriers { list }
+    }
+
+    /// The carriers in the order they are read.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Carrier> {
+        self.list.iter()
+    }
+
+    /// How many carriers.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there is none (never, for a table built here).
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The position of the carrier `name` names (see [`Carrier::is_named`]).
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.list.iter().position(|c| c.is_named(name))
+    }
+
+    /// The carrier at `index`.
+    pub fn get(&self, index: usize) -> Option<&Carrier> {
+        self.list.get(index)
+    }
+
+    /// The form of a team's own carrier reported as `budget.source = "header:<name>"`.
+    pub fn own_form(&self, name: &str) -> Option<Form> {
+        self.list
+            .iter()
+            .find(|c| matches!(c.source, BudgetSource::Header(_)) && c.is_named(name))
+            .map(|c| c.form)
+    }
+
+    /// Read the carriers in order and return the first present and valid one. `value(i, c)`
+    /// gives carrier `c`'s raw value (at position `i`), if present (`Err` when it is not text).
+    /// `now_unix_ms` is the wall clock at arrival, used only for absolute forms.
+    pub fn read<'a>(
+        &self,
+        mut value: impl FnMut(usize, &Carrier) -> Option<Result<&'a str, &'a [u8]>>,
+        now_unix_ms: i64,
+    ) -> Received {
+        let mut first_invalid: Option<Received> = None;
+        for (i, carrier) in self.list.iter().enumerate() {
+            let Some(raw) = value(i, carrier) else {
+                continue;
+            };
+            let parsed = match raw {
+                Ok(text) => carrier.decode(text, now_unix_ms),
+                Err(_) => Err(CarrierError::NotText),
+            };
+            match parsed {
+                Ok((budget, deadline_unix_ms)) => {
+                    return Received::Budget {
+                        budget,
+                        source: carrier.source,
+                        deadline_unix_ms,
+                    };
+                }
+                Err(error) => {
+                    if first_invalid.is_none() {
+                        let value = match raw {
+                            Ok(text) => text.to_owned(),
+                            Err(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                        };
+                        first_invalid = Some(Received::Invalid {
+                            header: carrier.name.clone(),
+                            value,
+                            error,
+                        });
+                    }
+                }
+            }
+        }
+        first_invalid.unwrap_or(Received::None)
+    }
+
+    /// [`Carriers::read`] over a request's headers.
+    pub fn read_headers(&self, headers: &HeaderMap, now_unix_ms: i64) -> Received {
+        if headers.is_empty() {
+            return Received::None;
+        }
+        self.read(
+            |_, c| {
+                let raw = headers.get(&c.header)?;
+                Some(raw.to_str().map_err(|_| raw.as_bytes()))
+            },
+            now_unix_ms,
+        )
+    }
+}
+
+/// What a hop found in a request's headers, after reading the carriers in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Received {
     /// A valid budget from the first carrier present and valid.
@@ -292,13 +672,13 @@ pub enum Received {
         budget: Duration,
         /// The carrier it came from.
         source: BudgetSource,
-        /// For `x-request-deadline`: the absolute deadline, Unix ms.
+        /// For an absolute carrier: the deadline, Unix ms.
         deadline_unix_ms: Option<i64>,
     },
     /// At least one carrier was present, none was valid.
     Invalid {
         /// The first invalid carrier's header name.
-        header: &'static str,
+        header: Box<str>,
         /// Its raw value (lossily decoded when not UTF-8).
         value: String,
         /// Why it was rejected.
@@ -327,79 +707,13 @@ impl Received {
     }
 }
 
-/// Read the carriers of `CONVENTIONS.md` section 1 in order (`x-budget-ms`, `grpc-timeout`,
+/// Read the contract's built-in carriers in order (`x-budget-ms`, `grpc-timeout`,
 /// `connect-timeout-ms`, `x-request-deadline`, `x-envoy-expected-rq-timeout-ms`) and return the
 /// first present and valid one. `now_unix_ms` is the wall clock at arrival, used only for
-/// `x-request-deadline`.
+/// `x-request-deadline`. A team's own carriers: [`Carriers::with_own`] and
+/// [`Carriers::read_headers`].
 pub fn read_headers(headers: &HeaderMap, now_unix_ms: i64) -> Received {
-    let mut first_invalid: Option<Received> = None;
-    // Typed names: a lookup by `HeaderName` skips parsing the name on every request.
-    const CARRIERS: [(HeaderName, &str, BudgetSource); 5] = [
-        (
-            HeaderName::from_static(X_BUDGET_MS),
-            X_BUDGET_MS,
-            BudgetSource::XBudgetMs,
-        ),
-        (
-            HeaderName::from_static(GRPC_TIMEOUT),
-            GRPC_TIMEOUT,
-            BudgetSource::GrpcTimeout,
-        ),
-        (
-            HeaderName::from_static(CONNECT_TIMEOUT_MS),
-            CONNECT_TIMEOUT_MS,
-            BudgetSource::ConnectTimeoutMs,
-        ),
-        (
-            HeaderName::from_static(X_REQUEST_DEADLINE),
-            X_REQUEST_DEADLINE,
-            BudgetSource::XRequestDeadline,
-        ),
-        (
-            HeaderName::from_static(X_ENVOY_EXPECTED_RQ_TIMEOUT_MS),
-            X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
-            BudgetSource::XEnvoyExpectedRqTimeoutMs,
-        ),
-    ];
-    if headers.is_empty() {
-        return Received::None;
-    }
-    for (name, header, source) in &CARRIERS {
-        let (header, source) = (*header, *source);
-        let Some(raw) = headers.get(name) else {
-            continue;
-        };
-        let parsed = match raw.to_str() {
-            Err(_) => Err(CarrierError::NotText),
-            Ok(text) => match source {
-                BudgetSource::XBudgetMs => parse_x_budget_ms(text).map(|b| (b, None)),
-                BudgetSource::GrpcTimeout => parse_grpc_timeout(text).map(|b| (b, None)),
-                BudgetSource::ConnectTimeoutMs => parse_connect_timeout_ms(text).map(|b| (b, None)),
-                BudgetSource::XRequestDeadline => parse_request_deadline(text, now_unix_ms)
-                    .map(|d| (d.remaining(), Some(d.unix_ms))),
-                _ => parse_envoy_expected_rq_timeout_ms(text).map(|b| (b, None)),
-            },
-        };
-        match parsed {
-            Ok((budget, deadline_unix_ms)) => {
-                return Received::Budget {
-                    budget,
-                    source,
-                    deadline_unix_ms,
-                };
-            }
-            Err(error) => {
-                if first_invalid.is_none() {
-                    first_invalid = Some(Received::Invalid {
-                        header,
-                        value: String::from_utf8_lossy(raw.as_bytes()).into_owned(),
-                        error,
-                    });
-                }
-            }
-        }
-    }
-    first_invalid.unwrap_or(Received::None)
+    Carriers::builtin().read_headers(headers, now_unix_ms)
 }
 
 #[cfg(test)]
@@ -562,7 +876,7 @@ mod tests {
         assert_eq!(
             got,
             Received::Invalid {
-                header: X_BUDGET_MS,
+                header: X_BUDGET_MS.into(),
                 value: "-3".into(),
                 error: CarrierError::NotANumber
             }

@@ -37,6 +37,15 @@ pub const HTTP_HEADER_GRPC_TIMEOUT: &str = "http.request.header.grpc-timeout";
 pub const HTTP_HEADER_REQUEST_DEADLINE: &str = "http.request.header.x-request-deadline";
 /// gRPC timeout captured as RPC metadata.
 pub const RPC_METADATA_GRPC_TIMEOUT: &str = "rpc.request.metadata.grpc-timeout";
+/// Prefix of a request header captured by stock instrumentation (`http.request.header.<name>`,
+/// the name lowercase, `-` kept or turned into `_`).
+pub const HTTP_REQUEST_HEADER_PREFIX: &str = "http.request.header.";
+/// Prefix of gRPC request metadata captured by stock instrumentation.
+pub const RPC_REQUEST_METADATA_PREFIX: &str = "rpc.request.metadata.";
+/// The older HTTP status key, still the default of several SDKs (Python's among them).
+pub const HTTP_STATUS_CODE: &str = "http.status_code";
+/// The name of the span event an SDK records for an exception.
+pub const EXCEPTION_EVENT: &str = "exception";
 /// HTTP response status code.
 pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 /// gRPC status code (current convention).
@@ -64,6 +73,8 @@ pub mod source {
     pub const INVALID: &str = "invalid";
     /// No budget at all.
     pub const NONE: &str = "none";
+    /// A team's own carrier: `header:<name>` (`--budget-header NAME=FORM`).
+    pub const HEADER_PREFIX: &str = "header:";
 }
 
 /// Values of `budget.outcome`.

@@ -549,7 +549,7 @@ impl State {
                 self.ui.view = View::Chains;
             }
             KeyCode::Char('f') => {
-                self.ui.query.only_findings = !self.ui.query.only_findings;
+                self.ui.query.filter = self.ui.query.filter.next();
                 self.ui.selected_id = None;
             }
             KeyCode::Char('s') => self.ui.query.sort = self.ui.query.sort.next(),
@@ -925,7 +925,12 @@ pub async fn run_live(
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
 /// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
 /// reads). The screen's clock follows the recording, so rates and λ read as they were.
-pub async fn run_replay(file: PathBuf, speed: f64, max_spans: usize) -> anyhow::Result<()> {
+pub async fn run_replay(
+    file: PathBuf,
+    speed: f64,
+    max_spans: usize,
+    carriers: Arc<deadline_budget::carrier::Carriers>,
+) -> anyhow::Result<()> {
     // Fail before taking over the terminal when the file cannot be opened.
     budget_top::check::open_lines(&file).map_err(|e| anyhow::anyhow!("{}", e.0))?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
@@ -935,7 +940,7 @@ pub async fn run_replay(file: PathBuf, speed: f64, max_spans: usize) -> anyhow::
     let feeder = {
         let (file, notice, recording_t0) = (file.clone(), notice.clone(), recording_t0.clone());
         tokio::task::spawn_blocking(move || {
-            let text = match feed_recording(&file, speed, &tx, &recording_t0, started) {
+            let text = match feed_recording(&file, speed, &tx, &recording_t0, started, carriers) {
                 Ok(n) => format!("replay finished: {n} spans from {}", file.display()),
                 Err(e) => format!("replay stopped: {e}"),
             };
@@ -976,10 +981,11 @@ fn feed_recording(
     tx: &mpsc::Sender<Batch>,
     recording_t0: &AtomicU64,
     started: std::time::Instant,
+    carriers: Arc<deadline_budget::carrier::Carriers>,
 ) -> Result<u64, String> {
     use budget_top::ingest::decode;
     let mut lines = budget_top::check::open_lines(file).map_err(|e| e.0)?;
-    let mut interner = decode::Interner::default();
+    let mut interner = decode::Interner::with_carriers(carriers);
     let (mut bytes, mut line) = (Vec::new(), String::new());
     let (mut number, mut sent) = (0usize, 0u64);
     loop {

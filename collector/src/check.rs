@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use deadline_budget::analysis::{Report, TraceId};
+use deadline_budget::carrier::Carriers;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::time::Instant;
 
@@ -31,14 +32,14 @@ pub const EXIT_USAGE: u8 = 2;
 pub struct InputError(pub String);
 
 /// Runs `check`; returns the exit status (0 or 1). Errors mean exit status 2.
-pub async fn run(args: CheckArgs, max_spans: usize) -> anyhow::Result<u8> {
+pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
     let mut store = Store::new(max_spans);
     let ingest_counts = match &args.input {
         Some(path) => {
-            read_file(path, &mut store)?;
+            read_file(path, &mut store, carriers)?;
             None
         }
-        None => Some(listen(&args, &mut store).await?),
+        None => Some(listen(&args, &mut store, carriers).await?),
     };
     if store.counters().spans_held == 0 && store.counters().chains_evicted == 0 {
         match &args.input {
@@ -207,9 +208,13 @@ pub fn read_line(
 
 /// Reads every line of `path` into the store. Spans with bad ids are skipped with a warning
 /// on stderr; a line that is not OTLP/JSON stops the check with its line number.
-pub fn read_file(path: &Path, store: &mut Store) -> Result<(), InputError> {
+pub fn read_file(
+    path: &Path,
+    store: &mut Store,
+    carriers: Arc<Carriers>,
+) -> Result<(), InputError> {
     let mut lines = open_lines(path)?;
-    let mut interner = decode::Interner::default();
+    let mut interner = decode::Interner::with_carriers(carriers);
     let (mut bytes, mut line) = (Vec::new(), String::new());
     let mut number = 0;
     loop {
@@ -238,10 +243,15 @@ pub fn read_file(path: &Path, store: &mut Store) -> Result<(), InputError> {
 }
 
 /// Listens until `--idle`/`--for`/Ctrl-C/SIGTERM, feeding the store.
-async fn listen(args: &CheckArgs, store: &mut Store) -> anyhow::Result<IngestCounts> {
+async fn listen(
+    args: &CheckArgs,
+    store: &mut Store,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<IngestCounts> {
     // Before the receivers start: a signal right after the first request must be handled.
     let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
+    config.carriers = carriers;
     config.keep_attributes = false;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());

@@ -5,9 +5,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use budget_demo::parse_duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use deadline_budget::analysis::Severity;
+use deadline_budget::carrier::{Carrier, Carriers, Form};
 
 use crate::ingest;
 use crate::store;
@@ -30,6 +33,28 @@ pub struct Cli {
     /// attributes are dropped first. Each span keeps at most 16 KiB, each value 4 KiB.
     #[arg(long, default_value_t = store::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES")]
     pub max_attribute_bytes: usize,
+    /// A budget header of your own, read from captured headers before the built-in carriers
+    /// (repeatable, in order). FORM: ms, s, deadline-ms, deadline-s or grpc.
+    #[arg(long = "budget-header", global = true, value_name = "NAME=FORM", value_parser = parse_budget_header)]
+    pub budget_headers: Vec<Carrier>,
+}
+
+impl Cli {
+    /// The carriers to read: the `--budget-header`s in order, then the built-in ones.
+    pub fn carriers(&self) -> Arc<Carriers> {
+        Arc::new(Carriers::with_own(self.budget_headers.iter().cloned()))
+    }
+}
+
+/// `--budget-header NAME=FORM`.
+pub fn parse_budget_header(value: &str) -> Result<Carrier, String> {
+    let forms = Form::ALL.map(Form::as_str).join(", ");
+    let (name, form) = value
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=FORM (FORM one of {forms}), got {value:?}"))?;
+    let form = Form::parse(form.trim())
+        .ok_or_else(|| format!("unknown form {form:?}: expected one of {forms}"))?;
+    Carrier::own(name, form).map_err(|_| format!("{name:?} is not a valid header name"))
 }
 
 /// Where to receive OTLP.

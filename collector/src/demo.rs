@@ -16,6 +16,7 @@ use budget_top::check::{self, Signals};
 use budget_top::cli::DemoArgs;
 use budget_top::ingest::{self, Ingest, IngestConfig};
 use budget_top::store::Store;
+use deadline_budget::carrier::Carriers;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -41,21 +42,22 @@ pub const LATENCY_STEP_MS: u64 = 50;
 pub const DEFAULT_CHECK_FOR: Duration = Duration::from_secs(15);
 
 /// `budget-top demo ...`: returns the exit status.
-pub async fn run(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
+pub async fn run(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
     if args.check {
-        headless(args, max_spans).await
+        headless(args, max_spans, carriers).await
     } else {
-        screen(args, max_spans).await.map(|()| 0)
+        screen(args, max_spans, carriers).await.map(|()| 0)
     }
 }
 
 /// Both receivers on free loopback ports.
-fn loopback_ingest(keep_attributes: bool) -> IngestConfig {
+fn loopback_ingest(keep_attributes: bool, carriers: Arc<Carriers>) -> IngestConfig {
     let any_port = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     IngestConfig {
         grpc: Some(any_port),
         http: Some(any_port),
         keep_attributes,
+        carriers,
         ..IngestConfig::default()
     }
 }
@@ -70,10 +72,10 @@ fn endpoint(ingest: &Ingest) -> anyhow::Result<String> {
 
 /// `demo --check`: services and load without the screen, then the `check` report. The demo is
 /// stopped (its exporters flushed into the receivers) before the report is printed.
-async fn headless(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
+async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
     // Before anything starts: a Ctrl-C from now on ends the load early but still reports.
     let mut signals = Signals::new()?;
-    let mut ingest = ingest::start(loopback_ingest(false)).await?;
+    let mut ingest = ingest::start(loopback_ingest(false, carriers)).await?;
     let run_for = args
         .for_
         .or(args.run.requests.is_none().then_some(DEFAULT_CHECK_FOR));
@@ -105,14 +107,17 @@ async fn headless(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
         let _ = stopping.await;
     }
     let ingest_counts = check::finish(ingest, &mut store).await;
+    // Every request sent is accounted for: those without an answer when the load stopped
+    // were abandoned in flight.
     eprintln!(
-        "load: {} sent, {} ok, {} shed (503), {} timed out (504), {} other status, {} failed",
+        "load: {} sent, {} ok, {} shed (503), {} timed out (504), {} other status, {} failed, {} abandoned in flight when the load stopped",
         counts.sent,
         counts.ok,
         counts.shed_full,
         counts.timed_out,
         counts.other_status,
-        counts.failed
+        counts.failed,
+        counts.sent.saturating_sub(counts.finished())
     );
     check::print_report(
         &mut store,
@@ -124,8 +129,8 @@ async fn headless(args: DemoArgs, max_spans: usize) -> anyhow::Result<u8> {
 }
 
 /// `demo` and `demo --workshop`: the receivers, the services and the live screen.
-async fn screen(args: DemoArgs, max_spans: usize) -> anyhow::Result<()> {
-    let ingest = ingest::start(loopback_ingest(true)).await?;
+async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<()> {
+    let ingest = ingest::start(loopback_ingest(true, carriers)).await?;
     let mut config = args.run.config(endpoint(&ingest)?, None);
     let workshop = args
         .workshop
@@ -946,7 +951,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn d_on_the_live_screen_starts_the_demo_into_its_receivers_and_stop_frees_every_port() {
-        let mut ingest = ingest::start(loopback_ingest(false)).await.unwrap();
+        let mut ingest = ingest::start(loopback_ingest(false, Arc::default()))
+            .await
+            .unwrap();
         let LiveDemo {
             mut control,
             mut start,

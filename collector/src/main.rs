@@ -19,6 +19,7 @@ mod view;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let carriers = cli.carriers();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -31,16 +32,18 @@ fn main() -> ExitCode {
     };
     let result: anyhow::Result<u8> = runtime.block_on(async move {
         match cli.command {
-            Some(Command::Check(args)) => check::run(args, cli.max_spans).await,
-            Some(Command::Record(args)) => record::run(args).await.map(|()| 0),
+            Some(Command::Check(args)) => check::run(args, cli.max_spans, carriers).await,
+            Some(Command::Record(args)) => record::run(args, carriers).await.map(|()| 0),
             // The demo's services exporting to our own receivers: screen, workshop or --check.
-            Some(Command::Demo(args)) => demo::run(args, cli.max_spans).await,
+            Some(Command::Demo(args)) => demo::run(args, cli.max_spans, carriers).await,
             // DISPATCH POINT (screen engineer): `app::run_live(..)` in replay mode plays a recording.
-            Some(Command::Replay(args)) => app::run_replay(args.file, args.speed, cli.max_spans)
-                .await
-                .map(|()| 0),
+            Some(Command::Replay(args)) => {
+                app::run_replay(args.file, args.speed, cli.max_spans, carriers)
+                    .await
+                    .map(|()| 0)
+            }
             // The live screen (screen engineer's `app`), fed by the receivers.
-            None => live(cli.listen, cli.max_spans, cli.max_attribute_bytes)
+            None => live(cli.listen, cli.max_spans, cli.max_attribute_bytes, carriers)
                 .await
                 .map(|()| 0),
         }
@@ -60,11 +63,13 @@ async fn live(
     listen: budget_top::cli::Listen,
     max_spans: usize,
     max_attribute_bytes: usize,
+    carriers: std::sync::Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
-    let mut ingest_config = listen.ingest_config();
+    let mut config = listen.ingest_config();
+    config.carriers = carriers;
     // What may wait in the channel is bounded like what the store holds.
-    ingest_config.max_queued_attribute_bytes = max_attribute_bytes;
-    let ingest = budget_top::ingest::start(ingest_config).await?;
+    config.max_queued_attribute_bytes = max_attribute_bytes;
+    let ingest = budget_top::ingest::start(config).await?;
     let stats = ingest.stats.clone();
     let (demo_control, start_demo, demo_driver) = match demo::for_live_screen(ingest.grpc_addr) {
         Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),

@@ -13,7 +13,10 @@ use crate::cli::RecordArgs;
 use crate::ingest;
 
 /// Runs `record` until Ctrl-C or SIGTERM.
-pub async fn run(args: RecordArgs) -> anyhow::Result<()> {
+pub async fn run(
+    args: RecordArgs,
+    carriers: std::sync::Arc<deadline_budget::carrier::Carriers>,
+) -> anyhow::Result<()> {
     let path = &args.output;
     let mut file =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
@@ -22,6 +25,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<()> {
     let mut config = args.listen.ingest_config();
     config.keep_raw = true;
     config.keep_attributes = false;
+    config.carriers = carriers;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
     eprintln!("recording to {} (stop with Ctrl-C)", path.display());

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use deadline_budget::analysis::{Distribution, EdgeAggregate, Finding, Report, Severity, TraceId};
+use deadline_budget::analysis::{
+    ChainOutcome, Distribution, EdgeAggregate, Finding, Report, Severity, TraceId,
+};
 
 use crate::ingest::IngestCounts;
 
@@ -31,6 +33,32 @@ pub fn render(
         paint(color, Some(Severity::Warning), s.findings.warning),
         s.findings.info
     );
+    let outcomes: Vec<String> = ChainOutcome::ALL
+        .into_iter()
+        .filter(|&o| s.outcomes.get(o) > 0)
+        .map(|o| format!("{} {}", s.outcomes.get(o), o.as_str()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "chains by outcome: {}; {} ms of work done for nobody",
+        if outcomes.is_empty() {
+            "none".to_owned()
+        } else {
+            outcomes.join(", ")
+        },
+        s.wasted_ms
+    );
+    if let Some(warning) = s.coverage.warning() {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                color,
+                Some(Severity::Warning),
+                format!("warning: {}", clean(&warning))
+            )
+        );
+    }
     if let Some(i) = ingest {
         let _ = writeln!(
             out,
@@ -115,18 +143,29 @@ pub fn render(
             "CALLS".to_string(),
             "RECEIVED p50/p99".to_string(),
             "FORWARDED p50/p99".to_string(),
+            "LATENCY p50/p99".to_string(),
+            "TIMEOUT".to_string(),
             "WASTED".to_string(),
             "FINDINGS".to_string(),
         ]];
         for e in edges {
-            let findings: Vec<String> =
+            let mut findings: Vec<String> =
                 e.findings.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            if e.oversized().is_some() {
+                findings.push("timeout_oversized 1".into());
+            }
             rows.push([
                 clean(&e.caller),
                 clean(&e.callee),
                 e.calls.to_string(),
                 percentiles(&e.received),
                 percentiles(&e.forwarded),
+                percentiles(&e.latency),
+                match e.timeout() {
+                    Some((t, true)) => format!("~{t} ms (inferred)"),
+                    Some((t, false)) => format!("{t} ms"),
+                    None => "-".into(),
+                },
                 format!("{} ms", e.wasted_ms),
                 if findings.is_empty() {
                     "-".into()
@@ -139,7 +178,7 @@ pub fn render(
         for row in &rows {
             let _ = writeln!(
                 out,
-                "  {:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {}",
+                "  {:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:>w5$}  {:>w6$}  {:>w7$}  {}",
                 row[0],
                 row[1],
                 row[2],
@@ -147,12 +186,16 @@ pub fn render(
                 row[4],
                 row[5],
                 row[6],
+                row[7],
+                row[8],
                 w0 = widths[0],
                 w1 = widths[1],
                 w2 = widths[2],
                 w3 = widths[3],
                 w4 = widths[4],
                 w5 = widths[5],
+                w6 = widths[6],
+                w7 = widths[7],
             );
         }
     }

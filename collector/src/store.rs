@@ -13,8 +13,9 @@ use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
-    Chain, ChainAnalysis, ChainSummary, EdgeAggregate, EdgeReport, EdgeStats, Finding, Inserted,
-    Options, Report, SeverityCounts, Span, SpanId, Summary, TraceId,
+    Chain, ChainAnalysis, ChainSummary, Coverage, EdgeAggregate, EdgeReport, EdgeStats,
+    EdgeTimeouts, Finding, Inserted, Options, OutcomeCounts, Report, SeverityCounts, Span, SpanId,
+    Summary, TraceId,
 };
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
@@ -103,6 +104,18 @@ pub struct Store {
     findings: SeverityCounts,
     /// Sum of the analysed chains' hops.
     hops: u64,
+    /// Sum of the analysed chains' hops whose budget is known.
+    hops_with_budget: u64,
+    /// Hops without a known budget, by service, over the analysed chains.
+    without_budget: HashMap<Arc<str>, u64>,
+    /// Sum of the analysed chains' wasted ms.
+    wasted_ms: i64,
+    /// The analysed chains by outcome.
+    outcomes: OutcomeCounts,
+    /// The inferred timeouts the chains were last analysed with.
+    timeouts: EdgeTimeouts,
+    /// When `timeouts` was last compared with the edges (analyses since).
+    timeouts_checked: usize,
     dirty: Vec<TraceId>,
     /// The most raw attribute bytes held; past it the oldest chains' attributes go first.
     max_attribute_bytes: usize,
@@ -112,6 +125,9 @@ pub struct Store {
     /// The last sequence number given in `attribute_order`.
     attribute_seq: u64,
 }
+
+/// Chains analysed between two looks at the edges' inferred timeouts in the live loop.
+const TIMEOUT_CHECK_EVERY: usize = 2048;
 
 impl Store {
     /// An empty store that holds at most `max_spans` spans (at least one).
@@ -125,6 +141,12 @@ impl Store {
             edges: EdgeStats::new(),
             findings: SeverityCounts::default(),
             hops: 0,
+            hops_with_budget: 0,
+            without_budget: HashMap::new(),
+            wasted_ms: 0,
+            outcomes: OutcomeCounts::default(),
+            timeouts: EdgeTimeouts::default(),
+            timeouts_checked: 0,
             dirty: Vec::new(),
             max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES,
             attribute_order: VecDeque::new(),
@@ -305,20 +327,51 @@ impl Store {
 
     fn subtract(&mut self, analysis: &ChainAnalysis) {
         let s = &analysis.summary;
-        self.findings.error -= s.findings.error;
-        self.findings.warning -= s.findings.warning;
-        self.findings.info -= s.findings.info;
+        self.findings.subtract(s.findings);
         self.hops -= u64::from(s.hops);
+        self.hops_with_budget -= u64::from(s.hops_with_budget);
+        self.wasted_ms -= s.wasted_ms;
+        self.outcomes.remove(s.outcome);
+        for service in &analysis.services_without_budget {
+            if let Some(n) = self.without_budget.get_mut(service) {
+                *n -= 1;
+                if *n == 0 {
+                    self.without_budget.remove(service);
+                }
+            }
+        }
         self.edges.remove(analysis);
     }
 
     fn add(&mut self, analysis: &ChainAnalysis) {
         let s = &analysis.summary;
-        self.findings.error += s.findings.error;
-        self.findings.warning += s.findings.warning;
-        self.findings.info += s.findings.info;
+        self.findings.add(s.findings);
         self.hops += u64::from(s.hops);
+        self.hops_with_budget += u64::from(s.hops_with_budget);
+        self.wasted_ms += s.wasted_ms;
+        self.outcomes.add(s.outcome);
+        for service in &analysis.services_without_budget {
+            *self.without_budget.entry(service.clone()).or_insert(0) += 1;
+        }
         self.edges.add(analysis);
+    }
+
+    /// Compares the edges' inferred timeouts with the ones the chains were analysed with; when
+    /// they moved much, every chain is analysed again (a slice per call, as any dirty chain), so
+    /// `timeout_inverted` sees timeouts inferred from chains that came later. Returns whether.
+    fn refresh_timeouts(&mut self) -> bool {
+        let now = self.edges.inferred_timeouts();
+        if !now.differs_much_from(&self.timeouts) {
+            return false;
+        }
+        self.timeouts = now;
+        for (id, entry) in self.chains.iter_mut() {
+            if !entry.dirty {
+                entry.dirty = true;
+                self.dirty.push(*id);
+            }
+        }
+        true
     }
 
     /// Analyses every chain a span joined since the last call; returns how many.
@@ -343,7 +396,7 @@ impl Store {
             };
             entry.dirty = false;
             entry.chain.shrink_to_fit();
-            let fresh = Arc::new(entry.chain.analyse(&self.options));
+            let fresh = Arc::new(entry.chain.analyse_with(&self.options, &self.timeouts));
             let old = entry.analysis.replace(fresh.clone());
             if let Some(old) = old {
                 self.subtract(&old);
@@ -361,6 +414,11 @@ impl Store {
         if !left.is_empty() {
             left.append(&mut self.dirty);
             self.dirty = left;
+        }
+        self.timeouts_checked += analysed;
+        if self.timeouts_checked >= TIMEOUT_CHECK_EVERY || self.dirty.is_empty() && analysed > 0 {
+            self.timeouts_checked = 0;
+            self.refresh_timeouts();
         }
         analysed
     }
@@ -442,9 +500,34 @@ impl Store {
         self.edges.to_reports()
     }
 
-    /// Findings by severity over every analysed chain held.
+    /// Findings by severity over every analysed chain held, and the edges' own.
     pub fn finding_counts(&self) -> SeverityCounts {
-        self.findings
+        let mut counts = self.findings;
+        for f in self.edges.findings() {
+            counts.bump(f.severity);
+        }
+        counts
+    }
+
+    /// The sum of the analysed chains' wasted ms (their hops' dead work).
+    pub fn wasted_ms(&self) -> i64 {
+        self.wasted_ms
+    }
+
+    /// The analysed chains by outcome.
+    pub fn outcomes(&self) -> OutcomeCounts {
+        self.outcomes
+    }
+
+    /// What the analysis could see over the chains held.
+    pub fn coverage(&self) -> Coverage {
+        let mut services: Vec<Arc<str>> = self.without_budget.keys().cloned().collect();
+        services.sort_unstable();
+        Coverage {
+            hops_with_budget: self.hops_with_budget,
+            hops_without_budget: self.hops - self.hops_with_budget,
+            services_without_budget: services,
+        }
     }
 
     /// Store-wide counters.
@@ -455,7 +538,17 @@ impl Store {
     /// The whole report over every chain held: analyses what is dirty first. Findings are in
     /// trace order, then as the analysis ordered them within a chain.
     pub fn report(&mut self) -> Report {
-        self.analyse_dirty();
+        // Timeouts inferred over every chain, then every chain judged with them: the same
+        // answer as `Report::from_spans`. (A pass that changes the inferred timeouts marks every
+        // chain for another; they settle at once, since a timeout comes from unanswered calls,
+        // which no inferred timeout changes.)
+        for _ in 0..3 {
+            self.analyse_dirty();
+            self.refresh_timeouts();
+            if !self.has_dirty() {
+                break;
+            }
+        }
         let mut ids: Vec<TraceId> = self.chains.keys().copied().collect();
         ids.sort_unstable();
         let mut findings: Vec<Finding> = Vec::new();
@@ -464,12 +557,16 @@ impl Store {
                 findings.extend(analysis.findings.iter().cloned());
             }
         }
+        findings.extend(self.edges.findings());
         Report {
             summary: Summary {
                 traces: self.counters.chains_held,
                 spans: self.counters.spans_held,
                 hops: self.hops,
-                findings: self.findings,
+                findings: self.finding_counts(),
+                wasted_ms: self.wasted_ms,
+                outcomes: self.outcomes,
+                coverage: self.coverage(),
             },
             findings,
             edges: self.edge_reports(),

@@ -64,6 +64,8 @@ const FACTS: usize = 12;
 const HAS_PARENT: u16 = 1 << FACTS;
 /// [`Packed::present`]: the span has an `error.type` (kept in [`Chain::error_types`]).
 const HAS_ERROR_TYPE: u16 = 1 << (FACTS + 1);
+/// [`Packed::present`]: the span recorded an `exception` event.
+const HAS_EXCEPTION: u16 = 1 << (FACTS + 2);
 const FACT_BITS: u16 = (1 << FACTS) - 1;
 
 fn facts_of(b: &BudgetFacts) -> [Option<i64>; FACTS] {
@@ -251,6 +253,9 @@ impl Chain {
         if budget.error_type.is_some() {
             present |= HAS_ERROR_TYPE;
         }
+        if budget.exception_event {
+            present |= HAS_EXCEPTION;
+        }
         let mut packed = Packed {
             span_id,
             parent: parent_span_id.unwrap_or_default(),
@@ -376,6 +381,7 @@ impl Chain {
         let mut budget = BudgetFacts {
             source: p.source,
             outcome: p.outcome,
+            exception_event: p.present & HAS_EXCEPTION != 0,
             ..BudgetFacts::default()
         };
         let mut facts = [None; FACTS];

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
+
 use super::chain::Link;
 use super::edges::EdgeSample;
 use super::model::{
@@ -43,8 +45,9 @@ impl Options {
     pub fn tolerance_for(&self, source: Option<BudgetSource>) -> i64 {
         self.tolerance_ms
             + match source {
+                Some(s) if s.is_absolute() => self.absolute_deadline_tolerance_ms,
                 Some(BudgetSource::GrpcTimeout) => 1,
-                Some(BudgetSource::XRequestDeadline) => self.absolute_deadline_tolerance_ms,
+                Some(BudgetSource::Header(form)) => form.rounding_ms(),
                 _ => 0,
             }
     }
@@ -53,6 +56,9 @@ impl Options {
 /// A set of [`FindingKind`]s (one bit each): which findings sit on a row, without allocating.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct KindSet(u16);
+
+// One bit per kind.
+const _: () = assert!(FindingKind::COUNT <= 16);
 
 impl KindSet {
     /// Add a kind.
@@ -94,6 +100,12 @@ pub struct Row {
     pub link: Link,
     /// The finding kinds on this span.
     pub findings: KindSet,
+    /// A hop's dead work, ms: the last `dead_ms` of its work were done after everyone above it
+    /// had stopped waiting (`CONVENTIONS.md` section 3). Zero for other spans.
+    pub dead_ms: u32,
+    /// The part of this span's own bar (its work, for a hop) that lies after its hop's give-up
+    /// time, ms, when that hop has dead work: what a waterfall paints as work for nobody.
+    pub late_ms: u32,
 }
 
 impl Row {
@@ -124,6 +136,8 @@ pub struct ChainSummary {
     pub spans: u32,
     /// Hops (SERVER/CONSUMER spans).
     pub hops: u32,
+    /// Hops whose budget is known: received, defaulted, or read from a captured carrier.
+    pub hops_with_budget: u32,
     /// Spans whose parent is not in the chain.
     pub orphans: u32,
     /// Parent loops cut (a self-parent counts as one).
@@ -132,8 +146,65 @@ pub struct ChainSummary {
     pub findings: SeverityCounts,
     /// The worst severity found, if any finding.
     pub worst: Option<Severity>,
-    /// Total ms wasted (`ran_after_expiry` + `orphaned_work`).
+    /// The chain's wasted ms: the sum of its hops' dead work (service time spent for nobody).
     pub wasted_ms: i64,
+    /// How the request ended for its user, read from the root hop.
+    pub outcome: ChainOutcome,
+}
+
+/// How a request ended for its user (`CONVENTIONS.md` section 3, "Chain outcome"), read from
+/// the root hop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainOutcome {
+    /// The root hop has not arrived (or not ended): nothing is final yet.
+    #[default]
+    InFlight,
+    /// Answered.
+    Ok,
+    /// 504, gRPC `DEADLINE_EXCEEDED`, or `budget.outcome = "deadline_exceeded"`.
+    DeadlineExceeded,
+    /// 503, gRPC `RESOURCE_EXHAUSTED`, `shed_full` or `shed_expired`.
+    Shed,
+    /// The caller went away (gRPC `CANCELLED`).
+    Cancelled,
+    /// Any other failure.
+    Error,
+}
+
+impl ChainOutcome {
+    /// Every outcome, in the report's order.
+    pub const ALL: [ChainOutcome; 6] = [
+        ChainOutcome::InFlight,
+        ChainOutcome::Ok,
+        ChainOutcome::DeadlineExceeded,
+        ChainOutcome::Shed,
+        ChainOutcome::Cancelled,
+        ChainOutcome::Error,
+    ];
+
+    /// The contract's name (`summary.outcomes` keys).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainOutcome::InFlight => "in_flight",
+            ChainOutcome::Ok => "ok",
+            ChainOutcome::DeadlineExceeded => "deadline_exceeded",
+            ChainOutcome::Shed => "shed",
+            ChainOutcome::Cancelled => "cancelled",
+            ChainOutcome::Error => "error",
+        }
+    }
+
+    /// Whether the user got no answer they could use.
+    pub fn failed(self) -> bool {
+        !matches!(self, ChainOutcome::InFlight | ChainOutcome::Ok)
+    }
+}
+
+impl std::fmt::Display for ChainOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ChainSummary {
@@ -156,6 +227,8 @@ pub struct ChainAnalysis {
     pub findings: Vec<Finding>,
     /// One sample per call that reached a callee hop, for [`EdgeStats`](super::EdgeStats).
     pub edges: Vec<EdgeSample>,
+    /// The services of hops whose budget is not known (coverage), sorted, once each.
+    pub services_without_budget: Vec<Arc<str>>,
 }
 
 impl ChainAnalysis {

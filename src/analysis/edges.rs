@@ -13,11 +13,11 @@ use foldhash::HashMap;
 use std::sync::Arc;
 
 use super::chain_analysis::ChainAnalysis;
-use super::model::{EdgeReport, FindingKind};
+use super::model::{EdgeReport, Finding, FindingKind, SpanId, TraceId};
 
 /// Counts per [`FindingKind`], indexed by `kind as usize` (the order of [`FindingKind::ALL`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KindCounts(pub [u64; 9]);
+pub struct KindCounts(pub [u64; FindingKind::COUNT]);
 
 impl KindCounts {
     /// The count for one kind.
@@ -55,10 +55,18 @@ pub struct EdgeSample {
     /// The budget the call forwarded (`budget.forwarded_ms` on the CLIENT span).
     pub forwarded_ms: Option<i64>,
     /// Findings on this call and this callee hop (and the spans inside that hop); `None` when
-    /// there are none (most calls: 8 bytes instead of 72 in every sample a store holds).
+    /// there are none (most calls: 8 bytes instead of 88 in every sample a store holds).
     pub findings: Option<Box<KindCounts>>,
-    /// Milliseconds wasted by those findings.
+    /// The callee hop's dead work, ms.
     pub wasted_ms: i64,
+    /// The CLIENT span's duration, when the call is a CLIENT span.
+    pub latency_ms: Option<i64>,
+    /// The timeout the call declared (`budget.timeout_ms`).
+    pub timeout_ms: Option<i64>,
+    /// The CLIENT span's duration, when the call got no answer (a client-side timeout or abort).
+    pub unanswered_ms: Option<i64>,
+    /// The call's span, when there is one.
+    pub call: Option<SpanId>,
 }
 
 impl EdgeSample {
@@ -129,6 +137,97 @@ impl Distribution {
     pub fn p99(&self) -> Option<i64> {
         self.percentile(0.99)
     }
+
+    /// The largest value.
+    pub fn max(&self) -> Option<i64> {
+        self.counts.keys().next_back().copied()
+    }
+
+    /// The value that at least `min_group` values lie near (within 2 % or 5 ms of each other,
+    /// whichever is larger): the median of the largest such group, the larger group's on a tie.
+    /// How a timeout nobody declared is read from the calls that ran into it.
+    pub fn cluster(&self, min_group: u64) -> Option<i64> {
+        let values: Vec<(i64, u64)> = self.counts.iter().map(|(&v, &n)| (v, n)).collect();
+        let mut best: Option<(u64, usize, usize)> = None;
+        let (mut end, mut in_window) = (0usize, 0u64);
+        for start in 0..values.len() {
+            if end < start {
+                end = start;
+                in_window = 0;
+            }
+            let band = (values[start].0.saturating_abs() / 50).max(5);
+            let limit = values[start].0.saturating_add(band);
+            while end < values.len() && values[end].0 <= limit {
+                in_window += values[end].1;
+                end += 1;
+            }
+            if best.is_none_or(|(n, _, _)| in_window >= n) {
+                best = Some((in_window, start, end));
+            }
+            in_window -= values[start].1;
+        }
+        let (n, a, z) = best?;
+        if n < min_group {
+            return None;
+        }
+        let rank = n.div_ceil(2);
+        let mut seen = 0;
+        for &(v, c) in &values[a..z] {
+            seen += c;
+            if seen >= rank {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
+/// Unanswered calls that must end near one value before it is read as the edge's timeout.
+pub const MIN_INFERRED_CALLS: u64 = 3;
+/// Calls an edge needs before `timeout_oversized` is judged.
+pub const MIN_OVERSIZED_CALLS: u64 = 20;
+/// `timeout_oversized`: how many times the callee's p99 latency a timeout may be.
+pub const OVERSIZED_FACTOR: i64 = 10;
+
+/// A caller -> callee edge, by service names.
+type EdgeKey = (Arc<str>, Arc<str>);
+
+/// Timeouts inferred for edges over many chains, by (caller, callee): what
+/// [`Chain::analyse_with`](super::Chain::analyse_with) gives calls that declare none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EdgeTimeouts {
+    by_edge: Vec<(EdgeKey, i64)>,
+}
+
+impl EdgeTimeouts {
+    /// The inferred timeout of calls from `caller` to `callee`, ms.
+    pub fn get(&self, caller: &str, callee: &str) -> Option<i64> {
+        self.by_edge
+            .iter()
+            .find(|((a, b), _)| &**a == caller && &**b == callee)
+            .map(|(_, t)| *t)
+    }
+
+    /// How many edges have one.
+    pub fn len(&self) -> usize {
+        self.by_edge.len()
+    }
+
+    /// Whether no edge has one.
+    pub fn is_empty(&self) -> bool {
+        self.by_edge.is_empty()
+    }
+
+    /// Whether `other` differs from this table by a new or lost edge, or a value moved by
+    /// more than 5 %: worth analysing the chains again.
+    pub fn differs_much_from(&self, other: &EdgeTimeouts) -> bool {
+        self.by_edge.len() != other.by_edge.len()
+            || self.by_edge.iter().any(|((a, b), t)| {
+                other
+                    .get(a, b)
+                    .is_none_or(|u| (t - u).saturating_abs() * 20 > (*t).max(1))
+            })
+    }
 }
 
 /// Everything known about one caller -> callee edge.
@@ -148,17 +247,85 @@ pub struct EdgeAggregate {
     pub received: Distribution,
     /// Budgets the caller forwarded.
     pub forwarded: Distribution,
+    /// The callers' CLIENT span durations.
+    pub latency: Distribution,
+    /// Timeouts the calls declared.
+    pub declared_timeouts: Distribution,
+    /// Durations of the calls that got no answer.
+    pub unanswered: Distribution,
+    /// The slowest call seen: its latency, trace and span (kept while it is held).
+    pub slowest: Option<(i64, TraceId, SpanId)>,
+}
+
+impl EdgeAggregate {
+    /// The edge's timeout and whether it was inferred: the largest declared, else the value
+    /// its unanswered calls ended at (`CONVENTIONS.md` section 3).
+    pub fn timeout(&self) -> Option<(i64, bool)> {
+        match self.declared_timeouts.max() {
+            Some(t) => Some((t, false)),
+            None => self
+                .unanswered
+                .cluster(MIN_INFERRED_CALLS)
+                .map(|t| (t, true)),
+        }
+    }
+
+    /// `timeout_oversized`: the timeout is more than 10 times the p99 latency over at least 20
+    /// calls, on an edge that forwards no budget (a budget is the user's own patience, never
+    /// oversized). Gives the timeout and the p99.
+    pub fn oversized(&self) -> Option<(i64, i64)> {
+        if self.latency.len() < MIN_OVERSIZED_CALLS || !self.forwarded.is_empty() {
+            return None;
+        }
+        let (timeout, _) = self.timeout()?;
+        let p99 = self.latency.p99()?;
+        (timeout > p99.max(1).saturating_mul(OVERSIZED_FACTOR)).then_some((timeout, p99))
+    }
 }
 
 impl EdgeAggregate {
     /// This edge as an element of the report's `edges` array.
     pub fn to_report(&self) -> EdgeReport {
+        let mut findings = self.findings;
+        if self.oversized().is_some() {
+            findings.bump(FindingKind::TimeoutOversized);
+        }
+        let timeout = self.timeout();
         EdgeReport {
             caller: self.caller.clone(),
             callee: self.callee.clone(),
             calls: self.calls,
-            findings: self.findings.iter().map(|(k, n)| (k.as_str(), n)).collect(),
+            findings: findings.iter().map(|(k, n)| (k.as_str(), n)).collect(),
+            wasted_ms: self.wasted_ms,
+            timeout_ms: timeout.map(|t| t.0),
+            timeout_inferred: timeout.is_some_and(|t| t.1),
+            latency_p50_ms: self.latency.p50(),
+            latency_p99_ms: self.latency.p99(),
         }
+    }
+
+    /// This edge's own finding, `timeout_oversized`, on its slowest call held.
+    pub fn finding(&self) -> Option<Finding> {
+        let (timeout, p99) = self.oversized()?;
+        let (latency, trace_id, span_id) = self.slowest?;
+        Some(Finding {
+            kind: FindingKind::TimeoutOversized,
+            severity: FindingKind::TimeoutOversized.severity(),
+            trace_id,
+            span_id,
+            service: self.caller.clone(),
+            span_name: Arc::from(format!("{} -> {}", self.caller, self.callee)),
+            message: format!(
+                "{} waits up to {timeout} ms for {}, whose p99 is {p99} ms over {} calls (slowest {latency} ms): a timeout that cuts nothing",
+                self.caller,
+                self.callee,
+                self.latency.len()
+            ),
+            received_ms: None,
+            remaining_ms: None,
+            forwarded_ms: None,
+            wasted_ms: None,
+        })
     }
 }
 
@@ -177,7 +344,7 @@ impl EdgeStats {
     /// Feed every edge sample of one chain analysis.
     pub fn add(&mut self, analysis: &ChainAnalysis) {
         for s in &analysis.edges {
-            self.add_sample(s);
+            self.add_sample(analysis.trace_id, s);
         }
     }
 
@@ -185,12 +352,35 @@ impl EdgeStats {
     /// disappear.
     pub fn remove(&mut self, analysis: &ChainAnalysis) {
         for s in &analysis.edges {
-            self.remove_sample(s);
+            self.remove_sample(analysis.trace_id, s);
         }
     }
 
-    /// Feed one sample.
-    pub fn add_sample(&mut self, s: &EdgeSample) {
+    /// The timeouts inferred for edges whose calls declare none, for
+    /// [`Chain::analyse_with`](super::Chain::analyse_with).
+    pub fn inferred_timeouts(&self) -> EdgeTimeouts {
+        let mut by_edge: Vec<(EdgeKey, i64)> = self
+            .edges
+            .values()
+            .filter_map(|e| match e.timeout()? {
+                (t, true) => Some(((e.caller.clone(), e.callee.clone()), t)),
+                _ => None,
+            })
+            .collect();
+        by_edge.sort_unstable();
+        EdgeTimeouts { by_edge }
+    }
+
+    /// The edges' own findings (`timeout_oversized`), ordered by (caller, callee).
+    pub fn findings(&self) -> Vec<Finding> {
+        self.sorted()
+            .into_iter()
+            .filter_map(|e| e.finding())
+            .collect()
+    }
+
+    /// Feed one sample of the chain `trace_id`.
+    pub fn add_sample(&mut self, trace_id: TraceId, s: &EdgeSample) {
         let e = self
             .edges
             .entry((s.caller.clone(), s.callee.clone()))
@@ -212,10 +402,24 @@ impl EdgeStats {
         if let Some(v) = s.forwarded_ms {
             e.forwarded.add(v);
         }
+        if let Some(v) = s.latency_ms {
+            e.latency.add(v);
+            if let Some(call) = s.call
+                && e.slowest.is_none_or(|(l, _, _)| v > l)
+            {
+                e.slowest = Some((v, trace_id, call));
+            }
+        }
+        if let Some(v) = s.timeout_ms {
+            e.declared_timeouts.add(v);
+        }
+        if let Some(v) = s.unanswered_ms {
+            e.unanswered.add(v);
+        }
     }
 
-    /// Un-feed one sample fed before.
-    pub fn remove_sample(&mut self, s: &EdgeSample) {
+    /// Un-feed one sample of the chain `trace_id` fed before.
+    pub fn remove_sample(&mut self, trace_id: TraceId, s: &EdgeSample) {
         let key = (s.caller.clone(), s.callee.clone());
         let Some(e) = self.edges.get_mut(&key) else {
             return;
@@ -232,6 +436,22 @@ impl EdgeStats {
         }
         if let Some(v) = s.forwarded_ms {
             e.forwarded.remove(v);
+        }
+        if let Some(v) = s.latency_ms {
+            e.latency.remove(v);
+        }
+        if let Some(v) = s.timeout_ms {
+            e.declared_timeouts.remove(v);
+        }
+        if let Some(v) = s.unanswered_ms {
+            e.unanswered.remove(v);
+        }
+        // The slowest call leaves with its chain; the next slowest is not known until a call
+        // as slow arrives, so the edge's finding waits until then.
+        if e.slowest
+            .is_some_and(|(_, t, call)| t == trace_id && Some(call) == s.call)
+        {
+            e.slowest = None;
         }
         if e.calls == 0 {
             self.edges.remove(&key);

@@ -35,8 +35,11 @@ mod report;
 mod rules;
 
 pub use chain::{Chain, Inserted, Link, chains_from_spans};
-pub use chain_analysis::{ChainAnalysis, ChainSummary, KindSet, Options, Row};
-pub use edges::{Distribution, EdgeAggregate, EdgeSample, EdgeStats, KindCounts};
+pub use chain_analysis::{ChainAnalysis, ChainOutcome, ChainSummary, KindSet, Options, Row};
+pub use edges::{
+    Distribution, EdgeAggregate, EdgeSample, EdgeStats, EdgeTimeouts, KindCounts,
+    MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS, OVERSIZED_FACTOR,
+};
 pub use model::*;
 
 #[cfg(test)]

@@ -9,6 +9,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::carrier::Form;
+
+use super::chain_analysis::ChainOutcome;
+
 /// A 16-byte trace id; shown as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct TraceId(pub [u8; 16]);
@@ -108,6 +112,8 @@ pub enum BudgetSource {
     XRequestDeadline,
     /// `x-envoy-expected-rq-timeout-ms`
     XEnvoyExpectedRqTimeoutMs,
+    /// A team's own carrier (`header:<name>`, `--budget-header NAME=FORM`), read in this form.
+    Header(Form),
     /// The edge set its own budget.
     Default,
     /// A carrier was present but invalid.
@@ -126,15 +132,28 @@ impl BudgetSource {
             BudgetSource::ConnectTimeoutMs => s::CONNECT_TIMEOUT_MS,
             BudgetSource::XRequestDeadline => s::X_REQUEST_DEADLINE,
             BudgetSource::XEnvoyExpectedRqTimeoutMs => s::X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+            BudgetSource::Header(_) => "header",
             BudgetSource::Default => s::DEFAULT,
             BudgetSource::Invalid => s::INVALID,
             BudgetSource::None => s::NONE,
         }
     }
 
-    /// Parse the contract's string; unknown strings give `None`.
+    /// Parse the contract's string; unknown strings give `None`. A team's own carrier
+    /// (`header:<name>`) is read as relative milliseconds; [`BudgetSource::parse_with`] knows
+    /// the forms of the carriers it was told about.
     pub fn parse(value: &str) -> Option<Self> {
+        Self::parse_with(value, crate::carrier::Carriers::builtin())
+    }
+
+    /// [`BudgetSource::parse`], taking the form of a team's own carrier from `carriers`.
+    pub fn parse_with(value: &str, carriers: &crate::carrier::Carriers) -> Option<Self> {
         use crate::semconv::source as s;
+        if let Some(name) = value.strip_prefix(s::HEADER_PREFIX) {
+            return Some(BudgetSource::Header(
+                carriers.own_form(name).unwrap_or(Form::Ms),
+            ));
+        }
         Some(match value {
             s::X_BUDGET_MS => BudgetSource::XBudgetMs,
             s::GRPC_TIMEOUT => BudgetSource::GrpcTimeout,
@@ -151,6 +170,15 @@ impl BudgetSource {
     /// Whether the hop had a budget it could work to (received or its own default).
     pub fn has_budget(self) -> bool {
         !matches!(self, BudgetSource::Invalid | BudgetSource::None)
+    }
+
+    /// Whether the budget came as an absolute time, read on the receiver's clock (skew-prone).
+    pub fn is_absolute(self) -> bool {
+        match self {
+            BudgetSource::XRequestDeadline => true,
+            BudgetSource::Header(form) => form.is_absolute(),
+            _ => false,
+        }
     }
 }
 
@@ -237,8 +265,18 @@ pub struct BudgetFacts {
     pub http_status: Option<i64>,
     /// `rpc.grpc.status_code` or `rpc.status_code`
     pub rpc_status: Option<i64>,
-    /// `error.type`
+    /// `error.type` (an integer is kept as its digits)
     pub error_type: Option<Arc<str>>,
+    /// The span recorded an `exception` event.
+    pub exception_event: bool,
+}
+
+impl BudgetFacts {
+    /// The budget a hop worked to: what it received, else its own default. The one rule the
+    /// analysis and every view use.
+    pub fn budget_ms(&self) -> Option<i64> {
+        self.received_ms.or(self.default_ms)
+    }
 }
 
 /// One span as the analysis sees it: ids, service, timing and the budget facts.
@@ -295,11 +333,18 @@ pub enum FindingKind {
     RetryOverBudget,
     /// Absolute and relative views disagree by more than 1 s, or a child starts before its parent.
     ClockSkew,
+    /// A call's timeout reached past the moment everyone above would stop waiting.
+    TimeoutInverted,
+    /// An edge's timeout is more than 10 times its callee's p99 latency.
+    TimeoutOversized,
 }
 
 impl FindingKind {
+    /// How many kinds there are.
+    pub const COUNT: usize = FindingKind::ALL.len();
+
     /// Every kind, in the contract's order.
-    pub const ALL: [FindingKind; 9] = [
+    pub const ALL: [FindingKind; 11] = [
         FindingKind::BudgetReset,
         FindingKind::BudgetDropped,
         FindingKind::RanAfterExpiry,
@@ -309,6 +354,8 @@ impl FindingKind {
         FindingKind::QueuePressure,
         FindingKind::RetryOverBudget,
         FindingKind::ClockSkew,
+        FindingKind::TimeoutInverted,
+        FindingKind::TimeoutOversized,
     ];
 
     /// The contract's name for this kind.
@@ -323,6 +370,8 @@ impl FindingKind {
             FindingKind::QueuePressure => "queue_pressure",
             FindingKind::RetryOverBudget => "retry_over_budget",
             FindingKind::ClockSkew => "clock_skew",
+            FindingKind::TimeoutInverted => "timeout_inverted",
+            FindingKind::TimeoutOversized => "timeout_oversized",
         }
     }
 
@@ -333,10 +382,13 @@ impl FindingKind {
             | FindingKind::BudgetDropped
             | FindingKind::RanAfterExpiry
             | FindingKind::OrphanedWork => Severity::Error,
-            FindingKind::ShedExpired | FindingKind::ShedFull => Severity::Info,
-            FindingKind::QueuePressure | FindingKind::RetryOverBudget | FindingKind::ClockSkew => {
-                Severity::Warning
+            FindingKind::ShedExpired | FindingKind::ShedFull | FindingKind::TimeoutOversized => {
+                Severity::Info
             }
+            FindingKind::QueuePressure
+            | FindingKind::RetryOverBudget
+            | FindingKind::ClockSkew
+            | FindingKind::TimeoutInverted => Severity::Warning,
         }
     }
 }
@@ -403,7 +455,9 @@ pub struct Finding {
     pub remaining_ms: Option<i64>,
     /// What was forwarded, when it applies.
     pub forwarded_ms: Option<i64>,
-    /// Milliseconds of work done for nobody (`ran_after_expiry`, `orphaned_work`).
+    /// Milliseconds of work done for nobody that this finding explains (`ran_after_expiry`,
+    /// `orphaned_work`, and a reset or drop that caused dead work below it). Not additive across
+    /// findings: the same milliseconds can be explained twice.
     pub wasted_ms: Option<i64>,
 }
 
@@ -418,6 +472,132 @@ pub struct SeverityCounts {
     pub info: u64,
 }
 
+impl SeverityCounts {
+    /// Count one finding of `severity`.
+    pub fn bump(&mut self, severity: Severity) {
+        match severity {
+            Severity::Error => self.error += 1,
+            Severity::Warning => self.warning += 1,
+            Severity::Info => self.info += 1,
+        }
+    }
+
+    /// Add every count of `other`.
+    pub fn add(&mut self, other: SeverityCounts) {
+        self.error += other.error;
+        self.warning += other.warning;
+        self.info += other.info;
+    }
+
+    /// Take back every count of `other`, added before.
+    pub fn subtract(&mut self, other: SeverityCounts) {
+        self.error = self.error.saturating_sub(other.error);
+        self.warning = self.warning.saturating_sub(other.warning);
+        self.info = self.info.saturating_sub(other.info);
+    }
+
+    /// All findings.
+    pub fn total(&self) -> u64 {
+        self.error + self.warning + self.info
+    }
+}
+
+/// Chains by how they ended for their user (the report's `summary.outcomes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OutcomeCounts {
+    /// The root has not arrived or not ended.
+    pub in_flight: u64,
+    /// Answered.
+    pub ok: u64,
+    /// 504 / `DEADLINE_EXCEEDED`.
+    pub deadline_exceeded: u64,
+    /// 503 / `RESOURCE_EXHAUSTED` / shed.
+    pub shed: u64,
+    /// The caller went away.
+    pub cancelled: u64,
+    /// Any other failure.
+    pub error: u64,
+}
+
+impl OutcomeCounts {
+    fn slot(&mut self, outcome: ChainOutcome) -> &mut u64 {
+        match outcome {
+            ChainOutcome::InFlight => &mut self.in_flight,
+            ChainOutcome::Ok => &mut self.ok,
+            ChainOutcome::DeadlineExceeded => &mut self.deadline_exceeded,
+            ChainOutcome::Shed => &mut self.shed,
+            ChainOutcome::Cancelled => &mut self.cancelled,
+            ChainOutcome::Error => &mut self.error,
+        }
+    }
+
+    /// Count one chain.
+    pub fn add(&mut self, outcome: ChainOutcome) {
+        *self.slot(outcome) += 1;
+    }
+
+    /// Take one chain back.
+    pub fn remove(&mut self, outcome: ChainOutcome) {
+        let n = self.slot(outcome);
+        *n = n.saturating_sub(1);
+    }
+
+    /// The count for one outcome.
+    pub fn get(&self, outcome: ChainOutcome) -> u64 {
+        let mut copy = *self;
+        *copy.slot(outcome)
+    }
+}
+
+/// What the analysis could see (the report's `summary.coverage`): a report without findings
+/// means little when most hops carried no budget.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    /// Hops whose budget is known (received, defaulted, or from a captured carrier).
+    pub hops_with_budget: u64,
+    /// Hops with none.
+    pub hops_without_budget: u64,
+    /// The services of those hops, sorted.
+    pub services_without_budget: Vec<Arc<str>>,
+}
+
+impl Coverage {
+    /// Whether most hops carry no budget: the report should say it could not see much.
+    pub fn is_blind(&self) -> bool {
+        self.hops_without_budget > self.hops_with_budget
+    }
+
+    /// "budget known on 0 of 80 hops: add a carrier with --budget-header, or the contract's
+    /// attributes (no budget: worker, edge)", when most hops carry no budget.
+    pub fn warning(&self) -> Option<String> {
+        if !self.is_blind() {
+            return None;
+        }
+        const NAMED: usize = 6;
+        let mut names: Vec<&str> = self
+            .services_without_budget
+            .iter()
+            .take(NAMED)
+            .map(|s| &**s)
+            .collect();
+        let more = self.services_without_budget.len().saturating_sub(NAMED);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        if names.is_empty() {
+            names.push("?");
+        }
+        Some(format!(
+            "budget known on {} of {} hops: add a carrier with --budget-header, or the contract's attributes (no budget: {}{more})",
+            self.hops_with_budget,
+            self.hops_with_budget + self.hops_without_budget,
+            names.join(", ")
+        ))
+    }
+}
+
 /// The report's `summary` object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
@@ -429,6 +609,12 @@ pub struct Summary {
     pub hops: u64,
     /// Findings by severity.
     pub findings: SeverityCounts,
+    /// The sum of every chain's wasted ms (its hops' dead work).
+    pub wasted_ms: i64,
+    /// Chains by outcome.
+    pub outcomes: OutcomeCounts,
+    /// What the analysis could see.
+    pub coverage: Coverage,
 }
 
 /// One element of the report's `edges` array: one caller → callee link.
@@ -442,6 +628,17 @@ pub struct EdgeReport {
     pub calls: u64,
     /// Findings on this edge, by kind name (only kinds that occurred).
     pub findings: std::collections::BTreeMap<&'static str, u64>,
+    /// The dead work of the hops this edge leads into, ms.
+    pub wasted_ms: i64,
+    /// The edge's timeout: the largest its calls declare, else the one inferred from calls
+    /// that got no answer; `null` when neither.
+    pub timeout_ms: Option<i64>,
+    /// Whether `timeout_ms` was inferred.
+    pub timeout_inferred: bool,
+    /// The median of the caller's CLIENT span durations.
+    pub latency_p50_ms: Option<i64>,
+    /// The 99th percentile of the same.
+    pub latency_p99_ms: Option<i64>,
 }
 
 /// The headless report of `CONVENTIONS.md` section 4, serialised as one JSON object.

@@ -1,9 +1,11 @@
 //! The headless report of `CONVENTIONS.md` section 4, built from chain analyses.
 
+use std::sync::Arc;
+
 use super::chain::chains_from_spans;
 use super::chain_analysis::{ChainAnalysis, Options};
 use super::edges::EdgeStats;
-use super::model::{Report, Severity, Span, Summary};
+use super::model::{Coverage, Report, Severity, Span, Summary};
 
 impl Report {
     /// Build the report from the analyses of every chain. Findings are ordered by trace id, then
@@ -15,15 +17,31 @@ impl Report {
         let mut summary = Summary::default();
         let mut edges = EdgeStats::new();
         let mut findings = Vec::with_capacity(chains.iter().map(|a| a.findings.len()).sum());
+        let mut without: Vec<Arc<str>> = Vec::new();
         for a in chains {
+            let s = &a.summary;
             summary.traces += 1;
-            summary.spans += u64::from(a.summary.spans);
-            summary.hops += u64::from(a.summary.hops);
-            summary.findings.error += a.summary.findings.error;
-            summary.findings.warning += a.summary.findings.warning;
-            summary.findings.info += a.summary.findings.info;
+            summary.spans += u64::from(s.spans);
+            summary.hops += u64::from(s.hops);
+            summary.findings.add(s.findings);
+            summary.wasted_ms = summary.wasted_ms.saturating_add(s.wasted_ms);
+            summary.outcomes.add(s.outcome);
+            summary.coverage.hops_with_budget += u64::from(s.hops_with_budget);
+            summary.coverage.hops_without_budget += u64::from(s.hops - s.hops_with_budget);
+            without.extend(a.services_without_budget.iter().cloned());
             findings.extend(a.findings.iter().cloned());
             edges.add(a);
+        }
+        without.sort_unstable();
+        without.dedup();
+        summary.coverage = Coverage {
+            services_without_budget: without,
+            ..summary.coverage
+        };
+        // The edges' own findings come after the chains' (they are about many chains).
+        for f in edges.findings() {
+            summary.findings.bump(f.severity);
+            findings.push(f);
         }
         Report {
             summary,
@@ -33,11 +51,22 @@ impl Report {
     }
 
     /// Group spans into chains, analyse each, and build the report: the whole `check` analysis.
+    /// Chains are analysed twice when an edge's timeout can be inferred only from many chains:
+    /// the second time with those timeouts, so `timeout_inverted` sees them.
     pub fn from_spans(spans: impl IntoIterator<Item = Span>, options: &Options) -> Report {
-        let analyses: Vec<ChainAnalysis> = chains_from_spans(spans)
-            .iter()
-            .map(|c| c.analyse(options))
-            .collect();
+        let chains = chains_from_spans(spans);
+        let mut analyses: Vec<ChainAnalysis> = chains.iter().map(|c| c.analyse(options)).collect();
+        let mut edges = EdgeStats::new();
+        for a in &analyses {
+            edges.add(a);
+        }
+        let timeouts = edges.inferred_timeouts();
+        if !timeouts.is_empty() {
+            analyses = chains
+                .iter()
+                .map(|c| c.analyse_with(options, &timeouts))
+                .collect();
+        }
         Report::from_analyses(&analyses)
     }
 

@@ -1,15 +1,19 @@
 //! The rules of `CONVENTIONS.md` section 3, applied to one chain.
 //!
-//! [`Chain::analyse`] builds the tree (see [`chain`](super::chain)), walks it once in
-//! depth-first order (parents before children, so each span can look at the hop it belongs to),
-//! and writes findings, waterfall rows and edge samples. Strings are formatted only for the
-//! findings' messages.
+//! [`Chain::analyse`] builds the tree (see [`chain`](super::chain)) and walks it twice in
+//! depth-first order (parents before children). The first walk measures time from the user's
+//! point of view ([`Timing`]): each hop's give-up time (the earliest moment anyone above it
+//! stopped waiting), how far its own spans reach, its dead work, the dead work in each subtree,
+//! its wait limit and the outcomes that standard statuses imply. The second walk writes the
+//! findings, which name those numbers; then rows, edge samples and the summary are read off both.
+//! Strings are formatted only for the findings' messages.
 //!
 //! Relationships: a hop is a SERVER/CONSUMER span; a call is a CLIENT/PRODUCER span; the hop a
 //! span belongs to is its nearest hop ancestor (itself for a hop); a call's callee hop is a
 //! hop directly under it. A hop directly under another service's SERVER/INTERNAL span (an
-//! uninstrumented client) still forms a caller -> callee edge. Retries are the calls of one hop
-//! with the same span name, when one of them carries `budget.attempt > 1`.
+//! uninstrumented client) still forms a caller -> callee edge, that span standing for the call.
+//! Retries are the calls of one hop with the same span name, when one of them carries
+//! `budget.attempt > 1`.
 //!
 //! Choices the contract leaves open, made here:
 //! - `budget_dropped` on a call needs a sign that it was a request that could carry a budget:
@@ -18,41 +22,60 @@
 //!   did receive a budget (the span just failed to record `forwarded_ms`). On a hop it needs an
 //!   explicit `budget.source` of `none` or `default`: a hop with no budget attributes at all says
 //!   nothing about what it received.
-//! - `orphaned_work` compares a SERVER hop with its CLIENT span (or, with no CLIENT span, with the
-//!   other service's span it hangs under). A CONSUMER is never orphaned: a PRODUCER does not wait.
-//!   The request's transit time (hop start − CLIENT start, at most 250 ms) is allowed on top of
-//!   the tolerance: a callee's deadline starts at arrival. A hop that shed the request did no work.
+//! - A hop's work starts after its queue wait: time in a queue is not service time, so it is
+//!   never dead work. A hop that shed the request did no work and has none.
+//! - A root hop, or one whose caller is not in the chain, gave up when its own span ended (its
+//!   caller had the answer or hung up), or when the budget it received ran out if that came
+//!   first: whoever sent a budget stops waiting when it is spent. Its spans that go on past its
+//!   own end are dead work, and `orphaned_work` when they go on past the tolerance. A root hop's
+//!   dead work has no edge into it: it shows in the chain's and the service's totals only.
+//! - A span longer than 24 hours is a broken clock or exporter, not a request: it gets a
+//!   `clock_skew` finding and none of its time counts as waste.
 //! - `ran_after_expiry` for spans of a hop: the first span on each path that started after the
 //!   hop's deadline (arrival + budget) is reported, with its whole duration wasted; spans under it
 //!   are not reported again, nor is anything in a hop already reported for starting work expired,
 //!   nor a call refused for lack of budget (the right behaviour). A retry attempt that starts late
 //!   is `retry_over_budget` instead.
-//! - `shed_expired`/`shed_full` come from `budget.outcome` on hops; on a call only when no callee
-//!   hop is in the chain to report it. Bare 503/504 statuses are not read as sheds (ambiguous).
+//! - `shed_expired`/`shed_full` come from `budget.outcome` on hops, else from a bare 503/504 (or
+//!   gRPC 8/4) answered by a hop that does not relay a status one of its calls got; on a call only
+//!   from `budget.outcome`, when no callee hop is in the chain to report it.
 //! - `retry_over_budget` (sum rule) compares the sum of the attempts' `forwarded_ms` with what
 //!   remained at the first attempt, once at least two attempts forwarded something; it is
 //!   reported once per call, on the attempt that tipped the sum.
 //! - `budget_reset` on a hop compares what it received with the nearest forwarded budget above
 //!   it, passing through hops that record no budget at all (a proxy such as Envoy between two
 //!   services): the reset is found where it shows, on the hop that received too much.
+//! - A root hop whose status says it answered, while one of its own CLIENT calls was still open
+//!   past its end, did not answer: its caller hung up (Node.js's http instrumentation ends the
+//!   SERVER span then, with status 200). The chain's outcome is `cancelled`.
+//! - `timeout_inverted` is not reported on a call that is itself a `budget_reset` (what it
+//!   forwarded is its timeout: the reset says it), nor on a PRODUCER (a producer does not wait).
 //! - `clock_skew` for absolute deadlines, two views, reported once per hop: `deadline_unix_ms`
 //!   against arrival + budget on the hop's clock (useful when the budget came from another
-//!   carrier); and, for a hop whose `budget.source` is `x-request-deadline`, what it received
+//!   carrier); and, for a hop whose budget came from an absolute carrier, what it received
 //!   against what its caller's CLIENT span forwarded. A receiver clock more than
 //!   `absolute_deadline_tolerance_ms` behind also gives `budget_reset`: the callee really does
 //!   believe it has longer than its caller waits.
 //! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
 
+use std::sync::Arc;
+
 use super::chain::{Chain, Link, NONE, Tree};
-use super::chain_analysis::{ChainAnalysis, ChainSummary, KindSet, Options, Row};
-use super::edges::EdgeSample;
+use super::chain_analysis::{ChainAnalysis, ChainOutcome, ChainSummary, KindSet, Options, Row};
+use super::edges::{EdgeSample, EdgeTimeouts};
 use super::model::{
     BudgetFacts, BudgetSource, Finding, FindingKind, Outcome, SeverityCounts, Span, SpanKind,
+    SpanStatus,
 };
 
 const MS: i64 = 1_000_000;
 /// The most transit time (hop start − CLIENT start) allowed before a late callee counts as orphaned.
 const MAX_TRANSIT_ALLOWANCE_MS: i64 = 250;
+/// A span longer than this is a broken clock, not a request (`CONVENTIONS.md`: an absolute
+/// deadline more than 24 h away is absurd too).
+const MAX_SPAN_MS: i64 = 24 * 60 * 60 * 1000;
+/// "No such time": a hop nobody above waits for, or one with no known limit.
+const NEVER: i64 = i64::MAX;
 
 /// Unix ns as a signed number (saturates past the year 2262).
 fn ns(t: u64) -> i64 {
@@ -64,20 +87,49 @@ fn ms(d: i64) -> i64 {
     d.div_euclid(MS)
 }
 
-/// The budget a hop worked to: what it received, else its own default.
-fn budget_of(f: &BudgetFacts) -> Option<i64> {
-    f.received_ms.or(match f.source {
-        Some(BudgetSource::Default) => f.default_ms,
-        _ => None,
-    })
-}
-
 fn has_budget(f: &BudgetFacts) -> bool {
-    budget_of(f).is_some() || f.source.is_some_and(BudgetSource::has_budget)
+    f.budget_ms().is_some() || f.source.is_some_and(BudgetSource::has_budget)
 }
 
 fn is_shed(o: Option<Outcome>) -> bool {
     matches!(o, Some(Outcome::ShedExpired | Outcome::ShedFull))
+}
+
+/// gRPC's `CANCELLED`, `DEADLINE_EXCEEDED` and `RESOURCE_EXHAUSTED`.
+const GRPC_CANCELLED: i64 = 1;
+const GRPC_DEADLINE_EXCEEDED: i64 = 4;
+const GRPC_RESOURCE_EXHAUSTED: i64 = 8;
+
+/// A span's answer as a status: HTTP, else gRPC (offset so the two never compare equal).
+fn answer_code(f: &BudgetFacts) -> Option<i64> {
+    f.http_status.or(f.rpc_status.map(|c| -1 - c))
+}
+
+/// The outcome standard statuses imply for a hop that records no `budget.outcome`
+/// (`CONVENTIONS.md` section 3, "Timeouts that nobody declared").
+fn status_outcome(s: &Span) -> Outcome {
+    let f = &s.budget;
+    match (f.http_status, f.rpc_status) {
+        (Some(503), _) | (_, Some(GRPC_RESOURCE_EXHAUSTED)) => Outcome::ShedFull,
+        (Some(504), _) | (_, Some(GRPC_DEADLINE_EXCEEDED)) => Outcome::DeadlineExceeded,
+        (_, Some(GRPC_CANCELLED)) => Outcome::Cancelled,
+        (Some(h), _) if h >= 500 => Outcome::Error,
+        (_, Some(r)) if r != 0 => Outcome::Error,
+        _ if s.status == SpanStatus::Error => Outcome::Error,
+        _ => Outcome::Ok,
+    }
+}
+
+/// The chain's outcome from its root hop: `budget.outcome`, else its status.
+fn chain_outcome(s: &Span) -> ChainOutcome {
+    let outcome = s.budget.outcome.unwrap_or_else(|| status_outcome(s));
+    match outcome {
+        Outcome::Ok => ChainOutcome::Ok,
+        Outcome::ShedFull | Outcome::ShedExpired => ChainOutcome::Shed,
+        Outcome::DeadlineExceeded => ChainOutcome::DeadlineExceeded,
+        Outcome::Cancelled => ChainOutcome::Cancelled,
+        Outcome::Error | Outcome::Refused => ChainOutcome::Error,
+    }
 }
 
 /// The numbers of a finding other than its span.
@@ -89,13 +141,38 @@ struct Numbers {
     wasted: Option<i64>,
 }
 
+/// Time from the user's point of view, per span (meaningful on hops unless said otherwise).
+struct Timing {
+    /// The hop each span belongs to (its nearest hop ancestor or itself).
+    hop_of: Vec<u32>,
+    /// Each hop's outcome: `budget.outcome`, else what its status implies; a hop relaying a
+    /// status one of its calls got is not a shed.
+    outcome: Vec<Option<Outcome>>,
+    /// When each hop's work starts (arrival + queue wait), ns.
+    work_start: Vec<i64>,
+    /// The latest end of the hop's own spans (itself, its internal spans and its calls), ns.
+    extent_end: Vec<i64>,
+    /// The caller's CLIENT start to the hop's start, at most the allowance, ns.
+    transit: Vec<i64>,
+    /// The earliest moment anyone above the hop stopped waiting, ns ([`NEVER`]: nobody waits).
+    give_up: Vec<i64>,
+    /// The hop's dead work: its work after its give-up time, ms.
+    dead: Vec<i64>,
+    /// Per span: the dead work of every hop in its subtree (itself included), ms.
+    below: Vec<i64>,
+    /// Per call: it failed without an answer from its callee.
+    unanswered: Vec<bool>,
+    /// Spans too long to be real (see [`MAX_SPAN_MS`]).
+    absurd: Vec<bool>,
+}
+
 struct Walk<'a> {
     chain: &'a Chain,
     spans: &'a [Span],
     tree: &'a Tree,
     opts: &'a Options,
-    /// The hop each span belongs to (its nearest hop ancestor or itself).
-    hop_of: Vec<u32>,
+    timeouts: &'a EdgeTimeouts,
+    t: Timing,
     /// Retry attempts after the first.
     is_retry: Vec<bool>,
     /// Hops reported for starting work after expiry.
@@ -103,10 +180,241 @@ struct Walk<'a> {
     /// The call whose forwarded budget reaches each span: its own (a call that forwarded one),
     /// else its parent's, passing through hops that know nothing of budgets (a proxy).
     upstream: Vec<u32>,
+    /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
+    caused_above: Vec<bool>,
+    /// Per hop: the earliest moment anyone above would stop waiting, ns ([`NEVER`]: unknown).
+    wait_limit: Vec<i64>,
+    /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
+    /// (`orphaned` then reports work past the budget its caller sent).
+    explains_late: Vec<bool>,
     /// Index into `edges` of each hop's incoming edge.
     edge_of: Vec<u32>,
     edges: Vec<EdgeSample>,
     found: Vec<(u32, Finding)>,
+}
+
+impl Timing {
+    fn measure(spans: &[Span], tree: &Tree, opts: &Options) -> Timing {
+        let n = spans.len();
+        let mut hop_of = vec![NONE; n];
+        for &i in &tree.order {
+            let i = i as usize;
+            hop_of[i] = if spans[i].kind.is_hop() {
+                i as u32
+            } else if tree.parent[i] != NONE {
+                hop_of[tree.parent[i] as usize]
+            } else {
+                NONE
+            };
+        }
+        let absurd: Vec<bool> = spans
+            .iter()
+            .map(|s| ms(ns(s.end_unix_nano).saturating_sub(ns(s.start_unix_nano))) > MAX_SPAN_MS)
+            .collect();
+
+        // How far each hop's own spans reach; whether it has any span of its own or a call.
+        let mut extent_end: Vec<i64> = spans.iter().map(|s| ns(s.end_unix_nano)).collect();
+        let mut busy = vec![false; n];
+        for i in 0..n {
+            let h = hop_of[i];
+            if h == NONE || h as usize == i || absurd[i] {
+                continue;
+            }
+            let h = h as usize;
+            extent_end[h] = extent_end[h].max(ns(spans[i].end_unix_nano));
+            busy[h] = true;
+        }
+
+        let mut unanswered = vec![false; n];
+        for i in 0..n {
+            let s = &spans[i];
+            if !s.kind.is_call() || s.budget.outcome == Some(Outcome::Refused) {
+                continue;
+            }
+            let f = &s.budget;
+            unanswered[i] = if f.http_status.is_some() {
+                false
+            } else if let Some(code @ (GRPC_CANCELLED | GRPC_DEADLINE_EXCEEDED)) = f.rpc_status {
+                // Raised on the calling side unless the callee answered it in time.
+                !tree.children(i).iter().any(|&c| {
+                    let callee = &spans[c as usize];
+                    callee.kind.is_hop()
+                        && callee.budget.rpc_status == Some(code)
+                        && ns(callee.end_unix_nano)
+                            <= ns(s.end_unix_nano).saturating_add(opts.tolerance_ms * MS)
+                })
+            } else if f.rpc_status.is_some() {
+                false
+            } else {
+                s.status == SpanStatus::Error
+                    || f.exception_event
+                    || f.error_type.is_some()
+                    || matches!(
+                        f.outcome,
+                        Some(Outcome::DeadlineExceeded | Outcome::Cancelled)
+                    )
+            };
+        }
+
+        // What each hop's calls were answered, to tell a relayed status from the hop's own.
+        let mut call_answers: Vec<(u32, i64)> = (0..n)
+            .filter(|&c| spans[c].kind.is_call() && hop_of[c] != NONE)
+            .filter_map(|c| Some((hop_of[c], answer_code(&spans[c].budget)?)))
+            .collect();
+        call_answers.sort_unstable();
+        let mut outcome: Vec<Option<Outcome>> = vec![None; n];
+        for i in 0..n {
+            let s = &spans[i];
+            if !s.kind.is_hop() {
+                continue;
+            }
+            outcome[i] = Some(match s.budget.outcome {
+                Some(o) => o,
+                None => {
+                    let o = status_outcome(s);
+                    let relaying = || {
+                        answer_code(&s.budget).is_some_and(|code| {
+                            call_answers.binary_search(&(i as u32, code)).is_ok()
+                        })
+                    };
+                    match o {
+                        Outcome::ShedFull if relaying() => Outcome::Error,
+                        // Answered before any work or call started: dropped unworked.
+                        Outcome::DeadlineExceeded if !busy[i] && !relaying() => {
+                            Outcome::ShedExpired
+                        }
+                        o => o,
+                    }
+                }
+            });
+        }
+
+        let mut work_start = vec![0i64; n];
+        let mut transit = vec![0i64; n];
+        let mut give_up = vec![NEVER; n];
+        for &i in &tree.order {
+            let i = i as usize;
+            let s = &spans[i];
+            if !s.kind.is_hop() {
+                continue;
+            }
+            let start = ns(s.start_unix_nano);
+            let queue = s.budget.queue_wait_ms.unwrap_or(0).clamp(0, MAX_SPAN_MS);
+            work_start[i] = start.saturating_add(queue * MS);
+            let p = tree.parent[i];
+            if p == NONE {
+                // The root (or a hop whose caller is not here): its caller had the answer, or
+                // hung up, when its span ended; and a caller that sent a budget stopped waiting
+                // when that budget ran out (plus what the carrier may be off by).
+                let patience = s
+                    .budget
+                    .received_ms
+                    .filter(|_| s.budget.source.is_some_and(BudgetSource::has_budget))
+                    .map_or(NEVER, |b| {
+                        let slack = opts.tolerance_for(s.budget.source) - opts.tolerance_ms;
+                        start.saturating_add(b.saturating_add(slack).saturating_mul(MS))
+                    });
+                give_up[i] = ns(s.end_unix_nano).min(patience);
+                continue;
+            }
+            let ps = &spans[p as usize];
+            if ps.kind == SpanKind::Producer {
+                // A producer does not wait: the message's own deadline is all there is.
+                give_up[i] = s
+                    .budget
+                    .budget_ms()
+                    .map_or(NEVER, |b| start.saturating_add(b.saturating_mul(MS)));
+                continue;
+            }
+            if ps.kind == SpanKind::Client {
+                transit[i] =
+                    (start - ns(ps.start_unix_nano)).clamp(0, MAX_TRANSIT_ALLOWANCE_MS * MS);
+            }
+            let stops = ps.kind.is_call() || ps.service != s.service;
+            let own = if stops { ns(ps.end_unix_nano) } else { NEVER };
+            let above = match hop_of[p as usize] {
+                NONE => NEVER,
+                h => give_up[h as usize],
+            };
+            give_up[i] = own.min(above);
+        }
+
+        let mut dead = vec![0i64; n];
+        for i in 0..n {
+            if !spans[i].kind.is_hop() || absurd[i] || is_shed(outcome[i]) {
+                continue;
+            }
+            if give_up[i] == NEVER {
+                continue;
+            }
+            // The transit allowance and the tolerance are thresholds, never subtracted from
+            // what is reported.
+            let over = extent_end[i].saturating_sub(give_up[i].saturating_add(transit[i]));
+            if over > opts.tolerance_ms * MS {
+                let counted = extent_end[i].saturating_sub(give_up[i].max(work_start[i]));
+                dead[i] = ms(counted).clamp(0, MAX_SPAN_MS);
+            }
+        }
+        let mut below = dead.clone();
+        for &i in tree.order.iter().rev() {
+            let p = tree.parent[i as usize];
+            if p != NONE {
+                below[p as usize] = below[p as usize].saturating_add(below[i as usize]);
+            }
+        }
+
+        Timing {
+            hop_of,
+            outcome,
+            work_start,
+            extent_end,
+            transit,
+            give_up,
+            dead,
+            below,
+            unanswered,
+            absurd,
+        }
+    }
+}
+
+impl Timing {
+    /// Whether hop `h`'s span ended while one of its own CLIENT calls was still open (past the
+    /// tolerance): a request/response hop does not answer before its call returns, unless its
+    /// caller hung up.
+    fn hung_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+        let end = ns(spans[h].end_unix_nano).saturating_add(opts.tolerance_ms * MS);
+        (0..spans.len()).any(|c| {
+            self.hop_of[c] == h as u32
+                && spans[c].kind == SpanKind::Client
+                && !self.absurd[c]
+                && ns(spans[c].end_unix_nano) > end
+        })
+    }
+
+    /// Whether hop `h`'s span ended past its give-up time (beyond the tolerance): it answered
+    /// after everyone above had stopped waiting.
+    fn answered_after_give_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+        ns(spans[h].end_unix_nano)
+            > self.give_up[h].saturating_add(opts.tolerance_ms.saturating_mul(MS))
+    }
+
+    /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead
+    /// work: what a waterfall paints as work for nobody.
+    fn late(&self, spans: &[Span], i: usize) -> u32 {
+        let h = self.hop_of[i];
+        if h == NONE || self.dead[h as usize] == 0 || self.absurd[i] {
+            return 0;
+        }
+        let s = &spans[i];
+        let start = if h as usize == i {
+            self.work_start[i]
+        } else {
+            ns(s.start_unix_nano)
+        };
+        let from = start.max(self.give_up[h as usize]);
+        u32::try_from(ms(ns(s.end_unix_nano).saturating_sub(from)).max(0)).unwrap_or(u32::MAX)
+    }
 }
 
 impl Walk<'_> {
@@ -133,7 +441,9 @@ impl Walk<'_> {
     /// The deadline of hop `h` in Unix ns (arrival + budget), if it had a budget.
     fn deadline(&self, h: usize) -> Option<i64> {
         let s = &self.spans[h];
-        budget_of(&s.budget).map(|b| ns(s.start_unix_nano).saturating_add(b.saturating_mul(MS)))
+        s.budget
+            .budget_ms()
+            .map(|b| ns(s.start_unix_nano).saturating_add(b.saturating_mul(MS)))
     }
 
     /// What remained when call `c` was sent: `budget.remaining_ms`, else derived from its hop's
@@ -142,7 +452,7 @@ impl Walk<'_> {
         if let Some(r) = self.spans[c].budget.remaining_ms {
             return Some((r, 0));
         }
-        let h = self.hop_of[c];
+        let h = self.t.hop_of[c];
         if h == NONE {
             return None;
         }
@@ -158,32 +468,93 @@ impl Walk<'_> {
             .find(|&x| self.spans[x].kind.is_hop())
     }
 
+    /// The timeout of call `c`: declared, else the one inferred for its edge; and whether it
+    /// was inferred. A call that forwarded a budget has no fixed timeout to infer: it waits as
+    /// long as the budget it sent (which `budget_reset` judges).
+    fn timeout(&self, c: usize) -> Option<(i64, bool)> {
+        let s = &self.spans[c];
+        if let Some(t) = s.budget.timeout_ms {
+            return Some((t, false));
+        }
+        if s.budget.forwarded_ms.is_some() {
+            return None;
+        }
+        let callee = self.callee(c)?;
+        self.timeouts
+            .get(&s.service, &self.spans[callee].service)
+            .map(|t| (t, true))
+    }
+
+    /// "…; 1,254 ms of work below it for nobody: orders 624, inventory 630", for the dead work
+    /// in the subtree of span `i` (`own` says whether hop `i`'s own dead work is counted).
+    fn dead_below(&self, i: usize, own: bool) -> (i64, String) {
+        let total = if own {
+            self.t.below[i]
+        } else {
+            self.t.below[i] - self.t.dead[i]
+        };
+        if total <= 0 {
+            return (0, String::new());
+        }
+        let mut by: Vec<(Arc<str>, i64)> = Vec::new();
+        let mut stack: Vec<usize> = vec![i];
+        // Names only: the total is known, so a huge subtree is looked at in part.
+        let mut budget = 4096;
+        while let Some(x) = stack.pop() {
+            budget -= 1;
+            if budget == 0 {
+                break;
+            }
+            if self.spans[x].kind.is_hop() && self.t.dead[x] > 0 && (own || x != i) {
+                let service = &self.spans[x].service;
+                match by.iter_mut().find(|(s, _)| s == service) {
+                    Some((_, d)) => *d += self.t.dead[x],
+                    None => by.push((service.clone(), self.t.dead[x])),
+                }
+            }
+            stack.extend(self.tree.children(x).iter().rev().map(|&c| c as usize));
+        }
+        const NAMED: usize = 4;
+        let mut parts: Vec<String> = by
+            .iter()
+            .take(NAMED)
+            .map(|(s, d)| format!("{s} {}", thousands(*d)))
+            .collect();
+        if by.len() > NAMED {
+            parts.push(format!("{} more", by.len() - NAMED));
+        }
+        (
+            total,
+            format!(
+                "; {} ms of work below it for nobody: {}",
+                thousands(total),
+                parts.join(", ")
+            ),
+        )
+    }
+
     /// Retry groups: mark attempts after the first, and apply the sum rule.
     fn retries(&mut self) {
         let spans = self.spans;
+        let hop_of = &self.t.hop_of;
         let mut calls: Vec<u32> = (0..spans.len() as u32)
-            .filter(|&i| spans[i as usize].kind.is_call() && self.hop_of[i as usize] != NONE)
+            .filter(|&i| spans[i as usize].kind.is_call() && hop_of[i as usize] != NONE)
             .collect();
         let key = |i: u32| {
             let s = &spans[i as usize];
-            (
-                self.hop_of[i as usize],
-                &*s.name,
-                s.start_unix_nano,
-                s.span_id,
-            )
+            (hop_of[i as usize], &*s.name, s.start_unix_nano, s.span_id)
         };
         calls.sort_unstable_by(|&a, &b| key(a).cmp(&key(b)));
         let attempt = |i: u32| spans[i as usize].budget.attempt.unwrap_or(1);
         let mut g0 = 0;
         while g0 < calls.len() {
             let (h, name) = (
-                self.hop_of[calls[g0] as usize],
+                self.t.hop_of[calls[g0] as usize],
                 &spans[calls[g0] as usize].name,
             );
             let mut g1 = g0 + 1;
             while g1 < calls.len()
-                && self.hop_of[calls[g1] as usize] == h
+                && self.t.hop_of[calls[g1] as usize] == h
                 && spans[calls[g1] as usize].name == *name
             {
                 g1 += 1;
@@ -214,7 +585,7 @@ impl Walk<'_> {
                         "{counted} attempts forwarded {sum} ms in total with only {rem0} ms left at the first"
                     );
                     let numbers = Numbers {
-                        received: budget_of(&spans[h as usize].budget),
+                        received: spans[h as usize].budget.budget_ms(),
                         remaining: Some(rem0),
                         forwarded: Some(sum),
                         wasted: None,
@@ -233,16 +604,29 @@ impl Walk<'_> {
         let p = self.tree.parent[i];
         let parent = (p != NONE).then(|| &spans[p as usize]);
         let caller_call = parent.filter(|ps| ps.kind.is_call());
-        let budget = budget_of(f);
+        let budget = f.budget_ms();
         let tol = self.opts.tolerance_for(f.source);
-        let (start, end) = (ns(s.start_unix_nano), ns(s.end_unix_nano));
+        let start = ns(s.start_unix_nano);
+        let outcome = self.t.outcome[i];
 
-        match f.outcome {
+        if self.t.absurd[i] {
+            let message = format!(
+                "{} ends {} h after it starts: a clock or an exporter is wrong; none of its time counts as waste",
+                s.service,
+                ms(ns(s.end_unix_nano).saturating_sub(start)) / 3_600_000
+            );
+            self.push(i, FindingKind::ClockSkew, message, Numbers::default());
+        }
+
+        match outcome {
             Some(Outcome::ShedExpired) => {
                 let message = match (f.queue_wait_ms, budget) {
                     (Some(q), Some(b)) => format!(
                         "shed at dequeue: expired after {q} ms in the queue with a {b} ms budget"
                     ),
+                    _ if f.outcome.is_none() => {
+                        "answered 504 before any work started: dropped unworked".to_owned()
+                    }
                     _ => "shed at dequeue: expired before work started".to_owned(),
                 };
                 let numbers = Numbers {
@@ -253,7 +637,11 @@ impl Walk<'_> {
                 self.push(i, FindingKind::ShedExpired, message, numbers);
             }
             Some(Outcome::ShedFull) => {
-                let message = "rejected with 503: the queue was full".to_owned();
+                let message = if f.outcome.is_none() && f.http_status.is_none() {
+                    "rejected with RESOURCE_EXHAUSTED: no room to take the request".to_owned()
+                } else {
+                    "rejected with 503: the queue was full".to_owned()
+                };
                 let numbers = Numbers {
                     received: f.received_ms,
                     ..Numbers::default()
@@ -270,19 +658,28 @@ impl Walk<'_> {
         });
         if let Some(r) = at_start
             && r <= 0
-            && !is_shed(f.outcome)
+            && !is_shed(outcome)
+            && !self.t.absurd[i]
         {
             let work_start = match (f.queue_wait_ms, self.deadline(i)) {
-                (Some(q), _) => start.saturating_add(q.saturating_mul(MS)),
+                (Some(_), _) => self.t.work_start[i],
                 (None, Some(d)) => d.max(start),
                 (None, None) => start,
             };
-            let wasted = ms(end.saturating_sub(work_start)).max(0);
+            let wasted = ms(self.t.extent_end[i].saturating_sub(work_start)).clamp(0, MAX_SPAN_MS);
             self.expired_hop[i] = true;
-            let message = format!(
-                "{} started work with {r} ms left and worked {wasted} ms after its deadline",
-                s.service
-            );
+            let message = if r < 0 {
+                format!(
+                    "{} started work {} ms after its deadline and worked {wasted} ms for nobody",
+                    s.service,
+                    r.saturating_neg()
+                )
+            } else {
+                format!(
+                    "{} started work just as its deadline passed and worked {wasted} ms for nobody",
+                    s.service
+                )
+            };
             let numbers = Numbers {
                 received: f.received_ms,
                 remaining: Some(r),
@@ -296,8 +693,16 @@ impl Walk<'_> {
             && b > 0
             && q.saturating_mul(2) > b
         {
-            let message =
-                format!("waited {q} ms in the queue, more than half of its {b} ms budget");
+            let message = if q >= b {
+                format!("waited {q} ms in the queue: all of its {b} ms budget")
+            } else {
+                let share = i128::from(q) * 1000 / i128::from(b);
+                format!(
+                    "waited {q} ms in the queue: more than half ({}.{} %) of its {b} ms budget",
+                    share / 10,
+                    share % 10
+                )
+            };
             let numbers = Numbers {
                 received: Some(b),
                 remaining: f.remaining_at_start_ms,
@@ -317,14 +722,16 @@ impl Walk<'_> {
             && r > fw.saturating_add(tol)
         {
             let caller = &spans[up as usize].service;
+            let (wasted, tail) = self.dead_below(i, true);
             let message = if up == p {
-                format!("received {r} ms but {caller} forwarded only {fw} ms")
+                format!("received {r} ms but {caller} forwarded only {fw} ms{tail}")
             } else {
-                format!("received {r} ms but {caller} forwarded only {fw} ms upstream")
+                format!("received {r} ms but {caller} forwarded only {fw} ms upstream{tail}")
             };
             let numbers = Numbers {
                 received: Some(r),
                 forwarded: Some(fw),
+                wasted: (wasted > 0).then_some(wasted),
                 ..Numbers::default()
             };
             self.push(i, FindingKind::BudgetReset, message, numbers);
@@ -338,77 +745,182 @@ impl Walk<'_> {
                 (Some(BudgetSource::Default), None) => "fell back to its own default".to_owned(),
                 _ => "received no budget".to_owned(),
             };
-            if let (Some(c), Some(fw)) = (caller_call, forwarded) {
-                let message = format!(
-                    "{} {got} although {} forwarded {fw} ms",
-                    s.service, c.service
-                );
-                let numbers = Numbers {
-                    received: f.received_ms,
-                    forwarded: Some(fw),
-                    ..Numbers::default()
-                };
-                self.push(i, FindingKind::BudgetDropped, message, numbers);
+            let caller_budget = if let (Some(c), Some(fw)) = (caller_call, forwarded) {
+                Some(format!("{} forwarded {fw} ms", c.service))
             } else if caller_call.is_none()
                 && let Some(ps) = parent
                 && ps.service != s.service
-                && let Some(ch) = Some(self.hop_of[p as usize]).filter(|&h| h != NONE)
+                && let Some(ch) = Some(self.t.hop_of[p as usize]).filter(|&h| h != NONE)
                 && has_budget(&spans[ch as usize].budget)
             {
                 let caller = &spans[ch as usize];
-                let message = match budget_of(&caller.budget) {
-                    Some(b) => format!(
-                        "{} {got} although its caller {} had a {b} ms budget",
-                        s.service, caller.service
-                    ),
-                    None => format!(
-                        "{} {got} although its caller {} had a budget",
-                        s.service, caller.service
-                    ),
-                };
+                Some(match caller.budget.budget_ms() {
+                    Some(b) => format!("its caller {} had a {b} ms budget", caller.service),
+                    None => format!("its caller {} had a budget", caller.service),
+                })
+            } else {
+                None
+            };
+            if let Some(why) = caller_budget {
+                let (wasted, tail) = self.dead_below(i, true);
+                let message = format!("{} {got} although {why}{tail}", s.service);
                 let numbers = Numbers {
                     received: f.received_ms,
+                    forwarded,
+                    wasted: (wasted > 0).then_some(wasted),
                     ..Numbers::default()
                 };
                 self.push(i, FindingKind::BudgetDropped, message, numbers);
             }
         }
 
-        if s.kind == SpanKind::Server
-            && let Some(ps) = parent
-            && (ps.kind == SpanKind::Client
-                || (matches!(ps.kind, SpanKind::Server | SpanKind::Internal)
-                    && ps.service != s.service))
+        self.orphaned(i);
+        self.clock_skew(i, forwarded);
+
+        // The wait limit: this hop's own deadline, the timeout of the call into it, and the
+        // wait limit of the hop that made that call.
+        let mut limit = self.deadline(i).unwrap_or(NEVER);
+        if let Some(ps) = parent
+            && ps.kind != SpanKind::Producer
         {
-            let stop = ns(ps.end_unix_nano);
-            // The callee's clock starts when the request arrives, so a callee that used exactly
-            // the budget it received ends up to the request's transit time after its caller
-            // stopped waiting: that much is not orphaned work.
-            let transit = if ps.kind == SpanKind::Client {
-                (start - ns(ps.start_unix_nano)).clamp(0, MAX_TRANSIT_ALLOWANCE_MS * MS)
-            } else {
-                0
-            };
-            let shed = matches!(f.outcome, Some(Outcome::ShedExpired | Outcome::ShedFull));
-            if !shed && end > stop.saturating_add(self.opts.tolerance_ms * MS + transit) {
-                let wasted = ms(end - stop.max(start)).max(0);
-                let message = format!(
-                    "{} worked {wasted} ms after {} stopped waiting",
-                    s.service, ps.service
-                );
-                let numbers = Numbers {
-                    received: f.received_ms,
-                    forwarded,
-                    wasted: Some(wasted),
-                    ..Numbers::default()
-                };
-                self.push(i, FindingKind::OrphanedWork, message, numbers);
+            if ps.kind == SpanKind::Client
+                && let Some((t, _)) = self.timeout(p as usize)
+            {
+                limit = limit.min(ns(ps.start_unix_nano).saturating_add(t.saturating_mul(MS)));
+            }
+            let ch = self.t.hop_of[p as usize];
+            if ch != NONE {
+                limit = limit.min(self.wait_limit[ch as usize]);
             }
         }
+        self.wait_limit[i] = limit;
 
+        if let Some(ps) = parent
+            && (caller_call.is_some() || ps.service != s.service)
+        {
+            let latency_ms = (ps.kind == SpanKind::Client).then(|| {
+                ms(ns(ps.end_unix_nano).saturating_sub(ns(ps.start_unix_nano)))
+                    .clamp(0, MAX_SPAN_MS)
+            });
+            let call = caller_call.map(|_| p as usize);
+            self.edge_of[i] = self.edges.len() as u32;
+            self.edges.push(EdgeSample {
+                caller: ps.service.clone(),
+                callee: s.service.clone(),
+                received_ms: f.received_ms,
+                forwarded_ms: forwarded,
+                findings: Default::default(),
+                wasted_ms: self.t.dead[i],
+                latency_ms,
+                timeout_ms: call.and_then(|c| spans[c].budget.timeout_ms),
+                unanswered_ms: call.filter(|&c| self.t.unanswered[c]).and(latency_ms),
+                call: call.map(|c| spans[c].span_id),
+            });
+        }
+    }
+
+    /// Root hops that worked on past the budget their caller sent, judged after the walk: not
+    /// when a finding on their own spans already explains the late work (`ran_after_expiry`,
+    /// a late retry), and not twice when their own spans outlived them (found in the walk).
+    fn late_roots(&mut self) {
+        let mut explained = vec![false; self.spans.len()];
+        for (at, f) in &self.found {
+            let h = self.t.hop_of[*at as usize];
+            if h != NONE
+                && matches!(
+                    f.kind,
+                    FindingKind::RanAfterExpiry | FindingKind::RetryOverBudget
+                )
+            {
+                explained[h as usize] = true;
+            }
+            if f.kind == FindingKind::OrphanedWork {
+                explained[*at as usize] = true;
+            }
+        }
+        for (i, explained) in explained.into_iter().enumerate() {
+            let s = &self.spans[i];
+            if s.kind.is_hop()
+                && self.tree.parent[i] == NONE
+                && !explained
+                && self.t.give_up[i] < ns(s.end_unix_nano)
+            {
+                self.explains_late[i] = true;
+                self.orphaned(i);
+            }
+        }
+    }
+
+    /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
+    fn orphaned(&mut self, i: usize) {
+        let spans = self.spans;
+        let s = &spans[i];
+        if s.kind != SpanKind::Server || is_shed(self.t.outcome[i]) || self.t.absurd[i] {
+            return;
+        }
+        let p = self.tree.parent[i];
+        let start = ns(s.start_unix_nano);
+        let (stop, who) = if p == NONE {
+            // The root: its caller had the answer (or hung up) when its span ended, or stopped
+            // waiting when the budget it sent ran out, whichever came first. Work that started
+            // after that budget ran out, or a late retry, is the finding that explains it (see
+            // `Walk::late_roots`).
+            let stop = self.t.give_up[i];
+            if stop < ns(s.end_unix_nano) && !self.explains_late[i] {
+                return;
+            }
+            (stop, None)
+        } else {
+            let ps = &spans[p as usize];
+            let calls_it = ps.kind == SpanKind::Client
+                || (matches!(ps.kind, SpanKind::Server | SpanKind::Internal)
+                    && ps.service != s.service);
+            if !calls_it {
+                return;
+            }
+            (ns(ps.end_unix_nano), Some(ps.service.clone()))
+        };
+        let end = self.t.extent_end[i];
+        if end <= stop.saturating_add(self.opts.tolerance_ms * MS + self.t.transit[i]) {
+            return;
+        }
+        let own = ms(end - stop.max(start)).clamp(0, MAX_SPAN_MS);
+        let (below, tail) = self.dead_below(i, false);
+        let message = match who {
+            Some(caller) => format!(
+                "{} worked {own} ms after {caller} stopped waiting{tail}",
+                s.service
+            ),
+            None if stop < ns(s.end_unix_nano) => format!(
+                "{} worked {own} ms after the {} ms budget its caller sent ran out{tail}",
+                s.service,
+                s.budget.received_ms.unwrap_or_default()
+            ),
+            None => format!(
+                "{} kept working {own} ms after it answered or its caller hung up{tail}",
+                s.service
+            ),
+        };
+        let forwarded = (p != NONE)
+            .then(|| spans[p as usize].budget.forwarded_ms)
+            .flatten();
+        let numbers = Numbers {
+            received: s.budget.received_ms,
+            forwarded,
+            wasted: Some(own.saturating_add(below)),
+            ..Numbers::default()
+        };
+        self.push(i, FindingKind::OrphanedWork, message, numbers);
+    }
+
+    fn clock_skew(&mut self, i: usize, forwarded: Option<i64>) {
+        let spans = self.spans;
+        let s = &spans[i];
+        let f = &s.budget;
+        let p = self.tree.parent[i];
         let mut skewed = false;
-        if let (Some(d), Some(b)) = (f.deadline_unix_ms, budget) {
-            let relative = ms(start).saturating_add(b);
+        if let (Some(d), Some(b)) = (f.deadline_unix_ms, f.budget_ms()) {
+            let relative = ms(ns(s.start_unix_nano)).saturating_add(b);
             let diff = d.saturating_sub(relative);
             if diff.saturating_abs() > self.opts.skew_threshold_ms {
                 skewed = true;
@@ -426,7 +938,7 @@ impl Walk<'_> {
             }
         }
         if !skewed
-            && f.source == Some(BudgetSource::XRequestDeadline)
+            && f.source.is_some_and(BudgetSource::is_absolute)
             && let (Some(r), Some(fw)) = (f.received_ms, forwarded)
         {
             // The caller meant `fw` ms; an absolute deadline read on another clock gave `r`.
@@ -445,37 +957,27 @@ impl Walk<'_> {
                 self.push(i, FindingKind::ClockSkew, message, numbers);
             }
         }
-
-        if let Some(ps) = parent
-            && (caller_call.is_some() || ps.service != s.service)
-        {
-            self.edge_of[i] = self.edges.len() as u32;
-            self.edges.push(EdgeSample {
-                caller: ps.service.clone(),
-                callee: s.service.clone(),
-                received_ms: f.received_ms,
-                forwarded_ms: forwarded,
-                findings: Default::default(),
-                wasted_ms: 0,
-            });
-        }
     }
 
     fn call(&mut self, i: usize) {
         let spans = self.spans;
         let s = &spans[i];
         let f = &s.budget;
-        let h = self.hop_of[i];
+        let h = self.t.hop_of[i];
         let callee = self.callee(i);
         let remaining = self.remaining(i);
+        let mut reset = false;
 
         if let (Some(fw), Some((rem, extra))) = (f.forwarded_ms, remaining)
             && fw > rem.saturating_add(self.opts.tolerance_ms + extra)
         {
-            let message = format!("forwarded {fw} ms with only {rem} ms left");
+            reset = true;
+            let (wasted, tail) = self.dead_below(i, true);
+            let message = format!("forwarded {fw} ms with only {rem} ms left{tail}");
             let numbers = Numbers {
                 remaining: Some(rem),
                 forwarded: Some(fw),
+                wasted: (wasted > 0).then_some(wasted),
                 ..Numbers::default()
             };
             self.push(i, FindingKind::BudgetReset, message, numbers);
@@ -490,19 +992,21 @@ impl Walk<'_> {
             && callee.is_none_or(|x| spans[x].budget.received_ms.is_none())
         {
             let hop = &spans[h as usize];
+            let (wasted, tail) = self.dead_below(i, true);
             let message = match remaining {
                 Some((rem, _)) => format!(
-                    "{} had {rem} ms left but forwarded no budget on this call",
+                    "{} had {rem} ms left but forwarded no budget on this call{tail}",
                     hop.service
                 ),
                 None => format!(
-                    "{} had a budget but forwarded none on this call",
+                    "{} had a budget but forwarded none on this call{tail}",
                     hop.service
                 ),
             };
             let numbers = Numbers {
-                received: budget_of(&hop.budget),
+                received: hop.budget.budget_ms(),
                 remaining: remaining.map(|r| r.0),
+                wasted: (wasted > 0).then_some(wasted),
                 ..Numbers::default()
             };
             self.push(i, FindingKind::BudgetDropped, message, numbers);
@@ -529,18 +1033,77 @@ impl Walk<'_> {
                 self.push(i, kind, text.to_owned(), numbers);
             }
         }
+
+        if !reset && s.kind == SpanKind::Client && h != NONE {
+            self.timeout_inverted(i, h as usize);
+        }
+    }
+
+    /// `timeout_inverted`: the call could wait past the moment anyone above stops waiting.
+    fn timeout_inverted(&mut self, c: usize, h: usize) {
+        let spans = self.spans;
+        let s = &spans[c];
+        if s.budget.outcome == Some(Outcome::Refused) {
+            return;
+        }
+        let limit = self.wait_limit[h];
+        let Some((timeout, inferred)) = self.timeout(c) else {
+            return;
+        };
+        if limit == NEVER {
+            return;
+        }
+        let start = ns(s.start_unix_nano);
+        let until = start.saturating_add(timeout.saturating_mul(MS));
+        let tol = self.opts.tolerance_for(spans[h].budget.source) * MS;
+        if until <= limit.saturating_add(tol) {
+            return;
+        }
+        // Blame stays with the cause: below a reset or a drop, a hop that honours the budget it
+        // was given is not at fault.
+        if self.caused_above[h]
+            && self
+                .deadline(h)
+                .is_none_or(|d| until <= d.saturating_add(tol))
+        {
+            return;
+        }
+        let left = ms(limit.saturating_sub(start));
+        let kind = if inferred { "inferred" } else { "declared" };
+        let callee = self
+            .callee(c)
+            .map(|x| format!(" for {}", spans[x].service))
+            .unwrap_or_default();
+        let message = if left <= 0 {
+            format!(
+                "{} called{callee} with a {timeout} ms timeout ({kind}) after everyone above had stopped waiting",
+                spans[h].service
+            )
+        } else {
+            format!(
+                "{} would wait {timeout} ms{callee} ({kind} timeout) when everyone above stops waiting within {left} ms",
+                spans[h].service
+            )
+        };
+        let numbers = Numbers {
+            received: spans[h].budget.budget_ms(),
+            remaining: Some(left),
+            forwarded: s.budget.forwarded_ms,
+            wasted: None,
+        };
+        self.push(c, FindingKind::TimeoutInverted, message, numbers);
     }
 
     /// A span of a hop (not the hop itself) that started after the hop's deadline.
     fn late(&mut self, i: usize) {
         let spans = self.spans;
         let s = &spans[i];
-        let (h, p) = (self.hop_of[i], self.tree.parent[i]);
+        let (h, p) = (self.t.hop_of[i], self.tree.parent[i]);
         if s.kind.is_hop() || h == NONE || p == NONE || self.expired_hop[h as usize] {
             return;
         }
         let hop = &spans[h as usize];
-        if is_shed(hop.budget.outcome) || s.budget.outcome == Some(Outcome::Refused) {
+        if is_shed(self.t.outcome[h as usize]) || s.budget.outcome == Some(Outcome::Refused) {
             return;
         }
         let Some(deadline) = self.deadline(h as usize) else {
@@ -553,7 +1116,7 @@ impl Walk<'_> {
         }
         let late = ms(start.saturating_sub(deadline));
         let numbers = Numbers {
-            received: budget_of(&hop.budget),
+            received: hop.budget.budget_ms(),
             remaining: s.budget.remaining_ms.or(Some(-late)),
             forwarded: s.budget.forwarded_ms,
             wasted: None,
@@ -568,8 +1131,8 @@ impl Walk<'_> {
                 hop.service
             );
             self.push(i, FindingKind::RetryOverBudget, message, numbers);
-        } else {
-            let wasted = ms(ns(s.end_unix_nano).saturating_sub(start)).max(0);
+        } else if !self.t.absurd[i] {
+            let wasted = ms(ns(s.end_unix_nano).saturating_sub(start)).clamp(0, MAX_SPAN_MS);
             let message = format!(
                 "{} started \"{}\" {late} ms after its deadline and worked {wasted} ms for nobody",
                 hop.service, s.name
@@ -593,7 +1156,7 @@ impl Walk<'_> {
             return NONE;
         }
         if s.kind.is_call() {
-            let h = self.hop_of[i];
+            let h = self.t.hop_of[i];
             let transparent = h != NONE && {
                 let hf = &self.spans[h as usize].budget;
                 hf.source.is_none() && hf.received_ms.is_none()
@@ -632,7 +1195,7 @@ impl Walk<'_> {
         } else if s.kind.is_call() {
             self.callee(i)
         } else {
-            Some(self.hop_of[i])
+            Some(self.t.hop_of[i])
                 .filter(|&h| h != NONE)
                 .map(|h| h as usize)
         };
@@ -642,38 +1205,55 @@ impl Walk<'_> {
     }
 }
 
+/// `1254` as `1,254`.
+fn thousands(v: i64) -> String {
+    let digits = v.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if v < 0 {
+        out.push('-');
+    }
+    for (k, c) in digits.chars().enumerate() {
+        if k > 0 && (digits.len() - k).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 impl Chain {
-    /// Apply every rule of `CONVENTIONS.md` section 3 to this chain as it stands. Pure and
-    /// deterministic: the same spans give the same analysis whatever order they arrived in.
-    /// Costs O(n log n) in the number of spans; call it again when spans join (a store would
-    /// re-analyse chains that changed once per tick, not once per span).
+    /// Apply every rule of `CONVENTIONS.md` section 3 to this chain as it stands, with no
+    /// inferred timeouts (see [`Chain::analyse_with`]). Pure and deterministic: the same spans
+    /// give the same analysis whatever order they arrived in. Costs O(n log n) in the number of
+    /// spans; call it again when spans join (a store would re-analyse chains that changed once
+    /// per tick, not once per span).
     pub fn analyse(&self, options: &Options) -> ChainAnalysis {
+        self.analyse_with(options, &EdgeTimeouts::default())
+    }
+
+    /// [`Chain::analyse`], with the timeouts inferred for edges over many chains
+    /// ([`EdgeStats::inferred_timeouts`](super::EdgeStats::inferred_timeouts)), which
+    /// `timeout_inverted` uses for calls that declare none.
+    pub fn analyse_with(&self, options: &Options, timeouts: &EdgeTimeouts) -> ChainAnalysis {
         let spans: Vec<Span> = self.spans().collect();
         let spans = &spans[..];
         let n = spans.len();
         let tree = Tree::build(self);
-
-        let mut hop_of = vec![NONE; n];
-        for &i in &tree.order {
-            let i = i as usize;
-            hop_of[i] = if spans[i].kind.is_hop() {
-                i as u32
-            } else if tree.parent[i] != NONE {
-                hop_of[tree.parent[i] as usize]
-            } else {
-                NONE
-            };
-        }
+        let timing = Timing::measure(spans, &tree, options);
 
         let mut walk = Walk {
             chain: self,
             spans,
             tree: &tree,
             opts: options,
-            hop_of,
+            timeouts,
+            t: timing,
             is_retry: vec![false; n],
             expired_hop: vec![false; n],
             upstream: vec![NONE; n],
+            caused_above: vec![false; n],
+            wait_limit: vec![NEVER; n],
+            explains_late: vec![false; n],
             edge_of: vec![NONE; n],
             edges: Vec::new(),
             found: Vec::new(),
@@ -683,32 +1263,35 @@ impl Chain {
             let i = i as usize;
             walk.upstream[i] = walk.upstream_of(i);
             walk.skewed_start(i);
+            let before = walk.found.len();
             match spans[i].kind {
                 k if k.is_hop() => walk.hop(i),
                 k if k.is_call() => walk.call(i),
                 _ => {}
             }
             walk.late(i);
+            let p = tree.parent[i];
+            walk.caused_above[i] = (p != NONE && walk.caused_above[p as usize])
+                || walk.found[before..].iter().any(|(at, f)| {
+                    *at as usize == i
+                        && matches!(
+                            f.kind,
+                            FindingKind::BudgetReset | FindingKind::BudgetDropped
+                        )
+                });
         }
+
+        walk.late_roots();
 
         // Attribute findings to edges and rows.
         let mut kinds = vec![KindSet::default(); n];
         let mut counts = SeverityCounts::default();
-        let mut wasted_total = 0i64;
         let found = std::mem::take(&mut walk.found);
         for (i, f) in &found {
             kinds[*i as usize].insert(f.kind);
-            match f.severity {
-                super::Severity::Error => counts.error += 1,
-                super::Severity::Warning => counts.warning += 1,
-                super::Severity::Info => counts.info += 1,
-            }
-            let wasted = f.wasted_ms.unwrap_or(0);
-            wasted_total = wasted_total.saturating_add(wasted);
+            counts.bump(f.severity);
             if let Some(e) = walk.edge_for(*i as usize) {
-                let sample = &mut walk.edges[e];
-                sample.findings.get_or_insert_default().bump(f.kind);
-                sample.wasted_ms = sample.wasted_ms.saturating_add(wasted);
+                walk.edges[e].findings.get_or_insert_default().bump(f.kind);
             }
         }
         let mut found = found;
@@ -733,6 +1316,7 @@ impl Chain {
         for (r, &i) in tree.order.iter().enumerate() {
             row_of[i as usize] = r as u32;
         }
+        let t = &walk.t;
         let rows: Vec<Row> = tree
             .order
             .iter()
@@ -744,31 +1328,76 @@ impl Chain {
                     parent_row: (p != NONE).then(|| row_of[p as usize]),
                     link: tree.link[i as usize],
                     findings: kinds[i as usize],
+                    dead_ms: u32::try_from(t.dead[i as usize]).unwrap_or(u32::MAX),
+                    late_ms: t.late(spans, i as usize),
                 }
             })
             .collect();
 
-        let root = tree.order.first().map(|&i| &spans[i as usize]);
+        let root = tree.order.first().map(|&i| i as usize);
         let first_hop = tree
             .order
             .iter()
-            .map(|&i| &spans[i as usize])
-            .find(|s| s.kind.is_hop());
+            .map(|&i| i as usize)
+            .find(|&i| spans[i].kind.is_hop());
+        let outcome = match root {
+            None => ChainOutcome::InFlight,
+            Some(r) if tree.link[r] == Link::Orphan => ChainOutcome::InFlight,
+            Some(r) => {
+                let h = first_hop.unwrap_or(r);
+                match chain_outcome(&spans[h]) {
+                    // Answered "fine" while one of its own calls was still waiting for an
+                    // answer: it did not answer, its caller hung up (Node.js's http
+                    // instrumentation ends the span so, with status 200).
+                    ChainOutcome::Ok
+                        if spans[h].budget.outcome.is_none() && t.hung_up(spans, h, options) =>
+                    {
+                        ChainOutcome::Cancelled
+                    }
+                    // Answered "fine" after the budget its caller sent had run out: nobody was
+                    // waiting for it any more (a WSGI server span ends when the app returns).
+                    ChainOutcome::Ok
+                        if spans[h].budget.outcome.is_none()
+                            && tree.parent[h] == NONE
+                            && t.answered_after_give_up(spans, h, options) =>
+                    {
+                        ChainOutcome::DeadlineExceeded
+                    }
+                    o => o,
+                }
+            }
+        };
+        let hops: Vec<usize> = (0..n).filter(|&i| spans[i].kind.is_hop()).collect();
+        let mut services_without_budget: Vec<Arc<str>> = hops
+            .iter()
+            .filter(|&&i| !has_budget(&spans[i].budget))
+            .map(|&i| spans[i].service.clone())
+            .collect();
+        services_without_budget.sort_unstable();
+        services_without_budget.dedup();
         let summary = ChainSummary {
-            root_service: root.map(|s| s.service.clone()).unwrap_or_default(),
-            root_name: root.map(|s| s.name.clone()).unwrap_or_default(),
+            root_service: root.map(|r| spans[r].service.clone()).unwrap_or_default(),
+            root_name: root.map(|r| spans[r].name.clone()).unwrap_or_default(),
             start_unix_nano: chain_start,
             end_unix_nano: chain_end,
             duration_ms: ms(ns(chain_end) - ns(chain_start)),
-            edge_budget_ms: first_hop.and_then(|s| budget_of(&s.budget)),
-            edge_budget_source: first_hop.and_then(|s| s.budget.source),
+            edge_budget_ms: first_hop.and_then(|h| spans[h].budget.budget_ms()),
+            edge_budget_source: first_hop.and_then(|h| spans[h].budget.source),
             spans: n as u32,
-            hops: spans.iter().filter(|s| s.kind.is_hop()).count() as u32,
+            hops: hops.len() as u32,
+            hops_with_budget: hops
+                .iter()
+                .filter(|&&i| has_budget(&spans[i].budget))
+                .count() as u32,
             orphans: tree.link.iter().filter(|&&l| l == Link::Orphan).count() as u32,
             cycles_cut: tree.link.iter().filter(|&&l| l == Link::CycleCut).count() as u32,
             findings: counts,
             worst: findings.iter().map(|f| f.severity).max(),
-            wasted_ms: wasted_total,
+            wasted_ms: hops
+                .iter()
+                .map(|&h| t.dead[h])
+                .fold(0i64, i64::saturating_add),
+            outcome,
         };
 
         ChainAnalysis {
@@ -777,6 +1406,20 @@ impl Chain {
             rows,
             findings,
             edges: walk.edges,
+            services_without_budget,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(624), "624");
+        assert_eq!(thousands(1254), "1,254");
+        assert_eq!(thousands(-1_000_000), "-1,000,000");
     }
 }

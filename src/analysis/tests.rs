@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use super::*;
 
+mod point_of_view;
+
 /// A Unix time in ms where every test chain starts.
 const T0: u64 = 1_764_430_000_000;
 
@@ -97,7 +99,12 @@ fn report_serialises_to_the_contract_shape() {
     let json = serde_json::to_value(&report).unwrap();
     let expected = serde_json::json!({
         "summary": { "traces": 1, "spans": 3, "hops": 2,
-                     "findings": { "error": 1, "warning": 0, "info": 0 } },
+                     "findings": { "error": 1, "warning": 0, "info": 0 },
+                     "wasted_ms": 0,
+                     "outcomes": { "in_flight": 0, "ok": 1, "deadline_exceeded": 0, "shed": 0,
+                                   "cancelled": 0, "error": 0 },
+                     "coverage": { "hops_with_budget": 2, "hops_without_budget": 0,
+                                   "services_without_budget": [] } },
         "findings": [ { "kind": "budget_reset", "severity": "error",
                         "trace_id": "07070707070707070707070707070707",
                         "span_id": "0000000000000002",
@@ -106,7 +113,9 @@ fn report_serialises_to_the_contract_shape() {
                         "received_ms": null, "remaining_ms": 700, "forwarded_ms": 3000,
                         "wasted_ms": null } ],
         "edges": [ { "caller": "orders", "callee": "inventory", "calls": 1,
-                     "findings": { "budget_reset": 1 } } ]
+                     "findings": { "budget_reset": 1 }, "wasted_ms": 0,
+                     "timeout_ms": null, "timeout_inferred": false,
+                     "latency_p50_ms": 80, "latency_p99_ms": 80 } ]
     });
     assert_eq!(json, expected);
     assert!(report.fails(Severity::Error));
@@ -570,7 +579,7 @@ fn ran_after_expiry_when_work_started_with_no_budget_left() {
     );
     assert_eq!(
         f.message,
-        "inventory started work with -50 ms left and worked 200 ms after its deadline"
+        "inventory started work 50 ms after its deadline and worked 200 ms for nobody"
     );
     assert_eq!(a.summary.wasted_ms, 200);
 
@@ -722,7 +731,7 @@ fn queue_pressure_when_waiting_more_than_half_the_budget() {
     );
     assert_eq!(
         f.message,
-        "waited 501 ms in the queue, more than half of its 1000 ms budget"
+        "waited 501 ms in the queue: more than half (50.1 %) of its 1000 ms budget"
     );
     s.budget.queue_wait_ms = Some(500);
     assert_eq!(kinds(&analyse([s])), vec![]);
@@ -911,8 +920,19 @@ fn report_orders_findings_and_edges_whatever_the_input_order() {
                 warning: 0,
                 info: 0
             },
+            wasted_ms: report.summary.wasted_ms,
+            outcomes: OutcomeCounts {
+                ok: 3,
+                ..OutcomeCounts::default()
+            },
+            coverage: Coverage {
+                hops_with_budget: 12,
+                hops_without_budget: 0,
+                services_without_budget: vec![],
+            },
         }
     );
+    assert!(report.summary.wasted_ms > 0);
     let edges: Vec<(&str, &str, u64)> = report
         .edges
         .iter()
@@ -990,6 +1010,7 @@ mod properties {
                         http_status: http,
                         rpc_status: rpc,
                         error_type: error_type.map(Arc::from),
+                        exception_event: false,
                     }
                 },
             )
@@ -1109,8 +1130,9 @@ mod properties {
     /// call is refused for lack of budget) under an earlier hop.
     fn well_behaved(picks: &[(prop::sample::Index, u64, bool)]) -> Vec<Span> {
         // (span id, depth, received budget) of each hop.
-        let mut hops = vec![(1u64, 0u64, 400i64)];
-        let mut spans = vec![hop(1, None, "s0", 0, 1000, Some(400))];
+        // The edge received as much as it takes: 1000 ms.
+        let mut hops = vec![(1u64, 0u64, 1000i64)];
+        let mut spans = vec![hop(1, None, "s0", 0, 1000, Some(1000))];
         let mut next = 2;
         for (pick, service, refuse) in picks {
             let (parent, depth, received) = hops[pick.index(hops.len())];
@@ -1228,6 +1250,10 @@ fn an_edge_with_its_own_default_a_short_queue_and_an_uninstrumented_client_is_fi
             forwarded_ms: None,
             findings: None,
             wasted_ms: 0,
+            latency_ms: None,
+            timeout_ms: None,
+            unanswered_ms: None,
+            call: None,
         }]
     );
 }

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
-use deadline_budget::analysis::{Chain, ChainAnalysis, Distribution, Row, Span, TraceId};
+use deadline_budget::analysis::{
+    Chain, ChainAnalysis, ChainOutcome, Distribution, Row, Span, TraceId,
+};
 
 /// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
 pub const RATE_WINDOW_SECS: u64 = 10;
@@ -48,11 +50,43 @@ impl SortBy {
     }
 }
 
+/// Which chains the list keeps (the `f` key).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Filter {
+    /// Every chain.
+    #[default]
+    All,
+    /// Chains with at least one finding.
+    Findings,
+    /// Chains whose user got no answer they could use (504, shed, cancelled, error).
+    Failed,
+}
+
+impl Filter {
+    /// The next filter, for the `f` key.
+    pub fn next(self) -> Self {
+        match self {
+            Filter::All => Filter::Findings,
+            Filter::Findings => Filter::Failed,
+            Filter::Failed => Filter::All,
+        }
+    }
+
+    /// Words for the header; `None` when every chain shows.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            Filter::All => None,
+            Filter::Findings => Some("only findings"),
+            Filter::Failed => Some("only failed"),
+        }
+    }
+}
+
 /// Which chains the list shows, and in what order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListQuery {
-    /// Only chains with at least one finding.
-    pub only_findings: bool,
+    /// Which chains are kept.
+    pub filter: Filter,
     /// Case-insensitive search in any span's service or operation; empty shows all.
     pub search: String,
     /// The order.
@@ -97,7 +131,8 @@ pub struct ServiceStats {
     pub hops: u64,
     /// Sum of hop durations, ms.
     pub work_ms: i64,
-    /// Work done for callers who had given up (`ran_after_expiry`, `orphaned_work`), ms.
+    /// Dead work: work done after everyone above had stopped waiting, ms (the analysis's
+    /// per-hop figure, the same that makes up the chains' wasted ms).
     pub wasted_ms: i64,
     /// Queue waits.
     pub queue_wait: Distribution,
@@ -171,6 +206,7 @@ struct ListKey {
     duration: i64,
     wasted: i64,
     findings: bool,
+    outcome: ChainOutcome,
     /// When the list first saw the chain (the screen's clock).
     first_seen: u64,
     /// Whether the chain's root has not arrived (a span names a parent it does not hold).
@@ -303,6 +339,7 @@ impl ScreenData {
                         duration: s.duration_ms,
                         wasted: s.wasted_ms,
                         findings: s.worst.is_some(),
+                        outcome: s.outcome,
                         first_seen: self.keys.get(&id).map_or(now_unix_nano, |k| k.first_seen),
                         rootless: s.orphans > 0,
                     };
@@ -382,7 +419,12 @@ impl ScreenData {
                 self.next_unhide = Some(self.next_unhide.map_or(due, |t| t.min(due)));
                 continue;
             }
-            if query.only_findings && !k.findings {
+            let kept = match query.filter {
+                Filter::All => true,
+                Filter::Findings => k.findings,
+                Filter::Failed => k.outcome.failed(),
+            };
+            if !kept {
                 continue;
             }
             if !needle.is_empty() && !self.matches(*id, &needle) {
@@ -426,21 +468,20 @@ impl ScreenData {
             ) else {
                 continue;
             };
-            for span in chain.spans().filter(|s| s.kind.is_hop()) {
+            for row in &a.rows {
+                let Some(span) = chain.span(row.span as usize).filter(|s| s.kind.is_hop()) else {
+                    continue;
+                };
                 let s = by.entry(span.service.clone()).or_default();
                 s.hops += 1;
                 s.work_ms += span.duration_ms();
+                s.wasted_ms += i64::from(row.dead_ms);
                 if let Some(q) = span.budget.queue_wait_ms {
                     s.queue_wait.add(q);
                 }
                 if span.start_unix_nano >= from && span.start_unix_nano < now_unix_nano {
                     s.recent_hops += 1;
                     s.recent_ms += span.duration_ms();
-                }
-            }
-            for f in &a.findings {
-                if let Some(w) = f.wasted_ms.filter(|w| *w > 0) {
-                    by.entry(f.service.clone()).or_default().wasted_ms += w;
                 }
             }
         }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use deadline_budget::analysis::{
     BudgetFacts, BudgetSource, Outcome, Span, SpanId, SpanKind, SpanStatus, TraceId,
 };
+use deadline_budget::carrier::{Carriers, Received};
 use deadline_budget::semconv;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
@@ -35,13 +36,29 @@ pub const MAX_SPAN_ATTRIBUTE_BYTES: usize = 16 * 1024;
 /// (a new name per span) cannot grow it without bound.
 const MAX_INTERNED: usize = 65_536;
 
-/// Interns service and span names so a million stored spans share a handful of strings.
+/// What a receiver keeps from one request to the next: service and span names interned (so a
+/// million stored spans share a handful of strings), and the carriers to read from captured
+/// headers (`--budget-header`).
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
+    carriers: Arc<Carriers>,
 }
 
 impl Interner {
+    /// An interner whose decoder reads these carriers (a team's own first, then the built-in).
+    pub fn with_carriers(carriers: Arc<Carriers>) -> Self {
+        Interner {
+            strings: HashSet::default(),
+            carriers,
+        }
+    }
+
+    /// The carriers read from captured headers.
+    pub fn carriers(&self) -> &Arc<Carriers> {
+        &self.carriers
+    }
+
     /// The shared copy of `s` (cut to a sane length).
     pub fn intern(&mut self, s: &str) -> Arc<str> {
         let s = truncate(s, MAX_NAME_BYTES);
@@ -357,6 +374,7 @@ pub fn decode_request(
     keep_attributes: bool,
 ) -> Decoded {
     let mut out = Decoded::default();
+    let carriers = interner.carriers.clone();
     for resource_spans in &mut request.resource_spans {
         let service = resource_spans
             .resource
@@ -366,7 +384,7 @@ pub fn decode_request(
         let service = interner.intern(service);
         for scope_spans in &mut resource_spans.scope_spans {
             for span in &mut scope_spans.spans {
-                if out.push(decode_span(span, &service, interner)) && keep_attributes {
+                if out.push(decode_span(span, &service, interner, &carriers)) && keep_attributes {
                     out.attributes
                         .push(RawAttributes::from_key_values(&span.attributes));
                 }
@@ -390,11 +408,16 @@ fn decode_span(
     span: &otlp::Span,
     service: &Arc<str>,
     interner: &mut Interner,
+    carriers: &Carriers,
 ) -> Result<Span, String> {
-    let mut facts = FactsReader::default();
+    let mut facts = FactsReader::new(carriers);
     for kv in &span.attributes {
         facts.attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
     }
+    facts.exception_event = span
+        .events
+        .iter()
+        .any(|e| e.name == semconv::EXCEPTION_EVENT);
     SpanParts {
         trace_id: &span.trace_id,
         span_id: &span.span_id,
@@ -491,19 +514,25 @@ impl SpanParts<'_> {
             start_unix_nano: self.start_unix_nano,
             end_unix_nano: self.end_unix_nano,
             status,
-            budget: facts.finish(self.start_unix_nano),
+            budget: facts.finish(kind, self.start_unix_nano),
         })
     }
 }
 
-/// Reads the contract's attributes; falls back to captured headers when `budget.*` says
-/// nothing about where the budget came from.
-pub fn budget_facts(attributes: &[KeyValue], start_unix_nano: u64) -> BudgetFacts {
-    let mut facts = FactsReader::default();
+/// Reads the contract's attributes of a span of `kind`; falls back to captured headers (the
+/// carriers of `carriers`, in order) when `budget.*` says nothing: on a hop they are the budget
+/// received, on a call the budget forwarded.
+pub fn budget_facts(
+    attributes: &[KeyValue],
+    kind: SpanKind,
+    start_unix_nano: u64,
+    carriers: &Carriers,
+) -> BudgetFacts {
+    let mut facts = FactsReader::new(carriers);
     for kv in attributes {
         facts.attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
     }
-    facts.finish(start_unix_nano)
+    facts.finish(kind, start_unix_nano)
 }
 
 /// An attribute value as the facts reader sees it, borrowed from a decoded `AnyValue` or
@@ -538,6 +567,15 @@ impl<'a> ValueRef<'a> {
             ValueRef::Int(i) => Some(i),
             ValueRef::Double(d) if d.is_finite() && d.abs() < 9.0e15 => Some(d as i64),
             ValueRef::Str(_) => self.str()?.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// A string, or an integer written as its digits (`error.type` is either, by SDK).
+    fn text(self) -> Option<Arc<str>> {
+        match self {
+            ValueRef::Str(_) => self.str().map(Arc::from),
+            ValueRef::Int(i) => Some(Arc::from(i.to_string())),
             _ => None,
         }
     }
@@ -584,20 +622,21 @@ enum Slot {
     SlaMs,
     Attempt,
     HttpStatus,
+    HttpStatusOld,
     RpcStatus,
     ErrorType,
-    HeaderBudgetMs,
-    HeaderGrpcTimeout,
-    HeaderDeadline,
+    /// A captured request header or metadata entry of the carrier at this position.
+    Carrier(usize),
 }
 
 impl Slot {
-    fn of(key: &[u8]) -> Option<Slot> {
+    fn of(key: &[u8], carriers: &Carriers) -> Option<Slot> {
         // Most keys are not ours: a look at the first byte skips them.
         if !matches!(key.first(), Some(b'b' | b'h' | b'r' | b'e')) {
             return None;
         }
-        Some(match std::str::from_utf8(key).ok()? {
+        let key = std::str::from_utf8(key).ok()?;
+        Some(match key {
             semconv::RECEIVED_MS => Slot::ReceivedMs,
             semconv::SOURCE => Slot::Source,
             semconv::DEFAULT_MS => Slot::DefaultMs,
@@ -610,30 +649,43 @@ impl Slot {
             semconv::SLA_MS => Slot::SlaMs,
             semconv::ATTEMPT => Slot::Attempt,
             semconv::HTTP_RESPONSE_STATUS_CODE => Slot::HttpStatus,
+            semconv::HTTP_STATUS_CODE => Slot::HttpStatusOld,
             semconv::RPC_GRPC_STATUS_CODE | semconv::RPC_STATUS_CODE => Slot::RpcStatus,
             semconv::ERROR_TYPE => Slot::ErrorType,
-            semconv::HTTP_HEADER_BUDGET_MS => Slot::HeaderBudgetMs,
-            semconv::HTTP_HEADER_GRPC_TIMEOUT | semconv::RPC_METADATA_GRPC_TIMEOUT => {
-                Slot::HeaderGrpcTimeout
+            _ => {
+                let name = key
+                    .strip_prefix(semconv::HTTP_REQUEST_HEADER_PREFIX)
+                    .or_else(|| key.strip_prefix(semconv::RPC_REQUEST_METADATA_PREFIX))?;
+                Slot::Carrier(carriers.position(name)?)
             }
-            semconv::HTTP_HEADER_REQUEST_DEADLINE => Slot::HeaderDeadline,
-            _ => return None,
         })
     }
 }
 
 /// The budget facts of one span, attribute by attribute, in the span's order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct FactsReader<'a> {
     facts: BudgetFacts,
-    header_budget_ms: Option<&'a str>,
-    header_grpc_timeout: Option<&'a str>,
-    header_deadline: Option<&'a str>,
+    carriers: &'a Carriers,
+    /// The first captured value of each carrier, by the carrier's position.
+    captured: Vec<(usize, &'a str)>,
+    http_status_old: Option<i64>,
+    exception_event: bool,
 }
 
 impl<'a> FactsReader<'a> {
+    fn new(carriers: &'a Carriers) -> Self {
+        FactsReader {
+            facts: BudgetFacts::default(),
+            carriers,
+            captured: Vec::new(),
+            http_status_old: None,
+            exception_event: false,
+        }
+    }
+
     fn attribute(&mut self, key: &[u8], value: ValueRef<'a>) {
-        if let Some(slot) = Slot::of(key) {
+        if let Some(slot) = Slot::of(key, self.carriers) {
             self.set(slot, value);
         }
     }
@@ -642,7 +694,11 @@ impl<'a> FactsReader<'a> {
         let facts = &mut self.facts;
         match slot {
             Slot::ReceivedMs => facts.received_ms = value.int(),
-            Slot::Source => facts.source = value.str().and_then(BudgetSource::parse),
+            Slot::Source => {
+                facts.source = value
+                    .str()
+                    .and_then(|v| BudgetSource::parse_with(v, self.carriers));
+            }
             Slot::DefaultMs => facts.default_ms = value.int(),
             Slot::QueueWaitMs => facts.queue_wait_ms = value.int(),
             Slot::RemainingAtStartMs => facts.remaining_at_start_ms = value.int(),
@@ -653,99 +709,80 @@ impl<'a> FactsReader<'a> {
             Slot::SlaMs => facts.sla_ms = value.int(),
             Slot::Attempt => facts.attempt = value.int(),
             Slot::HttpStatus => facts.http_status = value.int(),
+            Slot::HttpStatusOld => self.http_status_old = value.int(),
             Slot::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.int()),
-            Slot::ErrorType => facts.error_type = value.str().map(Arc::from),
-            Slot::HeaderBudgetMs => self.header_budget_ms = value.header(),
-            Slot::HeaderGrpcTimeout => {
-                self.header_grpc_timeout = self.header_grpc_timeout.or(value.header());
+            Slot::ErrorType => facts.error_type = value.text(),
+            Slot::Carrier(i) => {
+                if let Some(v) = value.header()
+                    && !self.captured.iter().any(|(at, _)| *at == i)
+                {
+                    self.captured.push((i, v));
+                }
             }
-            Slot::HeaderDeadline => self.header_deadline = value.header(),
         }
     }
 
-    fn finish(mut self, start_unix_nano: u64) -> BudgetFacts {
-        if self.facts.source.is_none() && self.facts.received_ms.is_none() {
-            let start_ms = (start_unix_nano / 1_000_000) as i64;
-            from_headers(
-                &mut self.facts,
-                self.header_budget_ms,
-                self.header_grpc_timeout,
-                self.header_deadline,
-                start_ms,
-            );
+    fn finish(mut self, kind: SpanKind, start_unix_nano: u64) -> BudgetFacts {
+        let facts = &mut self.facts;
+        facts.http_status = facts.http_status.or(self.http_status_old);
+        facts.exception_event = self.exception_event;
+        let hop_knows = facts.source.is_some() || facts.received_ms.is_some();
+        let start_ms = i64::try_from(start_unix_nano / 1_000_000).unwrap_or(i64::MAX);
+        if kind.is_hop() && hop_knows && facts.deadline_unix_ms.is_none() {
+            // A captured absolute deadline beside the contract's attributes: kept to compare
+            // with the relative view (clock skew).
+            facts.deadline_unix_ms = self.captured.iter().find_map(|&(i, v)| {
+                let carrier = self.carriers.get(i)?;
+                if !carrier.form().is_absolute() {
+                    return None;
+                }
+                carrier.decode(v, start_ms).ok()?.1
+            });
+        }
+        let wanted = if kind.is_hop() {
+            !hop_knows
+        } else {
+            kind.is_call() && facts.forwarded_ms.is_none()
+        };
+        if !wanted || self.captured.is_empty() {
+            return self.facts;
+        }
+        let captured = &self.captured;
+        let received = self.carriers.read(
+            |i, _| {
+                captured
+                    .iter()
+                    .find(|(at, _)| *at == i)
+                    .map(|(_, v)| Ok(*v))
+            },
+            start_ms,
+        );
+        let facts = &mut self.facts;
+        match received {
+            Received::Budget {
+                budget,
+                source,
+                deadline_unix_ms,
+            } => {
+                // An absolute deadline keeps its sign: one already past is a budget below zero.
+                let ms = match deadline_unix_ms {
+                    Some(d) => d.saturating_sub(start_ms),
+                    None => i64::try_from(budget.as_millis()).unwrap_or(i64::MAX),
+                };
+                if kind.is_hop() {
+                    facts.received_ms = Some(ms);
+                    facts.source = Some(source);
+                    facts.deadline_unix_ms = facts.deadline_unix_ms.or(deadline_unix_ms);
+                } else {
+                    facts.forwarded_ms = Some(ms);
+                }
+            }
+            Received::Invalid { .. } if kind.is_hop() => {
+                facts.source = Some(BudgetSource::Invalid);
+            }
+            _ => {}
         }
         self.facts
-    }
-}
-
-/// The contract's carrier order: the first present and valid header wins; present but
-/// invalid ones make the source `invalid` when nothing valid follows.
-fn from_headers(
-    facts: &mut BudgetFacts,
-    budget_ms: Option<&str>,
-    grpc_timeout: Option<&str>,
-    deadline: Option<&str>,
-    start_ms: i64,
-) {
-    let mut saw_invalid = false;
-    if let Some(v) = budget_ms {
-        match carrier::parse_budget_ms(v) {
-            Some(ms) => {
-                facts.received_ms = Some(ms);
-                facts.source = Some(BudgetSource::XBudgetMs);
-                return;
-            }
-            None => saw_invalid = true,
-        }
-    }
-    if let Some(v) = grpc_timeout {
-        match carrier::parse_grpc_timeout_ms(v) {
-            Some(ms) => {
-                facts.received_ms = Some(ms);
-                facts.source = Some(BudgetSource::GrpcTimeout);
-                return;
-            }
-            None => saw_invalid = true,
-        }
-    }
-    if let Some(v) = deadline {
-        match carrier::parse_deadline_unix_ms(v) {
-            Some(deadline_ms)
-                if deadline_ms.saturating_sub(start_ms).abs()
-                    <= deadline_budget::carrier::MAX_DEADLINE_DISTANCE_MS =>
-            {
-                facts.deadline_unix_ms = Some(deadline_ms);
-                facts.received_ms = Some(deadline_ms - start_ms);
-                facts.source = Some(BudgetSource::XRequestDeadline);
-                return;
-            }
-            _ => saw_invalid = true,
-        }
-    }
-    if saw_invalid {
-        facts.source = Some(BudgetSource::Invalid);
-    }
-}
-
-/// Captured header values, decoded with the library's own codecs so the collector reads a
-/// header exactly as a service built with the library would.
-mod carrier {
-    use deadline_budget::carrier as lib;
-
-    fn ms(d: std::time::Duration) -> Option<i64> {
-        i64::try_from(d.as_millis()).ok()
-    }
-
-    pub fn parse_budget_ms(v: &str) -> Option<i64> {
-        lib::parse_x_budget_ms(v).ok().and_then(ms)
-    }
-
-    pub fn parse_grpc_timeout_ms(v: &str) -> Option<i64> {
-        lib::parse_grpc_timeout(v).ok().and_then(ms)
-    }
-
-    pub fn parse_deadline_unix_ms(v: &str) -> Option<i64> {
-        lib::parse_request_deadline_unix_ms(v).ok()
     }
 }
 
@@ -784,6 +821,7 @@ pub fn decode_protobuf(
     };
     let mut kept: Vec<&[u8]> = Vec::new();
     let mut scratch = KeyValue::default();
+    let carriers = interner.carriers.clone();
     for field in fields(body) {
         let (1, Field::Len(resource_spans)) = field? else {
             continue;
@@ -816,6 +854,7 @@ pub fn decode_protobuf(
                     span,
                     &service,
                     interner,
+                    &carriers,
                     keep_attributes.then_some(&mut kept),
                     &mut out.repaired,
                 )?;
@@ -883,12 +922,13 @@ fn decode_span_bytes<'a>(
     span: &'a [u8],
     service: &Arc<str>,
     interner: &mut Interner,
+    carriers: &'a Carriers,
     mut kept: Option<&mut Vec<&'a [u8]>>,
     repaired: &mut Utf8Repairs,
 ) -> Result<Result<Span, String>, ProtobufError> {
     use wire::{Field, fields};
     let mut parts = SpanParts::default();
-    let mut facts = FactsReader::default();
+    let mut facts = FactsReader::new(carriers);
     let mut lossy_name: Option<String> = None;
     // Attributes whose key or string value is not UTF-8, named once the span's name is known.
     let mut bad_attributes: Vec<&'a [u8]> = Vec::new();
@@ -910,7 +950,7 @@ fn decode_span_bytes<'a>(
             (9, Field::Len(kv)) => {
                 // The value is read only for the keys the facts want.
                 let (key, value) = key_and_value_bytes(kv)?;
-                if let Some(slot) = Slot::of(key) {
+                if let Some(slot) = Slot::of(key, carriers) {
                     let value = match value {
                         ValueBytes::None => ValueRef::Other,
                         ValueBytes::One(any) => any_value(any, ValueRef::Other)?,
@@ -923,6 +963,14 @@ fn decode_span_bytes<'a>(
                 }
                 if let Some(kept) = kept.as_deref_mut() {
                     kept.push(kv);
+                }
+            }
+            (11, Field::Len(event)) if !facts.exception_event => {
+                // Only the name (field 2) is read: an `exception` event says the call failed.
+                for field in fields(event) {
+                    if let (2, Field::Len(name)) = field? {
+                        facts.exception_event = name == semconv::EXCEPTION_EVENT.as_bytes();
+                    }
                 }
             }
             (15, Field::Len(status)) => {
@@ -1243,6 +1291,16 @@ pub(super) mod wire {
 mod tests {
     use super::*;
 
+    /// The facts of a SERVER span with these attributes, read with the built-in carriers.
+    fn hop_facts(attributes: &[KeyValue], start_unix_nano: u64) -> BudgetFacts {
+        budget_facts(
+            attributes,
+            SpanKind::Server,
+            start_unix_nano,
+            Carriers::builtin(),
+        )
+    }
+
     fn kv(key: &str, value: Value) -> KeyValue {
         KeyValue {
             key: key.into(),
@@ -1253,7 +1311,7 @@ mod tests {
 
     #[test]
     fn budget_attributes_win_over_captured_headers() {
-        let facts = budget_facts(
+        let facts = hop_facts(
             &[
                 kv(semconv::RECEIVED_MS, Value::IntValue(800)),
                 kv(semconv::SOURCE, Value::StringValue("x-budget-ms".into())),
@@ -1270,7 +1328,7 @@ mod tests {
 
     #[test]
     fn captured_headers_give_a_budget_without_budget_attributes() {
-        let facts = budget_facts(
+        let facts = hop_facts(
             &[kv(
                 semconv::HTTP_HEADER_BUDGET_MS,
                 Value::StringValue("750".into()),
@@ -1287,13 +1345,13 @@ mod tests {
                 value: Some(Value::StringValue("250m".into())),
             }],
         });
-        let facts = budget_facts(&[kv(semconv::RPC_METADATA_GRPC_TIMEOUT, array)], 0);
+        let facts = hop_facts(&[kv(semconv::RPC_METADATA_GRPC_TIMEOUT, array)], 0);
         assert_eq!(
             (facts.received_ms, facts.source),
             (Some(250), Some(BudgetSource::GrpcTimeout))
         );
 
-        let facts = budget_facts(
+        let facts = hop_facts(
             &[kv(
                 semconv::HTTP_HEADER_GRPC_TIMEOUT,
                 Value::StringValue("2S".into()),
@@ -1303,7 +1361,7 @@ mod tests {
         assert_eq!(facts.received_ms, Some(2000));
 
         let start_ns = 1_764_430_000_000 * 1_000_000;
-        let facts = budget_facts(
+        let facts = hop_facts(
             &[kv(
                 semconv::HTTP_HEADER_REQUEST_DEADLINE,
                 Value::StringValue("1764430000.25".into()),
@@ -1315,10 +1373,190 @@ mod tests {
         assert_eq!(facts.source, Some(BudgetSource::XRequestDeadline));
     }
 
+    fn own(pairs: &[(&str, deadline_budget::carrier::Form)]) -> Carriers {
+        Carriers::with_own(
+            pairs
+                .iter()
+                .map(|(n, f)| deadline_budget::carrier::Carrier::own(n, *f).unwrap()),
+        )
+    }
+
+    fn string(key: &str, v: &str) -> KeyValue {
+        kv(key, Value::StringValue(v.into()))
+    }
+
+    #[test]
+    fn a_team_carrier_is_read_from_captured_headers_before_the_built_in_ones() {
+        use deadline_budget::carrier::Form;
+        let carriers = own(&[("X-Prazo-Restante-Ms", Form::Ms)]);
+        // As Node's instrumentation writes it (`-` kept), as Python's does (`_`), as an array.
+        for key in [
+            "http.request.header.x-prazo-restante-ms",
+            "http.request.header.x_prazo_restante_ms",
+            "rpc.request.metadata.x-prazo-restante-ms",
+        ] {
+            let facts = budget_facts(
+                &[
+                    string(key, "480"),
+                    string(semconv::HTTP_HEADER_BUDGET_MS, "9000"),
+                ],
+                SpanKind::Server,
+                0,
+                &carriers,
+            );
+            assert_eq!(facts.received_ms, Some(480), "{key}");
+            assert_eq!(facts.source, Some(BudgetSource::Header(Form::Ms)), "{key}");
+        }
+        let array = Value::ArrayValue(opentelemetry_proto::tonic::common::v1::ArrayValue {
+            values: vec![AnyValue {
+                value: Some(Value::StringValue("1.5".into())),
+            }],
+        });
+        let facts = budget_facts(
+            &[kv("http.request.header.x-timeout-s", array)],
+            SpanKind::Server,
+            0,
+            &own(&[("x-timeout-s", Form::Seconds)]),
+        );
+        assert_eq!(facts.received_ms, Some(1500));
+        // Unknown to the built-in table: not read at all.
+        let facts = hop_facts(
+            &[string("http.request.header.x-prazo-restante-ms", "480")],
+            0,
+        );
+        assert_eq!((facts.received_ms, facts.source), (None, None));
+        // An absolute deadline of a team's own, in seconds, on the hop's clock.
+        let start = 1_764_430_000_000u64 * 1_000_000;
+        let facts = budget_facts(
+            &[string("http.request.header.x-deadline", "1764430000.75")],
+            SpanKind::Server,
+            start,
+            &own(&[("x-deadline", Form::DeadlineSeconds)]),
+        );
+        assert_eq!(facts.received_ms, Some(750));
+        assert_eq!(facts.deadline_unix_ms, Some(1_764_430_000_750));
+        assert!(facts.source.is_some_and(BudgetSource::is_absolute));
+        // `budget.source = "header:<name>"` written by a service knows its carrier's form.
+        let facts = budget_facts(
+            &[
+                string(semconv::SOURCE, "header:x-deadline"),
+                kv(semconv::RECEIVED_MS, Value::IntValue(70)),
+            ],
+            SpanKind::Server,
+            0,
+            &own(&[("x-deadline", Form::DeadlineMs)]),
+        );
+        assert_eq!(facts.source, Some(BudgetSource::Header(Form::DeadlineMs)));
+    }
+
+    #[test]
+    fn a_captured_carrier_on_a_client_span_is_the_budget_forwarded() {
+        let facts = budget_facts(
+            &[string(semconv::HTTP_HEADER_BUDGET_MS, "930")],
+            SpanKind::Client,
+            0,
+            Carriers::builtin(),
+        );
+        assert_eq!(
+            (facts.forwarded_ms, facts.received_ms, facts.source),
+            (Some(930), None, None)
+        );
+        // Every built-in carrier is read, connect-timeout-ms and Envoy's too.
+        for (key, value, ms) in [
+            ("http.request.header.connect-timeout-ms", "1200", 1200),
+            (
+                "http.request.header.x-envoy-expected-rq-timeout-ms",
+                "800",
+                800,
+            ),
+            ("rpc.request.metadata.grpc-timeout", "2S", 2000),
+        ] {
+            let facts = budget_facts(
+                &[string(key, value)],
+                SpanKind::Client,
+                0,
+                Carriers::builtin(),
+            );
+            assert_eq!(facts.forwarded_ms, Some(ms), "{key}");
+            let facts = hop_facts(&[string(key, value)], 0);
+            assert_eq!(facts.received_ms, Some(ms), "{key}");
+        }
+        // The contract's own attribute wins.
+        let facts = budget_facts(
+            &[
+                kv(semconv::FORWARDED_MS, Value::IntValue(40)),
+                string(semconv::HTTP_HEADER_BUDGET_MS, "930"),
+            ],
+            SpanKind::Client,
+            0,
+            Carriers::builtin(),
+        );
+        assert_eq!(facts.forwarded_ms, Some(40));
+    }
+
+    #[test]
+    fn statuses_and_errors_are_read_as_the_stock_sdks_write_them() {
+        // Python's SDK still writes the older key; the newer one wins when both are there.
+        let facts = hop_facts(&[kv("http.status_code", Value::IntValue(503))], 0);
+        assert_eq!(facts.http_status, Some(503));
+        let facts = hop_facts(
+            &[
+                kv("http.status_code", Value::IntValue(503)),
+                kv(semconv::HTTP_RESPONSE_STATUS_CODE, Value::IntValue(504)),
+            ],
+            0,
+        );
+        assert_eq!(facts.http_status, Some(504));
+        // undici writes its timeout as an integer.
+        let facts = hop_facts(&[kv(semconv::ERROR_TYPE, Value::IntValue(23))], 0);
+        assert_eq!(facts.error_type.as_deref(), Some("23"));
+        let facts = hop_facts(&[string(semconv::ERROR_TYPE, "ReadTimeout")], 0);
+        assert_eq!(facts.error_type.as_deref(), Some("ReadTimeout"));
+    }
+
+    #[test]
+    fn an_exception_event_is_read_on_both_decoding_paths() {
+        let span = otlp::Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            name: "GET worker".into(),
+            kind: 3,
+            start_time_unix_nano: 1,
+            end_time_unix_nano: 2,
+            events: vec![
+                otlp::span::Event {
+                    name: "retry".into(),
+                    ..Default::default()
+                },
+                otlp::span::Event {
+                    name: "exception".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        use super::hostile_tests::one_span;
+        let mut request = one_span(span.clone(), "edge");
+        let body = request.encode_to_vec();
+        let slow = decode_request(&mut request, &mut Interner::default(), false);
+        let fast = decode_protobuf(&body, &mut Interner::default(), false).unwrap();
+        assert!(slow.spans[0].budget.exception_event);
+        assert_eq!(fast.spans, slow.spans);
+        let mut quiet = span;
+        quiet.events.truncate(1);
+        let decoded = decode_protobuf(
+            &one_span(quiet, "edge").encode_to_vec(),
+            &mut Interner::default(),
+            false,
+        )
+        .unwrap();
+        assert!(!decoded.spans[0].budget.exception_event);
+    }
+
     #[test]
     fn invalid_captured_headers_are_flagged_not_trusted() {
         for bad in ["-5", "12abc", "99999999999999", ""] {
-            let facts = budget_facts(
+            let facts = hop_facts(
                 &[kv(
                     semconv::HTTP_HEADER_BUDGET_MS,
                     Value::StringValue(bad.into()),
@@ -1329,7 +1567,7 @@ mod tests {
             assert_eq!(facts.source, Some(BudgetSource::Invalid), "{bad}");
         }
         for bad in ["123456789S", "10x", "S", "1.5S"] {
-            let facts = budget_facts(
+            let facts = hop_facts(
                 &[kv(
                     semconv::RPC_METADATA_GRPC_TIMEOUT,
                     Value::StringValue(bad.into()),
@@ -1339,7 +1577,7 @@ mod tests {
             assert_eq!(facts.source, Some(BudgetSource::Invalid), "{bad}");
         }
         // A deadline more than 24 h away is absurd.
-        let facts = budget_facts(
+        let facts = hop_facts(
             &[kv(
                 semconv::HTTP_HEADER_REQUEST_DEADLINE,
                 Value::StringValue("9999999999999".into()),
@@ -1393,7 +1631,7 @@ mod tests {
 mod hostile_tests {
     use super::*;
 
-    fn one_span(span: otlp::Span, service: &str) -> ExportTraceServiceRequest {
+    pub(super) fn one_span(span: otlp::Span, service: &str) -> ExportTraceServiceRequest {
         ExportTraceServiceRequest {
             resource_spans: vec![otlp::ResourceSpans {
                 resource: Some(opentelemetry_proto::tonic::resource::v1::Resource {
@@ -1807,7 +2045,7 @@ mod properties {
                     .iter()
                     .flat_map(|r| &r.scope_spans)
                     .flat_map(|s| &s.spans)
-                    .filter(|s| decode_span(s, &Arc::from("x"), &mut Interner::default()).is_ok())
+                    .filter(|s| decode_span(s, &Arc::from("x"), &mut Interner::default(), Carriers::builtin()).is_ok())
                     .map(|s| s.attributes.iter().take(MAX_KEPT_ATTRIBUTES).cloned().collect())
                     .collect();
                 let kept: Vec<Vec<KeyValue>> =

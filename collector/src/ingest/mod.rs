@@ -45,6 +45,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use deadline_budget::analysis::Span;
+use deadline_budget::carrier::Carriers;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -116,6 +117,8 @@ pub struct IngestConfig {
     /// Allow listening on an address other than loopback (other machines could then send
     /// spans). Off by default: a non-loopback address is refused unless this is set.
     pub allow_remote: bool,
+    /// The carriers read from captured headers (`--budget-header` first, then the built-in).
+    pub carriers: Arc<Carriers>,
 }
 
 impl Default for IngestConfig {
@@ -136,6 +139,7 @@ impl Default for IngestConfig {
             max_queued_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
             allow_remote: false,
+            carriers: Arc::default(),
         }
     }
 }
@@ -275,7 +279,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
         stats: stats.clone(),
-        interner: Mutex::new(decode::Interner::default()),
+        interner: Mutex::new(decode::Interner::with_carriers(config.carriers.clone())),
         keep_attributes: config.keep_attributes,
         keep_raw: config.keep_raw,
     });

@@ -4,6 +4,7 @@
 //! Only the rows on screen are touched, so the cost of a frame does not grow with the number
 //! of chains held.
 
+use deadline_budget::analysis::{ChainOutcome, Severity};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
@@ -19,8 +20,32 @@ struct Columns {
     used: u16,
     hops: u16,
     wasted: u16,
+    outcome: u16,
     worst: u16,
     trace: u16,
+}
+
+/// The OUTCOME column's word for how the request ended for its user.
+pub fn outcome_label(outcome: ChainOutcome) -> &'static str {
+    match outcome {
+        ChainOutcome::InFlight => "in flight",
+        ChainOutcome::Ok => "ok",
+        ChainOutcome::DeadlineExceeded => "504",
+        ChainOutcome::Shed => "shed",
+        ChainOutcome::Cancelled => "cancelled",
+        ChainOutcome::Error => "error",
+    }
+}
+
+/// The style of an outcome: failures stand out, in flight is quiet.
+pub fn outcome_style(outcome: ChainOutcome, theme: Theme) -> ratatui::style::Style {
+    match outcome {
+        ChainOutcome::InFlight | ChainOutcome::Ok => theme.dim(),
+        ChainOutcome::Shed => theme.severity(Severity::Warning),
+        ChainOutcome::DeadlineExceeded | ChainOutcome::Cancelled | ChainOutcome::Error => {
+            theme.severity(Severity::Error)
+        }
+    }
 }
 
 fn columns(width: u16) -> Columns {
@@ -34,16 +59,21 @@ fn columns(width: u16) -> Columns {
     } else {
         0
     };
-    let worst = if wide { 24 } else { 20 };
-    let fixed = 2 + 13 + 8 + 8 + 5 + worst + wasted + trace;
+    // Narrow screens: the time to the second and tighter figures, so the name keeps room.
+    let (start, figure) = if width >= 100 { (13, 8) } else { (9, 7) };
+    let hops = 5;
+    let worst = if wide { 24 } else { 18 };
+    let outcome = 10;
+    let fixed = 2 + start + 2 * figure + hops + outcome + worst + wasted + trace;
     Columns {
-        start: 13,
+        start,
         // Wider than this, the figures drift far from the name they belong to.
         root: width.saturating_sub(fixed).clamp(8, 60),
-        budget: 8,
-        used: 8,
-        hops: 5,
+        budget: figure,
+        used: figure,
+        hops,
         wasted,
+        outcome,
         worst,
         trace,
     }
@@ -73,7 +103,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         if right {
             put_right(buf, x, y, s, w - 1, head);
         } else {
-            put(buf, x, y, s, w, head);
+            put(buf, x, y, s, w.saturating_sub(1), head);
         }
         x += w;
     };
@@ -85,6 +115,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     if c.wasted > 0 {
         col(buf, "WASTED", c.wasted, true);
     }
+    col(buf, " OUTCOME", c.outcome, false);
     col(buf, " WORST FINDING", c.worst, false);
     if c.trace > 0 {
         col(buf, "TRACE", c.trace, false);
@@ -93,7 +124,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let rows = area.height.saturating_sub(1) as usize;
     let visible = &state.data.visible;
     if visible.is_empty() {
-        let why = if state.ui.query.only_findings || !state.ui.query.search.is_empty() {
+        let why = if state.ui.query.filter.label().is_some() || !state.ui.query.search.is_empty() {
             "no chain matches the filter (f toggles it, Esc clears the search)"
         } else {
             "no chains"
@@ -131,14 +162,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let marker = if selected { "▶" } else { " " };
         put(buf, x, y, marker, 1, row_style);
         x += 2;
-        put(
-            buf,
-            x,
-            y,
-            &clock(s.start_unix_nano),
-            c.start,
-            theme.dim().patch(row_style),
-        );
+        let mut start = clock(s.start_unix_nano);
+        if c.start < 13 {
+            start.truncate(8);
+        }
+        put(buf, x, y, &start, c.start, theme.dim().patch(row_style));
         x += c.start;
         let root = format!("{} {}", clean(&s.root_service), clean(&s.root_name));
         let root_w = c.root.saturating_sub(1);
@@ -180,6 +208,15 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             );
             x += c.wasted;
         }
+        put(
+            buf,
+            x,
+            y,
+            &format!(" {}", outcome_label(s.outcome)),
+            c.outcome,
+            outcome_style(s.outcome, theme).patch(bg_of(row_style)),
+        );
+        x += c.outcome;
         match worst {
             Some(kind) => {
                 let sev = kind.severity();
@@ -198,23 +235,19 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
                     theme.severity(sev).patch(bg_of(row_style)),
                 );
             }
-            None => {
-                // A chain whose root has not arrived (the list holds such chains back for a
-                // few seconds): "ok" would be a promise it cannot make.
-                let text = if s.orphans > 0 {
-                    " … root missing"
-                } else {
-                    " ok"
-                };
+            // A chain whose root has not arrived (the list holds such chains back for a few
+            // seconds): say why it is in flight.
+            None if s.orphans > 0 => {
                 put(
                     buf,
                     x,
                     y,
-                    text,
+                    " … root missing",
                     c.worst,
                     theme.dim().patch(bg_of(row_style)),
                 );
             }
+            None => {}
         }
         x += c.worst;
         if c.trace > 0 {

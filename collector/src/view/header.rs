@@ -137,6 +137,23 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         theme.text()
     };
     field(buf, rate(waste), "wasted ms/s", waste_style);
+    // A quiet screen means little when most hops carry no budget: say so.
+    let coverage = d.store.coverage();
+    if coverage.is_blind() {
+        let names: Vec<String> = coverage
+            .services_without_budget
+            .iter()
+            .take(4)
+            .map(|s| clean(s).into_owned())
+            .collect();
+        let text = format!(
+            "⚠ budget known on {} of {} hops: add --budget-header or the contract's attributes (none: {})",
+            count(coverage.hops_with_budget),
+            count(coverage.hops_with_budget + coverage.hops_without_budget),
+            names.join(", ")
+        );
+        put(buf, x, y, &text, w(x), theme.severity(Severity::Warning));
+    }
     if area.height < 3 {
         return;
     }
@@ -158,8 +175,8 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         x = put(buf, x, y, "│", w(x), theme.dim());
     }
     let mut info = format!(" sort: {}", state.ui.query.sort.label());
-    if state.ui.query.only_findings {
-        info.push_str("  filter: only findings");
+    if let Some(filter) = state.ui.query.filter.label() {
+        info.push_str(&format!("  filter: {filter}"));
     }
     if !state.ui.query.search.is_empty() {
         info.push_str(&format!("  search: {}", clean(&state.ui.query.search)));
@@ -263,7 +280,7 @@ fn hints(state: &State, width: u16) -> &'static str {
     }
     match (state.ui.view, narrow) {
         (View::Chains, false) => {
-            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  e export  space pause  ? legend  q quit"
+            "↑↓/jk move  Enter open  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit"
         }
         (View::Chains, true) => {
             "↑↓ move  ⏎ open  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit"

@@ -43,6 +43,12 @@ pub fn meaning(kind: FindingKind) -> &'static str {
         FindingKind::ClockSkew => {
             "Clock skew: an absolute deadline and the relative budget disagree by over a second, or a child starts before its parent."
         }
+        FindingKind::TimeoutInverted => {
+            "Timeout inverted: this call's timeout reaches past the moment everyone above stops waiting; had the callee been slow, the hop would wait for an answer nobody reads."
+        }
+        FindingKind::TimeoutOversized => {
+            "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
+        }
     }
 }
 
@@ -147,7 +153,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         glyph(
             "▓",
             theme.late(),
-            "work past the deadline: done for a caller who had given up",
+            "dead work: done after everyone above had stopped waiting",
         ),
         glyph("━", theme.call(), "a call to the next service"),
         glyph(
@@ -163,8 +169,8 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             "shed or refused: the request was turned away on purpose",
         ),
         glyph("┊", theme.dim(), "the original caller's deadline"),
-        Line::styled("Findings", theme.title()),
     ];
+    lines.push(Line::styled("Findings", theme.title()));
     for kind in FindingKind::ALL {
         let sev = kind.severity();
         let head = TextSpan::styled(
@@ -173,10 +179,24 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         );
         lines.extend(hanging(head, meaning(kind), theme.text(), width));
     }
+    lines.push(Line::styled("The figures beside each row", theme.title()));
+    lines.extend(hanging(
+        TextSpan::raw(" "),
+        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)",
+        theme.text(),
+        width,
+    ));
+    lines.push(Line::styled("The chain list", theme.title()));
+    for text in [
+        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
+        "WASTED: the work its services did after everyone above had stopped waiting",
+    ] {
+        lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
+    }
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [
         "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
-        "f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit",
+        "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",

@@ -15,29 +15,46 @@ use crate::app::data::ServiceStats;
 use crate::app::{State, View};
 use deadline_budget::analysis::{EdgeAggregate, FindingKind};
 
-/// How many of an edge's calls broke propagation: resets, drops and work after expiry.
-fn broken(e: &EdgeAggregate) -> u64 {
-    [
-        FindingKind::BudgetReset,
-        FindingKind::BudgetDropped,
-        FindingKind::RanAfterExpiry,
-        FindingKind::OrphanedWork,
-    ]
-    .into_iter()
-    .map(|k| e.findings.get(k))
-    .sum()
+/// An edge's findings of one severity (the analysis's severities: nothing is judged here).
+fn of_severity(e: &EdgeAggregate, severity: Severity) -> u64 {
+    e.findings
+        .iter()
+        .filter(|(k, _)| k.severity() == severity)
+        .map(|(_, n)| n)
+        .sum()
 }
 
-/// The edges, worst first (most broken calls, then most calls), names breaking ties.
+/// The edges, worst first (most error findings, then most dead work, then most calls), names
+/// breaking ties.
 pub fn edge_rows(state: &State) -> Vec<&EdgeAggregate> {
     let mut rows = state.data.store.edges();
     rows.sort_by(|a, b| {
-        broken(b)
-            .cmp(&broken(a))
+        of_severity(b, Severity::Error)
+            .cmp(&of_severity(a, Severity::Error))
+            .then(b.wasted_ms.cmp(&a.wasted_ms))
             .then(b.calls.cmp(&a.calls))
             .then((&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)))
     });
     rows
+}
+
+/// The edge's timeout for its column: `2000ms`, `~2000ms` when inferred from calls that got
+/// no answer, `·` when unknown; marked when `timeout_oversized` or `timeout_inverted` found it.
+fn timeout_cell(e: &EdgeAggregate, theme: Theme) -> (String, ratatui::style::Style) {
+    match e.timeout() {
+        None => ("·".into(), theme.dim()),
+        Some((t, inferred)) => {
+            let text = format!("{}{}", if inferred { "~" } else { "" }, ms(t));
+            let style = if e.findings.get(FindingKind::TimeoutInverted) > 0 {
+                theme.severity(Severity::Warning)
+            } else if e.oversized().is_some() {
+                theme.severity(Severity::Info)
+            } else {
+                theme.text()
+            };
+            (text, style)
+        }
+    }
 }
 
 /// The services, as the last settle ordered them (most dead work first).
@@ -155,13 +172,15 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let wide = area.width >= 120;
     let heads: &[(&str, u16)] = if wide {
         &[
-            ("CALLS", 9),
+            ("CALLS", 8),
             ("RESETS", 8),
             ("DROPS", 7),
-            ("EXPIRED", 9),
-            ("OTHER", 7),
+            ("LATE", 6),
+            ("WARN", 6),
+            ("LAT p50", 9),
+            ("LAT p99", 9),
+            ("TIMEOUT", 10),
             ("RCV p50", 9),
-            ("RCV p99", 9),
             ("WASTED", 9),
         ]
     } else {
@@ -169,9 +188,9 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             ("CALLS", 7),
             ("RESET", 6),
             ("DROP", 5),
-            ("EXPD", 5),
-            ("p50", 7),
+            ("LATE", 5),
             ("p99", 7),
+            ("TMO", 8),
             ("WASTE", 7),
         ]
     };
@@ -182,32 +201,35 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     t.head(buf, area, "CALLER → CALLEE", theme);
     let rows = edge_rows(state);
     let err = theme.severity(Severity::Error);
-    let flag = |n: u64| {
+    let flag = |n: u64, style| {
         (
             if n > 0 { count(n) } else { "·".into() },
-            if n > 0 { err } else { theme.dim() },
+            if n > 0 { style } else { theme.dim() },
         )
     };
     for (i, y, row_style) in t.body(buf, area, state.ui.table_row, rows.len(), theme) {
         let e = &rows[i];
         let name = format!("{} → {}", clean(&e.caller), clean(&e.callee));
         let n = |k| e.findings.get(k);
-        let expired = n(FindingKind::RanAfterExpiry) + n(FindingKind::OrphanedWork);
+        let late = n(FindingKind::RanAfterExpiry) + n(FindingKind::OrphanedWork);
         let mut cells = vec![
             (count(e.calls), theme.text()),
-            flag(n(FindingKind::BudgetReset)),
-            flag(n(FindingKind::BudgetDropped)),
-            flag(expired),
+            flag(n(FindingKind::BudgetReset), err),
+            flag(n(FindingKind::BudgetDropped), err),
+            flag(late, err),
         ];
         if wide {
-            let other = e.findings.total() - broken(e);
-            cells.push((
-                if other > 0 { count(other) } else { "·".into() },
+            cells.push(flag(
+                of_severity(e, Severity::Warning),
                 theme.severity(Severity::Warning),
             ));
+            cells.push((opt_ms(e.latency.p50()), theme.text()));
         }
-        cells.push((opt_ms(e.received.p50()), theme.text()));
-        cells.push((opt_ms(e.received.p99()), theme.text()));
+        cells.push((opt_ms(e.latency.p99()), theme.text()));
+        cells.push(timeout_cell(e, theme));
+        if wide {
+            cells.push((opt_ms(e.received.p50()), theme.text()));
+        }
         cells.push((
             if e.wasted_ms > 0 {
                 ms(e.wasted_ms)
@@ -231,9 +253,10 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let note = fitting_note(
         area.width,
         &[
-            "RESETS forwarded more than remained · DROPS forwarded none · EXPIRED work after the deadline or after the caller gave up · p50/p99 of the budget received",
-            "RESET fwd > left · DROP fwd none · EXPD work for nobody · p50/p99 budget received",
-            "RESET fwd>left · DROP none · EXPD work for nobody · p50/p99 budget received",
+            "RESETS forwarded more than remained · DROPS forwarded none · LATE work after the deadline or after the caller gave up · WARN warnings · LAT the call's duration · TIMEOUT ~ inferred · RCV budget received · WASTED dead work in the callee",
+            "RESETS fwd > left · DROPS fwd none · LATE work for nobody · LAT call duration · TIMEOUT ~ inferred · WASTED dead work",
+            "RESET fwd > left · DROP fwd none · LATE work for nobody · TMO timeout (~ inferred) · WASTE dead work",
+            "RESET fwd>left · DROP none · LATE for nobody · TMO ~inferred",
         ],
     );
     put(

@@ -1,13 +1,18 @@
 //! The waterfall of one chain: one row per hop and call, indented by depth, on a time axis.
 //!
 //! A hop's row shows the budget it received as a dashed bar up to its deadline (`┃`), the queue
-//! wait (`░`) and the work (`█`); work past the deadline is `▓` and red. A call's row shows the
-//! call (`━`) and the budget it forwarded (`┄`); a reset (forwarded more than remained) is red
-//! from what remained (`│`) to what it forwarded, a dropped budget is `✕` at the call. The
-//! original caller's deadline is the dotted column `┊`. Below, the selected row's finding is
-//! explained in words.
+//! wait (`░`) and the work (`█`); work done after everyone above had stopped waiting (the
+//! analysis's dead work) is `▓` and red. A call's row shows the call (`━`) and the budget it
+//! forwarded (`┄`); a `budget_reset` is red from what remained (`│`) to what it forwarded, a
+//! `budget_dropped` is `✕` at the call, a shed `⊘` where it was shed. The original caller's
+//! deadline is the dotted column `┊`. Below, the selected row's finding is explained in words.
+//!
+//! Every mark comes from the analysis (the row's findings, its `late_ms`, the budget helper of
+//! the library): the screen judges nothing itself, so a mark never disagrees with a finding.
 
-use deadline_budget::analysis::{ChainAnalysis, Finding, Outcome, Row, Span, SpanId};
+use deadline_budget::analysis::{
+    BudgetSource, ChainAnalysis, Finding, FindingKind, Outcome, Row, Span, SpanId,
+};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span as TextSpan};
@@ -18,14 +23,6 @@ use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{put, put_right, scroll_offset};
 use crate::app::{ChainView, State};
-
-/// Budget a hop worked to: received, or its own default.
-pub fn hop_budget_ms(span: &Span) -> Option<i64> {
-    span.budget.received_ms.or(span.budget.default_ms)
-}
-
-/// Tolerance of the reset rule, ms (`CONVENTIONS.md` section 3).
-const TOL_MS: i64 = 5;
 
 struct Geometry {
     label_w: u16,
@@ -41,6 +38,18 @@ impl Geometry {
             return 0;
         }
         (at_ms.max(0) as i128 * self.tl_w as i128 / self.horizon_ms as i128) as i64
+    }
+
+    /// The column of a marker at `at_ms`: one that falls exactly on the end of the axis is
+    /// drawn in the last column instead of being cut off.
+    fn mark_col(&self, at_ms: i64) -> Option<u16> {
+        let c = self.col(at_ms);
+        let cells = i64::from(self.tl_w);
+        if at_ms <= self.horizon_ms {
+            Some(c.clamp(0, cells - 1) as u16)
+        } else {
+            None
+        }
     }
 }
 
@@ -61,7 +70,7 @@ fn geometry(chain: &ChainView<'_>, area: Rect) -> Geometry {
         let s = &s;
         let start = chain.summary.offset_ms(s);
         if s.kind.is_hop()
-            && let Some(b) = hop_budget_ms(s)
+            && let Some(b) = s.budget.budget_ms()
         {
             far = far.max(start + b);
         }
@@ -169,7 +178,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let body = area.height.saturating_sub(2 + panel_h) as usize;
     let offset = scroll_offset(state.ui.span_row, rows.len(), body);
     let edge_deadline = chain.rows().find_map(|(_, span)| {
-        let budget = hop_budget_ms(&span).filter(|_| span.kind.is_hop())?;
+        let budget = span.budget.budget_ms().filter(|_| span.kind.is_hop())?;
         Some(chain.summary.offset_ms(&span) + budget)
     });
     for i in offset..rows.len().min(offset + body) {
@@ -179,9 +188,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let y = area.y + 2 + (i - offset) as u16;
         let selected = i == state.ui.span_row;
         let at = ms_of(&chain, &span);
+        let reset = findings_of(&chain, span.span_id).find(|f| f.kind == FindingKind::BudgetReset);
         draw_row(
             row,
             &span,
+            reset,
             at,
             &g,
             buf,
@@ -238,6 +249,7 @@ fn nice_step(horizon_ms: i64, width: u16) -> i64 {
 fn draw_row(
     row: &Row,
     span: &Span,
+    reset: Option<&Finding>,
     (start_ms, end_ms): (i64, i64),
     g: &Geometry,
     buf: &mut Buffer,
@@ -299,12 +311,17 @@ fn draw_row(
     let nx = area.x + g.label_w;
     let late = theme.late().patch(bg(row_style));
     if span.kind.is_hop() {
-        let (text, style) = match (b.source, hop_budget_ms(span)) {
+        let (text, style) = match (b.source, span.budget.budget_ms()) {
             (Some(src), _) if !src.has_budget() => (src.as_str().to_string(), theme.dim()),
-            (Some(deadline_budget::analysis::BudgetSource::Default), Some(v)) => {
-                (format!("own {}", short(v)), theme.text())
+            (Some(BudgetSource::Default), Some(v)) => (format!("own {}", short(v)), theme.text()),
+            (source, Some(v)) => {
+                // The carrier, when it is not our own header (wide screens only).
+                let via = match source.map(carrier_tag) {
+                    Some(tag) if g.nums_w >= 18 && !tag.is_empty() => format!(" {tag}"),
+                    _ => String::new(),
+                };
+                (format!("rcv {}{via}", short(v)), theme.text())
             }
-            (_, Some(v)) => (format!("rcv {}", short(v)), theme.text()),
             (_, None) => ("none".to_string(), theme.dim()),
         };
         let text = match b.queue_wait_ms {
@@ -313,13 +330,19 @@ fn draw_row(
         };
         put_right(buf, nx, y, &text, g.nums_w, style.patch(bg(row_style)));
     } else if span.kind.is_call() {
-        let (text, style) = match (b.forwarded_ms, b.remaining_ms) {
+        let dropped = row.findings.contains(FindingKind::BudgetDropped);
+        let (text, style) = match (reset, b.forwarded_ms) {
             _ if b.outcome == Some(Outcome::Refused) => ("refused".to_string(), theme.dim()),
-            (Some(f), Some(r)) if f > r + TOL_MS => {
-                (format!("fwd {}>{}", short(f), short(r)), late)
-            }
-            (Some(f), _) => (format!("fwd {}", short(f)), theme.text()),
-            (None, Some(_)) => ("fwd ✕ none".to_string(), late),
+            (Some(f), _) => (
+                format!(
+                    "fwd {}>{}",
+                    f.forwarded_ms.map(short).unwrap_or_default(),
+                    f.remaining_ms.map(short).unwrap_or_default()
+                ),
+                late,
+            ),
+            (None, Some(f)) => (format!("fwd {}", short(f)), theme.text()),
+            (None, None) if dropped => ("fwd ✕ none".to_string(), late),
             (None, None) => (String::new(), theme.text()),
         };
         put_right(buf, nx, y, &text, g.nums_w, style.patch(bg(row_style)));
@@ -342,20 +365,14 @@ fn draw_row(
             );
         }
     };
-    if let Some(d) = edge_deadline
-        && g.col(d) < cells
-    {
-        put(
-            buf,
-            g.tl_x + g.col(d) as u16,
-            y,
-            "┊",
-            1,
-            theme.dim().patch(bg(row_style)),
-        );
+    if let Some(x) = edge_deadline.and_then(|d| g.mark_col(d)) {
+        put(buf, g.tl_x + x, y, "┊", 1, theme.dim().patch(bg(row_style)));
     }
+    // The part of the bar done for nobody: the last `late_ms` of it (from the analysis).
+    let late_from = e - i64::from(row.late_ms).min(e - s);
+    let cell_ms = |c: i64| (c as i128 * g.horizon_ms as i128 / (g.tl_w.max(1)) as i128) as i64;
     if span.kind.is_hop() {
-        let budget = hop_budget_ms(span);
+        let budget = span.budget.budget_ms();
         let deadline = budget.map(|v| s + v);
         if let Some(d) = deadline {
             fill(buf, s, d, "╌", theme.budget());
@@ -364,52 +381,52 @@ fn draw_row(
         if q > 0 {
             fill(buf, s, s + q, "░", theme.queue());
         }
-        // Work, cell by cell so the part past the deadline turns red.
+        let shed = if row.findings.contains(FindingKind::ShedExpired) {
+            // Dropped as it left the queue: marked there, and no work drawn.
+            Some(s + q)
+        } else if row.findings.contains(FindingKind::ShedFull) {
+            Some(s)
+        } else {
+            None
+        };
         let a = g.col(s + q).clamp(0, cells);
         let z = g.col(e).clamp(0, cells).max(a + 1).min(cells);
-        for c in a..z {
-            let cell_ms = if g.tl_w == 0 {
-                0
-            } else {
-                (c as i128 * g.horizon_ms as i128 / g.tl_w as i128) as i64
-            };
-            // Past the hop's own deadline, or past the original caller's: either way nobody
-            // is waiting for this work any more.
-            let past = deadline
-                .into_iter()
-                .chain(edge_deadline)
-                .any(|d| cell_ms >= d);
-            let (glyph, style) = if past {
-                ("▓", theme.late())
-            } else {
-                ("█", theme.work())
-            };
-            put(
-                buf,
-                g.tl_x + c as u16,
-                y,
-                glyph,
-                1,
-                style.patch(bg(row_style)),
-            );
+        let mut work_end = a;
+        if shed.is_none() {
+            // Work, cell by cell so the part done for nobody turns red.
+            for c in a..z {
+                let (glyph, style) = if row.late_ms > 0 && cell_ms(c + 1) > late_from {
+                    ("▓", theme.late())
+                } else {
+                    ("█", theme.work())
+                };
+                put(
+                    buf,
+                    g.tl_x + c as u16,
+                    y,
+                    glyph,
+                    1,
+                    style.patch(bg(row_style)),
+                );
+            }
+            work_end = z;
         }
-        if let Some(d) = deadline
-            && g.col(d) < cells
-            && g.col(d) >= z
+        if let Some(x) = deadline.and_then(|d| g.mark_col(d))
+            && i64::from(x) >= work_end
         {
             put(
                 buf,
-                g.tl_x + g.col(d) as u16,
+                g.tl_x + x,
                 y,
                 "┃",
                 1,
                 theme.budget().patch(bg(row_style)),
             );
         }
-        if matches!(b.outcome, Some(Outcome::ShedFull | Outcome::ShedExpired)) {
+        if let Some(at) = shed {
             put(
                 buf,
-                g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
+                g.tl_x + g.col(at).clamp(0, cells - 1) as u16,
                 y,
                 "⊘",
                 1,
@@ -418,29 +435,30 @@ fn draw_row(
         }
     } else if span.kind.is_call() {
         if let Some(f) = b.forwarded_ms {
-            let r = b.remaining_ms.unwrap_or(f);
-            if f > r + TOL_MS {
-                fill(buf, e, s + r, "┄", theme.budget());
-                fill(buf, (s + r).max(e), s + f, "┄", theme.late());
-                if g.col(s + r) < cells {
-                    put(
-                        buf,
-                        g.tl_x + g.col(s + r) as u16,
-                        y,
-                        "│",
-                        1,
-                        theme.queue().patch(bg(row_style)),
-                    );
+            match reset.and_then(|r| r.remaining_ms) {
+                Some(r) => {
+                    fill(buf, e, s + r, "┄", theme.budget());
+                    fill(buf, (s + r).max(e), s + f, "┄", theme.late());
+                    if g.col(s + r) < cells {
+                        put(
+                            buf,
+                            g.tl_x + g.col(s + r) as u16,
+                            y,
+                            "│",
+                            1,
+                            theme.queue().patch(bg(row_style)),
+                        );
+                    }
                 }
-            } else if s + f > e {
-                fill(buf, e, s + f, "┄", theme.budget());
+                None if s + f > e => fill(buf, e, s + f, "┄", theme.budget()),
+                None => {}
             }
         }
         fill(buf, s, e, "━", theme.call());
-        if b.forwarded_ms.is_none()
-            && b.remaining_ms.is_some()
-            && b.outcome != Some(Outcome::Refused)
-        {
+        if row.late_ms > 0 {
+            fill(buf, late_from, e, "━", theme.late());
+        }
+        if row.findings.contains(FindingKind::BudgetDropped) {
             put(
                 buf,
                 g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
@@ -462,6 +480,24 @@ fn draw_row(
         }
     } else {
         fill(buf, s, e, "─", theme.dim());
+        if row.late_ms > 0 {
+            fill(buf, late_from, e, "─", theme.late());
+        }
+    }
+}
+
+/// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
+pub fn carrier_tag(source: BudgetSource) -> &'static str {
+    match source {
+        BudgetSource::GrpcTimeout => "grpc",
+        BudgetSource::ConnectTimeoutMs => "conn",
+        BudgetSource::XRequestDeadline => "abs",
+        BudgetSource::XEnvoyExpectedRqTimeoutMs => "envoy",
+        BudgetSource::Header(_) => "hdr",
+        BudgetSource::XBudgetMs
+        | BudgetSource::Default
+        | BudgetSource::Invalid
+        | BudgetSource::None => "",
     }
 }
 

@@ -54,7 +54,9 @@ impl ChainBuilder {
         }
     }
 
-    fn span(
+    /// A span with no budget attributes (as stock instrumentation writes it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn span(
         &mut self,
         id: u64,
         parent: Option<u64>,
@@ -174,17 +176,23 @@ pub fn fixture_spans() -> Vec<Span> {
 
     // 3. pay: the payment hop waits in its queue past its budget, then works anyway
     //    (queue pressure, ran after expiry).
+    //    The user got a 504.
     let mut c = ChainBuilder::new(3, 4000);
-    c.edge(1, "gateway", "POST /pay", 0, 900, 500);
+    let g = c.edge(1, "gateway", "POST /pay", 0, 900, 500);
+    g.budget.outcome = Some(Outcome::DeadlineExceeded);
+    g.budget.http_status = Some(504);
     c.call(2, 1, "gateway", "POST payments", 5, 505, 495, Some(490));
     let h = c.hop(3, Some(2), "payments", "POST /charge", 8, 800, Some(490));
     h.budget.queue_wait_ms = Some(520);
     h.budget.remaining_at_start_ms = Some(-30);
     all.extend(c.spans);
 
-    // 4. shed: one queue sheds an expired item, another is full (the right behaviour).
+    // 4. shed: one queue sheds an expired item, another is full (the right behaviour); the
+    //    user is told 503.
     let mut c = ChainBuilder::new(4, 6000);
-    c.edge(1, "gateway", "GET /report", 0, 300, 250);
+    let g = c.edge(1, "gateway", "GET /report", 0, 300, 250);
+    g.budget.outcome = Some(Outcome::ShedFull);
+    g.budget.http_status = Some(503);
     c.call(2, 1, "gateway", "GET reports", 5, 260, 245, Some(240));
     let h = c.hop(3, Some(2), "reports", "GET /report", 7, 255, Some(240));
     h.budget.queue_wait_ms = Some(248);
@@ -237,6 +245,47 @@ pub fn fixture_spans() -> Vec<Span> {
         0,
         50,
         Some(100),
+    );
+    all.extend(c.spans);
+
+    // 9. layered fixed timeouts: the proxy gives the app 1000 ms; the app spends 940 ms in its
+    //    database, then calls payments with an 800 ms timeout (timeout inverted), and goes on
+    //    after the proxy has answered 504 (orphaned work).
+    let mut c = ChainBuilder::new(9, 16_000);
+    let p = c.span(1, None, "proxy", "POST /order", SpanKind::Server, 0, 1010);
+    p.budget.http_status = Some(504);
+    let to_app = c.span(2, Some(1), "proxy", "POST app", SpanKind::Client, 5, 1005);
+    to_app.budget.timeout_ms = Some(1000);
+    to_app.status = SpanStatus::Error;
+    c.span(3, Some(2), "app", "POST /order", SpanKind::Server, 6, 1753);
+    c.span(
+        4,
+        Some(3),
+        "app",
+        "SELECT orders",
+        SpanKind::Client,
+        10,
+        950,
+    );
+    let out = c.span(
+        5,
+        Some(3),
+        "app",
+        "POST payments",
+        SpanKind::Client,
+        952,
+        1752,
+    );
+    out.budget.timeout_ms = Some(800);
+    out.status = SpanStatus::Error;
+    c.span(
+        6,
+        Some(5),
+        "payments",
+        "POST /pay",
+        SpanKind::Server,
+        953,
+        1760,
     );
     all.extend(c.spans);
 
