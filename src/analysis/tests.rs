@@ -1057,10 +1057,35 @@ mod properties {
             // they replace) and the compaction that follows must all be invisible.
             let mut chain = Chain::new(trace());
             let mut expected: Vec<Span> = Vec::new();
+            // The copy a chain keeps of a span id (Inserted::Conflicting): the one that ends
+            // later, then the one with more facts, then the greater by its contents.
+            let rank = |s: &Span| {
+                let b = &s.budget;
+                let facts = [
+                    b.received_ms, b.default_ms, b.queue_wait_ms, b.remaining_at_start_ms,
+                    b.remaining_ms, b.forwarded_ms, b.timeout_ms, b.sla_ms, b.attempt,
+                    b.deadline_unix_ms, b.http_status, b.rpc_status,
+                ]
+                .iter()
+                .flatten()
+                .count()
+                    + usize::from(b.source.is_some())
+                    + usize::from(b.outcome.is_some())
+                    + usize::from(b.error_type.is_some());
+                (s.end_unix_nano, facts)
+            };
             for s in spans {
                 chain.insert(s.clone());
                 match expected.iter_mut().find(|e| e.span_id == s.span_id) {
-                    Some(e) => *e = s,
+                    Some(e) => {
+                        let new_wins = match rank(&s).cmp(&rank(e)) {
+                            std::cmp::Ordering::Equal => format!("{s:?}") > format!("{e:?}"),
+                            order => order == std::cmp::Ordering::Greater,
+                        };
+                        if new_wins {
+                            *e = s;
+                        }
+                    }
                     None => expected.push(s),
                 }
             }
