@@ -126,6 +126,7 @@ fn facts(u: &mut Unstructured) -> Result<BudgetFacts> {
         } else {
             None
         },
+        exception_event: u.arbitrary()?,
     })
 }
 
