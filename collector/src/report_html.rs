@@ -16,7 +16,7 @@
 //!
 //! The page stays small whatever the input: it draws at most [`CHAINS_PER_KIND`] chains per
 //! finding kind, [`ROWS_PER_CHAIN`] rows per chain and [`ATTRIBUTE_BYTES_PER_SPAN`] of
-//! attributes per span, stops drawing once the waterfalls take [`WATERFALL_BYTES`], and lists
+//! attributes per span, stops drawing once the chains take [`CHAIN_BYTES`], and lists
 //! at most [`TABLE_ROWS`] edges and services. The page says so where it applies.
 
 use std::fmt::{self, Display, Write as _};
@@ -42,12 +42,18 @@ pub const CHAINS_PER_KIND: usize = 3;
 pub const ROWS_PER_CHAIN: usize = 40;
 /// Bytes of attributes shown for one span, escaped.
 pub const ATTRIBUTE_BYTES_PER_SPAN: usize = 2048;
-/// Once the drawn waterfalls take this many bytes, further chains are listed, not drawn.
-pub const WATERFALL_BYTES: usize = 1_200_000;
+/// Once the chains on the page (their summaries, findings and waterfalls) take this many bytes,
+/// the rest are named, not drawn. With the fixed parts and the two tables at their caps, the
+/// page stays under 2 MB whatever spans it shows.
+pub const CHAIN_BYTES: usize = 1_000_000;
 /// Rows of the edges table and of the services table.
 pub const TABLE_ROWS: usize = 200;
-/// Findings listed under one drawn chain.
+/// Findings listed under one chain.
 pub const FINDINGS_PER_CHAIN: usize = 12;
+/// Findings explained in one row's detail.
+const FINDINGS_PER_ROW: usize = 4;
+/// Characters of a service name in the tables (a span's strings elsewhere keep 200).
+const TABLE_NAME_CHARS: usize = 80;
 
 /// Width of a waterfall's timeline, in CSS pixels.
 const TIMELINE_PX: f64 = 600.0;
@@ -106,7 +112,8 @@ pub fn render(
         out: String::with_capacity(256 * 1024),
         store,
         drawn: HashMap::new(),
-        waterfall_bytes: 0,
+        chain_bytes: 0,
+        article_start: 0,
     };
     page.head(report, fail_on);
     page.gate(report, fail_on);
@@ -125,8 +132,10 @@ struct Page<'a> {
     store: &'a Store,
     /// Chains drawn so far, with the kind they were drawn under.
     drawn: HashMap<TraceId, FindingKind>,
-    /// Bytes the drawn waterfalls take.
-    waterfall_bytes: usize,
+    /// Bytes the chains written before the current one take.
+    chain_bytes: usize,
+    /// Where the chain being written starts in `out`.
+    article_start: usize,
 }
 
 /// Text for the page: escaped for an element or a quoted attribute.
@@ -159,6 +168,19 @@ impl Display for SpanText<'_> {
     }
 }
 
+/// A service name for a table: cleaned, cut shorter than elsewhere, escaped.
+struct TableName<'a>(&'a str);
+
+impl Display for TableName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let clean = clean(self.0);
+        match clean.char_indices().nth(TABLE_NAME_CHARS) {
+            Some((cut, _)) => write!(f, "{}…", Esc(&clean[..cut])),
+            None => Esc(&clean).fmt(f),
+        }
+    }
+}
+
 /// A count with thousands separators: `12,345`.
 fn count(n: u64) -> String {
     let digits = n.to_string();
@@ -172,10 +194,15 @@ fn count(n: u64) -> String {
     out
 }
 
+/// A signed number with thousands separators: `-1,254`.
+fn grouped(v: i64) -> String {
+    let sign = if v < 0 { "-" } else { "" };
+    format!("{sign}{}", count(v.unsigned_abs()))
+}
+
 /// Milliseconds with separators: `1,254 ms`, `-40 ms`.
 fn ms(v: i64) -> String {
-    let sign = if v < 0 { "-" } else { "" };
-    format!("{sign}{} ms", count(v.unsigned_abs()))
+    format!("{} ms", grouped(v))
 }
 
 /// Milliseconds as the screen's axis shows them: `850ms`, `12.5s`, `3m20s`.
@@ -325,7 +352,11 @@ impl Page<'_> {
             &mut self.out,
             "wasted",
             "work done for nobody",
-            format!(r#"<span id="s-wasted-ms">{}</span> ms"#, s.wasted_ms),
+            format!(
+                r#"<span id="s-wasted-ms" data-v="{}">{}</span> ms"#,
+                s.wasted_ms,
+                grouped(s.wasted_ms)
+            ),
         );
         let outcomes: Vec<String> = ChainOutcome::ALL
             .into_iter()
@@ -461,9 +492,9 @@ impl Page<'_> {
             .push_str("<section id=\"findings\">\n<h2>Findings by kind</h2>\n");
         let _ = writeln!(
             self.out,
-            r#"<p class="caps" id="caps">For each kind, the {CHAINS_PER_KIND} worst chains are drawn: the most work for nobody first (the finding's wasted ms), then chains whose user got no answer, then the chain's wasted ms, then the most findings of the kind. A chain shows at most {ROWS_PER_CHAIN} rows (those with findings or work for nobody first, with the rows above them) and at most {} KiB of attributes per span; once the drawings take {} KB, further chains are listed, not drawn. The edges and services tables show at most {TABLE_ROWS} rows each.</p>"#,
+            r#"<p class="caps" id="caps">For each kind, the {CHAINS_PER_KIND} worst chains are drawn: the most work for nobody first (the finding's wasted ms), then chains whose user got no answer, then the chain's wasted ms, then the most findings of the kind. A chain shows at most {ROWS_PER_CHAIN} rows (those with findings or work for nobody first, with the rows above them) and at most {} KiB of attributes per span; once the chains on the page take {} KB, the rest are named, not drawn. The edges and services tables show at most {TABLE_ROWS} rows each.</p>"#,
             ATTRIBUTE_BYTES_PER_SPAN / 1024,
-            WATERFALL_BYTES / 1000,
+            CHAIN_BYTES / 1000,
         );
         let per_kind = rank(self.store, report);
         if report.findings.is_empty() {
@@ -523,6 +554,15 @@ impl Page<'_> {
         else {
             return;
         };
+        if self.chain_bytes >= CHAIN_BYTES {
+            let _ = writeln!(
+                self.out,
+                r#"<p class="cut">Chain <code>{trace}</code>: not drawn, the chains on this page already take {} KB (the cap).</p>"#,
+                CHAIN_BYTES / 1000
+            );
+            return;
+        }
+        self.article_start = self.out.len();
         let s = &analysis.summary;
         let _ = write!(
             self.out,
@@ -549,14 +589,19 @@ impl Page<'_> {
         );
         if !findings.is_empty() {
             self.out.push_str("<ul class=\"chain-findings\">\n");
+            let mut listed = 0;
             for f in findings.iter().take(FINDINGS_PER_CHAIN) {
+                if self.over_cap() {
+                    break;
+                }
                 self.finding_item(f);
+                listed += 1;
             }
-            if findings.len() > FINDINGS_PER_CHAIN {
+            if findings.len() > listed {
                 let _ = writeln!(
                     self.out,
                     "<li>and {} more of this kind in this chain</li>",
-                    count((findings.len() - FINDINGS_PER_CHAIN) as u64)
+                    count((findings.len() - listed) as u64)
                 );
             }
             self.out.push_str("</ul>\n");
@@ -566,21 +611,19 @@ impl Page<'_> {
                 self.out,
                 r##"<p class="again">Its waterfall is drawn above, under <a href="#t-{trace}-{first}">{first}</a>.</p>"##
             );
-        } else if self.waterfall_bytes >= WATERFALL_BYTES {
-            let _ = writeln!(
-                self.out,
-                r#"<p class="cut">Not drawn: the waterfalls on this page already take {} KB (the cap).</p>"#,
-                WATERFALL_BYTES / 1000
-            );
         } else {
-            let before = self.out.len();
             self.waterfall(&analysis, chain, kind);
-            self.waterfall_bytes += self.out.len() - before;
             if let Some(k) = kind {
                 self.drawn.insert(trace, k);
             }
         }
         self.out.push_str("</article>\n");
+        self.chain_bytes += self.out.len() - self.article_start;
+    }
+
+    /// Whether the chains, with the one being written, have reached [`CHAIN_BYTES`].
+    fn over_cap(&self) -> bool {
+        self.chain_bytes + (self.out.len() - self.article_start) >= CHAIN_BYTES
     }
 
     fn finding_item(&mut self, f: &Finding) {
@@ -621,23 +664,33 @@ impl Page<'_> {
         self.out.push_str("</svg></div>\n");
         let rows = chosen_rows(a, kind, ROWS_PER_CHAIN);
         let mut next = 0usize;
+        let mut drawn = 0usize;
         for &i in &rows {
+            if self.over_cap() {
+                break;
+            }
             if i > next {
                 gap(&mut self.out, i - next);
             }
             next = i + 1;
             if let (Some(row), Some(Some(span))) = (a.rows.get(i), spans.get(i)) {
                 self.row(a, row, span, &g, edge_deadline);
+                drawn += 1;
             }
         }
         if a.rows.len() > next {
             gap(&mut self.out, a.rows.len() - next);
         }
-        if rows.len() < a.rows.len() {
+        if drawn < a.rows.len() {
+            let why = if drawn < rows.len() {
+                format!("the page's {} KB for chains is used up", CHAIN_BYTES / 1000)
+            } else {
+                format!("at most {ROWS_PER_CHAIN} a chain")
+            };
             let _ = writeln!(
                 self.out,
-                r#"<p class="cut">{} of {} rows drawn (at most {ROWS_PER_CHAIN} a chain).</p>"#,
-                count(rows.len() as u64),
+                r#"<p class="cut">{} of {} rows drawn ({why}).</p>"#,
+                count(drawn as u64),
                 count(a.rows.len() as u64)
             );
         }
@@ -764,7 +817,7 @@ impl Page<'_> {
             self.out
                 .push_str("<tr class=\"sub\"><th colspan=\"2\">findings</th></tr>\n");
         }
-        for f in on_row.iter().take(FINDINGS_PER_CHAIN) {
+        for f in on_row.iter().take(FINDINGS_PER_ROW) {
             let _ = writeln!(
                 self.out,
                 r#"<tr class="sev-{sev}"><th>{glyph} {kind}</th><td>{message}<br><small>{meaning}</small></td></tr>"#,
@@ -810,8 +863,8 @@ impl Page<'_> {
             let _ = write!(
                 self.out,
                 "<tr><td class=\"t\">{} → {}</td>",
-                SpanText(&e.caller),
-                SpanText(&e.callee)
+                TableName(&e.caller),
+                TableName(&e.callee)
             );
             for (v, flagged) in [
                 (e.calls, false),
@@ -959,7 +1012,7 @@ fn service_row(out: &mut String, name: &Arc<str>, s: &ServiceStats) {
     let _ = write!(
         out,
         "<tr><td class=\"t\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{lambda:.3}\">{lambda:.1}</td><td data-v=\"{w:.1}\">{} ms</td><td data-v=\"{l:.3}\">{l:.1}</td>",
-        SpanText(name),
+        TableName(name),
         s.hops,
         count(s.hops),
         w.round() as i64,
@@ -1057,8 +1110,8 @@ fn rank(store: &Store, report: &Report) -> Vec<(FindingKind, Vec<Ranked>)> {
 }
 
 /// The rows of a chain to draw, in order: all of them when they fit; otherwise rows with
-/// findings of `kind`, then other rows with findings or work for nobody (each with the rows
-/// above it, so it is drawn in its context), then the first rows, up to `cap`.
+/// findings of `kind`, then other rows with findings or work for nobody, each with as many of
+/// the rows above it as fit (so it is drawn in its context), then the first rows, up to `cap`.
 fn chosen_rows(a: &ChainAnalysis, kind: Option<FindingKind>, cap: usize) -> Vec<usize> {
     let n = a.rows.len();
     if n <= cap {
@@ -1066,7 +1119,6 @@ fn chosen_rows(a: &ChainAnalysis, kind: Option<FindingKind>, cap: usize) -> Vec<
     }
     let mut keep = vec![false; n];
     let mut kept = 0usize;
-    let mut path: Vec<usize> = Vec::with_capacity(cap);
     let passes: [&dyn Fn(&Row) -> bool; 2] = [
         &|r: &Row| kind.is_some_and(|k| r.findings.contains(k)),
         &|r: &Row| !r.findings.is_empty() || r.late_ms > 0 || r.dead_ms > 0,
@@ -1079,23 +1131,17 @@ fn chosen_rows(a: &ChainAnalysis, kind: Option<FindingKind>, cap: usize) -> Vec<
             if keep[i] || !wanted(&a.rows[i]) {
                 continue;
             }
-            // The row and its ancestors not kept yet; give up on it when they do not fit.
-            path.clear();
+            // The row, then the rows above it, nearest first; each step keeps one more row, so
+            // the walk ends within the cap.
             let mut at = Some(i);
             while let Some(j) = at {
-                if keep[j] || path.len() > cap - kept {
+                if keep[j] || kept >= cap {
                     break;
                 }
-                path.push(j);
+                keep[j] = true;
+                kept += 1;
                 at = a.rows[j].parent_row.map(|p| p as usize).filter(|&p| p < n);
             }
-            if at.is_some_and(|j| !keep[j]) || kept + path.len() > cap {
-                continue;
-            }
-            for &j in &path {
-                keep[j] = true;
-            }
-            kept += path.len();
         }
     }
     for k in keep.iter_mut() {
@@ -1244,10 +1290,15 @@ impl Geometry {
                 break;
             }
             let x = self.x(t);
+            // A label near the end of the axis ends at its tick instead of running off.
+            let (tx, anchor) = if x > TIMELINE_PX - 40.0 {
+                (x - 2.0, " text-anchor=\"end\"")
+            } else {
+                (x + 2.0, "")
+            };
             let _ = write!(
                 out,
-                r#"<line x1="{x:.1}" x2="{x:.1}" y1="12" y2="{ROW_PX}"/><text x="{tx:.1}" y="10">{label}</text>"#,
-                tx = x + 2.0,
+                r#"<line x1="{x:.1}" x2="{x:.1}" y1="12" y2="{ROW_PX}"/><text x="{tx:.1}" y="10"{anchor}>{label}</text>"#,
                 label = short_ms(t),
             );
             t = t.saturating_add(step);
@@ -1605,6 +1656,75 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(digest)
         );
         assert_eq!(SORT_SCRIPT_HASH, expected);
+    }
+
+    /// A chain `depth` hops deep (a call between each two), every budget honoured except the
+    /// last call's, which forwards 3000 ms with 100 ms left.
+    fn deep_chain(depth: u64) -> ChainAnalysis {
+        use deadline_budget::analysis::{BudgetFacts, SpanId, SpanStatus};
+        let trace = TraceId([7; 16]);
+        let mut chain = Chain::new(trace);
+        let ms = 1_000_000u64;
+        let t0 = 1_764_374_400_000 * ms;
+        // Hops at even positions, the calls between them at odd ones; a hop last.
+        let n = depth * 2 - 1;
+        for i in 0..n {
+            let hop = i % 2 == 0;
+            let mut budget = BudgetFacts::default();
+            if hop {
+                budget.source = Some(BudgetSource::XBudgetMs);
+                budget.received_ms = Some(match i {
+                    0 => 10_000,
+                    _ if i + 1 == n => 3000,
+                    _ => 4000,
+                });
+            } else {
+                let last = i + 2 == n;
+                budget.remaining_ms = Some(if last { 100 } else { 4000 });
+                budget.forwarded_ms = Some(if last { 3000 } else { 4000 });
+            }
+            chain.insert(Span {
+                trace_id: trace,
+                span_id: SpanId((i + 1).to_be_bytes()),
+                parent_span_id: (i > 0).then(|| SpanId(i.to_be_bytes())),
+                service: Arc::from(format!("s{}", i / 2)),
+                name: Arc::from("work"),
+                kind: if hop {
+                    SpanKind::Server
+                } else {
+                    SpanKind::Client
+                },
+                start_unix_nano: t0 + i * ms,
+                end_unix_nano: t0 + (1000 - i) * ms,
+                status: SpanStatus::Unset,
+                budget,
+            });
+        }
+        chain.analyse(&deadline_budget::analysis::Options::default())
+    }
+
+    #[test]
+    fn a_finding_deep_in_a_huge_chain_is_drawn_with_the_rows_above_it() {
+        let a = deep_chain(60);
+        let reset = a
+            .rows
+            .iter()
+            .position(|r| r.findings.contains(FindingKind::BudgetReset))
+            .expect("the last call is a reset");
+        assert!(reset > ROWS_PER_CHAIN, "{reset}");
+        let rows = chosen_rows(&a, Some(FindingKind::BudgetReset), ROWS_PER_CHAIN);
+        assert_eq!(rows.len(), ROWS_PER_CHAIN);
+        assert!(rows.contains(&reset), "{rows:?}");
+        // Its parent (the hop that made the call) is drawn too.
+        let parent = a.rows[reset].parent_row.expect("a call has a hop above it") as usize;
+        assert!(rows.contains(&parent), "{rows:?}");
+        assert!(rows.windows(2).all(|w| w[0] < w[1]), "in order: {rows:?}");
+        // A chain that fits is drawn whole.
+        let small = deep_chain(5);
+        assert_eq!(
+            chosen_rows(&small, None, ROWS_PER_CHAIN),
+            (0..small.rows.len()).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod check_listen;
 mod collector_file;
 mod e2e_otlp;
 mod export;
+mod html_report;
 mod ingest_hostile;
 mod instrumenting_guide;
 mod loadbalancing;
