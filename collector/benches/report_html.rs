@@ -37,7 +37,7 @@ fn chain(t: u64) -> Vec<Span> {
     let mut id = [0u8; 16];
     id[8..].copy_from_slice(&t.to_be_bytes());
     let trace = TraceId(id);
-    let reset = t % 4 == 0;
+    let reset = t.is_multiple_of(4);
     let shed = t % 10 == 1;
     let callee = ["orders", "payments", "search", "accounts"][(t % 4) as usize];
     let span = |n: u64, parent: u64, service: &str, name: &str, kind, start: u64, end: u64| Span {

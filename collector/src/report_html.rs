@@ -395,9 +395,9 @@ impl Page<'_> {
                 "received",
                 "received",
                 format!(
-                    "{} spans in {} requests",
-                    count(i.spans_accepted),
-                    count(i.requests_accepted)
+                    "{} in {}",
+                    plural(i.spans_accepted, "span"),
+                    plural(i.requests_accepted, "request")
                 ),
             );
             item(

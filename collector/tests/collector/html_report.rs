@@ -504,3 +504,35 @@ fn a_page_without_findings_says_so_and_still_draws_a_chain() {
     assert!(page.contains("The longest chain, as an example"));
     assert_eq!(page.matches("<details class=\"row\"").count(), 5);
 }
+
+#[test]
+fn a_listening_check_writes_the_page_with_what_it_received() {
+    use prost::Message as _;
+    let dir = scratch("html_report/listening");
+    let page = dir.join("listening.html");
+    let check =
+        crate::support::listen(&["check", "--idle", "1s", "--html", page.to_str().unwrap()]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("http://{}/v1/traces", check.http))
+            .header("content-type", "application/x-protobuf")
+            .body(crate::support::reset_chain(1).encode_to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    });
+    let finished = check.wait(Duration::from_secs(30));
+    assert_eq!(finished.code, Some(1), "{finished:?}");
+    let html = std::fs::read_to_string(&page).expect("the page was written");
+    // The receivers' counts, the reset drawn, and the spans' attributes as they came.
+    assert_eq!(text_of(&html, "s-received"), "5 spans in 1 request");
+    assert!(html.contains("id=\"k-budget_reset\""));
+    assert!(html.contains("<svg class=\"bar\""));
+    assert!(html.contains("attributes, as received"));
+    assert!(html.contains(&format!("<th>{}</th><td>3000</td>", k::FORWARDED_MS)));
+}
