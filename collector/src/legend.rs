@@ -97,7 +97,7 @@ pub const MARKS: [Mark; 10] = [
     Mark {
         glyph: "▓",
         role: MarkRole::Late,
-        text: "work past the deadline: done for a caller who had given up",
+        text: "dead work: done after everyone above had stopped waiting",
     },
     Mark {
         glyph: "━",

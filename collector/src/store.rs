@@ -420,11 +420,16 @@ impl Store {
     /// The whole report over every chain held: analyses what is dirty first. Findings are in
     /// trace order, then as the analysis ordered them within a chain.
     pub fn report(&mut self) -> Report {
-        self.analyse_dirty();
         // Timeouts inferred over every chain, then every chain judged with them: the same
-        // answer as `Report::from_spans`.
-        if self.refresh_timeouts() {
+        // answer as `Report::from_spans`. (A pass that changes the inferred timeouts marks every
+        // chain for another; they settle at once, since a timeout comes from unanswered calls,
+        // which no inferred timeout changes.)
+        for _ in 0..3 {
             self.analyse_dirty();
+            self.refresh_timeouts();
+            if !self.has_dirty() {
+                break;
+            }
         }
         let mut ids: Vec<TraceId> = self.chains.keys().copied().collect();
         ids.sort_unstable();

@@ -236,6 +236,44 @@ async fn demo_fixed_timeout_is_budget_reset_at_bff() {
         assert_eq!(reset["service"], "bff");
         assert_eq!(reset["forwarded_ms"], 1500, "a fixed 3 s at half scale");
     }
+    // The user's point of view: each reset names the work below it done for nobody (orders'
+    // and inventory's dead work, about 1,200 ms at full scale), that is all the chain wasted,
+    // and the edge into inventory counts inventory's share.
+    let resets = run.of_kind("budget_reset");
+    let mut total = 0;
+    for reset in &resets {
+        let wasted = reset["wasted_ms"].as_i64().unwrap_or(0);
+        assert!((400..=900).contains(&wasted), "{reset}");
+        let message = reset["message"].as_str().unwrap();
+        assert!(
+            message.contains("of work below it for nobody: orders"),
+            "{message}"
+        );
+        assert!(message.contains("inventory"), "{message}");
+        total += wasted;
+    }
+    let summary = &run.report["summary"];
+    assert_eq!(summary["wasted_ms"], total, "{summary}");
+    let edge = |caller: &str, callee: &str| {
+        run.report["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["caller"] == caller && e["callee"] == callee)
+            .unwrap_or_else(|| panic!("no edge {caller} -> {callee}: {}", run.report))
+            .clone()
+    };
+    let into_orders = edge("bff", "orders")["wasted_ms"].as_i64().unwrap();
+    let into_inventory = edge("orders", "inventory")["wasted_ms"].as_i64().unwrap();
+    assert!(into_inventory > 0, "{}", run.report);
+    assert_eq!(into_orders + into_inventory, total);
+    // Every request ended in a 504 for its user, and the report says so.
+    assert_eq!(
+        summary["outcomes"]["deadline_exceeded"], run.counts.timed_out,
+        "{summary} {:?}",
+        run.counts
+    );
+    assert_eq!(summary["outcomes"]["ok"], 0, "{summary}");
     for orphan in run.of_kind("orphaned_work") {
         assert_eq!(orphan["service"], "orders", "{orphan}");
     }

@@ -983,3 +983,33 @@ fn export_writes_the_selected_chain_as_one_otlp_json_line() {
     assert_eq!(empty.export_selected(&path), "no chain selected to export");
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
 }
+
+/// One truth on every screen: the chain list's wasted ms, the services' dead work and the
+/// edges' waste are the same milliseconds (a root hop's own dead work has no edge into it).
+#[test]
+fn the_list_the_services_and_the_edges_count_the_same_waste() {
+    let mut state = fixture_state(false);
+    key(&mut state, KeyCode::BackTab);
+    state.settle();
+    let mut chains = 0;
+    let mut roots = 0;
+    for id in &state.data.visible {
+        let view = state.data.chain_view(id).unwrap();
+        chains += view.summary.wasted_ms;
+        roots += view
+            .rows()
+            .filter(|(row, span)| row.parent_row.is_none() && span.kind.is_hop())
+            .map(|(row, _)| i64::from(row.dead_ms))
+            .sum::<i64>();
+    }
+    let services: i64 = state.data.services.iter().map(|(_, s)| s.wasted_ms).sum();
+    let edges: i64 = state.data.store.edges().iter().map(|e| e.wasted_ms).sum();
+    assert!(chains > 0);
+    assert_eq!(services, chains);
+    assert_eq!(state.data.store.wasted_ms(), chains);
+    assert_eq!(edges, chains - roots);
+    assert!(
+        roots > 0,
+        "the cart chain's root ran past the budget it was given"
+    );
+}

@@ -317,6 +317,50 @@ fn the_real_demo_shows_a_finding_and_the_lesson_then_q_gives_the_shell_back() {
     }
 }
 
+/// The user's point of view on the real screen: in fixed-timeout every request ends in a 504
+/// for its user, so no chain row ever reads `ok` (in flight or answered), and Services counts
+/// inventory's work for nobody although inventory itself did nothing wrong.
+#[test]
+fn the_real_demo_never_calls_a_failed_chain_ok_and_counts_dead_work_at_every_depth() {
+    if no_tmux() {
+        return;
+    }
+    let cmd = format!(
+        "{} demo --scenario fixed-timeout --time-scale 0.5; sleep 60",
+        env!("CARGO_BIN_EXE_budget-top")
+    );
+    let session = Session::start("outcome", 120, 40, &cmd);
+    let is_row = |line: &str| {
+        let t = line.trim_start_matches(['▶', ' ']);
+        t.len() > 8 && t.as_bytes()[2] == b':' && t.as_bytes()[5] == b':'
+    };
+    let pane = session.wait_until("three chain rows that ended in a 504", |pane| {
+        pane.lines()
+            .filter(|l| is_row(l) && l.contains(" 504 "))
+            .count()
+            >= 3
+    });
+    for line in pane.lines().filter(|l| is_row(l)) {
+        assert!(
+            line.contains(" 504 ") || line.contains(" in flight ") || line.contains(" cancelled "),
+            "a chain of fixed-timeout that reads as fine:\n{line}\n{pane}"
+        );
+        assert!(!line.contains(" ok "), "{line}\n{pane}");
+    }
+    // Services: inventory's dead work share, though no finding is inventory's own.
+    session.keys("BTab");
+    let pane = session.wait_until("inventory's dead work above 30 %", |pane| {
+        pane.lines()
+            .find(|l| l.trim_start_matches(['▶', ' ']).starts_with("inventory"))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_suffix('%').and_then(|n| n.parse::<u32>().ok()))
+            })
+            .is_some_and(|share| share > 30)
+    });
+    assert!(pane.contains("DEAD WORK"), "{pane}");
+}
+
 /// SIGTERM (a supervisor, `kill`) also gives the terminal back: cooked mode, main screen.
 #[test]
 fn sigterm_restores_the_terminal() {

@@ -45,6 +45,9 @@
 //! - `budget_reset` on a hop compares what it received with the nearest forwarded budget above
 //!   it, passing through hops that record no budget at all (a proxy such as Envoy between two
 //!   services): the reset is found where it shows, on the hop that received too much.
+//! - A root hop whose status says it answered, while one of its own CLIENT calls was still open
+//!   past its end, did not answer: its caller hung up (Node.js's http instrumentation ends the
+//!   SERVER span then, with status 200). The chain's outcome is `cancelled`.
 //! - `timeout_inverted` is not reported on a call that is itself a `budget_reset` (what it
 //!   forwarded is its timeout: the reset says it), nor on a PRODUCER (a producer does not wait).
 //! - `clock_skew` for absolute deadlines, two views, reported once per hop: `deadline_unix_ms`
@@ -373,6 +376,26 @@ impl Timing {
 }
 
 impl Timing {
+    /// Whether hop `h`'s span ended while one of its own CLIENT calls was still open (past the
+    /// tolerance): a request/response hop does not answer before its call returns, unless its
+    /// caller hung up.
+    fn hung_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+        let end = ns(spans[h].end_unix_nano).saturating_add(opts.tolerance_ms * MS);
+        (0..spans.len()).any(|c| {
+            self.hop_of[c] == h as u32
+                && spans[c].kind == SpanKind::Client
+                && !self.absurd[c]
+                && ns(spans[c].end_unix_nano) > end
+        })
+    }
+
+    /// Whether hop `h`'s span ended past its give-up time (beyond the tolerance): it answered
+    /// after everyone above had stopped waiting.
+    fn answered_after_give_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+        ns(spans[h].end_unix_nano)
+            > self.give_up[h].saturating_add(opts.tolerance_ms.saturating_mul(MS))
+    }
+
     /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead
     /// work: what a waterfall paints as work for nobody.
     fn late(&self, spans: &[Span], i: usize) -> u32 {
@@ -443,11 +466,15 @@ impl Walk<'_> {
     }
 
     /// The timeout of call `c`: declared, else the one inferred for its edge; and whether it
-    /// was inferred.
+    /// was inferred. A call that forwarded a budget has no fixed timeout to infer: it waits as
+    /// long as the budget it sent (which `budget_reset` judges).
     fn timeout(&self, c: usize) -> Option<(i64, bool)> {
         let s = &self.spans[c];
         if let Some(t) = s.budget.timeout_ms {
             return Some((t, false));
+        }
+        if s.budget.forwarded_ms.is_some() {
+            return None;
         }
         let callee = self.callee(c)?;
         self.timeouts
@@ -1266,7 +1293,29 @@ impl Chain {
         let outcome = match root {
             None => ChainOutcome::InFlight,
             Some(r) if tree.link[r] == Link::Orphan => ChainOutcome::InFlight,
-            Some(r) => chain_outcome(&spans[first_hop.unwrap_or(r)]),
+            Some(r) => {
+                let h = first_hop.unwrap_or(r);
+                match chain_outcome(&spans[h]) {
+                    // Answered "fine" while one of its own calls was still waiting for an
+                    // answer: it did not answer, its caller hung up (Node.js's http
+                    // instrumentation ends the span so, with status 200).
+                    ChainOutcome::Ok
+                        if spans[h].budget.outcome.is_none() && t.hung_up(spans, h, options) =>
+                    {
+                        ChainOutcome::Cancelled
+                    }
+                    // Answered "fine" after the budget its caller sent had run out: nobody was
+                    // waiting for it any more (a WSGI server span ends when the app returns).
+                    ChainOutcome::Ok
+                        if spans[h].budget.outcome.is_none()
+                            && tree.parent[h] == NONE
+                            && t.answered_after_give_up(spans, h, options) =>
+                    {
+                        ChainOutcome::DeadlineExceeded
+                    }
+                    o => o,
+                }
+            }
         };
         let hops: Vec<usize> = (0..n).filter(|&i| spans[i].kind.is_hop()).collect();
         let mut services_without_budget: Vec<Arc<str>> = hops

@@ -271,7 +271,7 @@ fn hints(state: &State, width: u16) -> &'static str {
     }
     match (state.ui.view, narrow) {
         (View::Chains, false) => {
-            "↑↓/jk move  Enter open  Tab view  / search  f findings  s sort  e export  space pause  ? legend  q quit"
+            "↑↓/jk move  Enter open  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit"
         }
         (View::Chains, true) => {
             "↑↓ move  ⏎ open  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit"

@@ -112,6 +112,13 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         };
         lines.push(glyph(mark.glyph, style, mark.text));
     }
+    lines.push(Line::styled("The chain list", theme.title()));
+    for text in [
+        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
+        "WASTED: the work its services did after everyone above had stopped waiting",
+    ] {
+        lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
+    }
     lines.push(Line::styled("Findings", theme.title()));
     for kind in FindingKind::ALL {
         let sev = kind.severity();
@@ -124,7 +131,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [
         "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
-        "f only chains with findings · s sort (newest, longest, most waste) · space pause · q quit",
+        "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",

@@ -1,7 +1,8 @@
-//! docs/instrumenting.md quotes the Python and Node.js code the SDK tests run, docs/scale.md the
-//! jq program the loadbalancing test runs: every code block after `<!-- file: PATH -->` is that
-//! whole file, and every block after `<!-- excerpt: PATH -->` appears in it line for line. So
-//! the guides cannot drift from the tested code.
+//! docs/instrumenting.md quotes the Python, Node.js, Go and Java code the SDK tests run,
+//! docs/scale.md the Collector configuration and the jq program the tier-1 tests run: every
+//! code block after `<!-- file: PATH -->` is that whole file, and every block after
+//! `<!-- excerpt: PATH -->` appears in it line for line. So the guides cannot drift from the
+//! tested code.
 
 use std::path::Path;
 
@@ -70,20 +71,22 @@ fn the_guides_code_is_the_code_the_tests_run() {
         whole,
         [
             "collector/tests/python/budget.py",
-            "collector/tests/node/budget.js"
+            "collector/tests/node/budget.js",
+            "collector/tests/go/budget/budget.go",
+            "collector/tests/java/src/budget/Budget.java"
         ],
-        "the guide quotes both tested contracts whole"
+        "the guide quotes the four tested contracts whole"
     );
     let excerpts = blocks.iter().filter(|(kind, _, _)| kind == "excerpt");
     assert!(
-        excerpts.count() >= 4,
-        "the exporter set-up of both languages is quoted"
+        excerpts.count() >= 8,
+        "the exporter set-up of every language is quoted"
     );
 }
 
 #[test]
-fn the_scale_guides_merge_program_is_the_tested_one() {
+fn the_scale_guides_collector_config_and_merge_program_are_the_tested_ones() {
     let blocks = check_quotes("docs/scale.md");
     let paths: Vec<&str> = blocks.iter().map(|(_, path, _)| path.as_str()).collect();
-    assert_eq!(paths, ["docs/merge-reports.jq"]);
+    assert_eq!(paths, ["docs/otelcol-tier1.yaml", "docs/merge-reports.jq"]);
 }

@@ -10,8 +10,9 @@ use std::process::Command;
 use crate::support::{assert_guide_chain_classified, listen};
 
 /// Pinned: versions that exist on npm (`npm view PKG version`). The 2.x SDK line and its
-/// 0.223 exporters: the newest (3.x / 0.30x) need Node >= 22.15, and CI has Node 20.
-const PACKAGES: [&str; 8] = [
+/// 0.223 exporters and instrumentations (undici 0.33 is the one built on instrumentation
+/// 0.223): the newest (3.x / 0.30x) need Node >= 22.15, and CI has Node 20.
+const PACKAGES: [&str; 11] = [
     "@opentelemetry/api@1.9.1",
     "@opentelemetry/core@2.12.1",
     "@opentelemetry/resources@2.12.1",
@@ -20,17 +21,25 @@ const PACKAGES: [&str; 8] = [
     "@opentelemetry/exporter-trace-otlp-grpc@0.223.1",
     "@opentelemetry/exporter-trace-otlp-http@0.223.1",
     "@opentelemetry/exporter-trace-otlp-proto@0.223.1",
+    "@opentelemetry/instrumentation@0.223.0",
+    "@opentelemetry/instrumentation-http@0.223.0",
+    "@opentelemetry/instrumentation-undici@0.33.0",
 ];
 
-fn node_installed() -> bool {
+pub fn node_installed() -> bool {
     Command::new("node")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
-/// `node_modules` with the pinned packages; reused while the pins match.
-fn node_modules() -> PathBuf {
+/// `node_modules` with the pinned packages; reused while the pins match. Shared by the tests
+/// that run Node.js (`node_stock` too), one at a time: they run in parallel in this binary.
+pub fn node_modules() -> PathBuf {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("node-otel");
     let marker = dir.join("budget-top-pins.txt");
     let pins = PACKAGES.join("\n");

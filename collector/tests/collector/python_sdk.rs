@@ -8,11 +8,14 @@ use std::time::Duration;
 
 use crate::support::{finding_names, listen};
 
-/// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`).
-const PACKAGES: [&str; 3] = [
+/// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`). The
+/// instrumentations (for `python_stock`) are the 0.66b2 release that goes with SDK 1.45.2.
+const PACKAGES: [&str; 5] = [
     "opentelemetry-sdk==1.45.2",
     "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
     "opentelemetry-exporter-otlp-proto-http==1.45.2",
+    "opentelemetry-instrumentation-wsgi==0.66b2",
+    "opentelemetry-instrumentation-requests==0.66b2",
 ];
 
 pub fn python3() -> Option<PathBuf> {
@@ -34,7 +37,8 @@ pub fn venv_python_or_skip(test: &str) -> Option<PathBuf> {
 }
 
 /// A venv with the pinned packages; reused while the pins match. Shared by the tests that run
-/// Python (`python_chain` too), one at a time: they run in parallel in this binary.
+/// Python (`python_chain` and `python_stock` too), one at a time: they run in parallel in this
+/// binary.
 pub fn venv(python: &Path) -> PathBuf {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = ONE_AT_A_TIME

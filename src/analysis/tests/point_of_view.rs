@@ -284,8 +284,8 @@ fn work_that_outlives_its_server_span_is_dead_work_and_orphaned() {
         worker.message,
         "worker worked 490 ms after edge stopped waiting"
     );
-    // Answered 200 by the stack: the user's outcome as it was recorded.
-    assert_eq!(a.summary.outcome, ChainOutcome::Ok);
+    // "Answered" 200 while its own call was still waiting: its caller hung up.
+    assert_eq!(a.summary.outcome, ChainOutcome::Cancelled);
     // Only the worker's dead work has an edge into it.
     assert_eq!(a.edges[0].wasted_ms, 2000);
 }
@@ -590,4 +590,60 @@ mod totals {
             }
         }
     }
+}
+
+/// Python's WSGI shape: the edge's SERVER span ends when the app returns, whether its user is
+/// still there or not. The user sent 1000 ms (captured header) and gave up then; the edge
+/// waited on its fixed 2 s timeout, and the worker answered 200 at 1790 ms after working from
+/// 1200 ms. Nothing in the spans says the user left but the budget it sent.
+fn wsgi_late(status: i64) -> Vec<Span> {
+    let mut edge = stock_hop(1, None, "edge", 0, 1800);
+    edge.budget.http_status = Some(status);
+    edge.budget.received_ms = Some(1000);
+    edge.budget.source = Some(BudgetSource::Header(crate::carrier::Form::Ms));
+    let mut get = stock_call(2, 1, "edge", 5, 1795);
+    get.budget.http_status = Some(status);
+    let mut worker = stock_hop(3, Some(2), "worker", 6, 1790);
+    worker.budget.http_status = Some(status);
+    let work = span(4, Some(3), "worker", SpanKind::Internal, 1200, 1790);
+    vec![edge, get, worker, work]
+}
+
+#[test]
+fn a_root_that_answers_after_the_budget_its_caller_sent_did_not_answer_in_time() {
+    let a = analyse(wsgi_late(200));
+    // The user stopped waiting at 1000 (plus the header's rounding): the edge went on to 1800,
+    // the worker (queued, then working) to 1790, all of it dead work.
+    let slack = Options::default()
+        .tolerance_for(Some(BudgetSource::Header(crate::carrier::Form::Ms)))
+        - Options::default().tolerance_ms;
+    let edge_dead = 800 - slack as u32;
+    let worker_dead = 790 - slack as u32;
+    assert_eq!(
+        dead_by_service(&a),
+        vec![
+            ("edge".to_owned(), edge_dead),
+            ("worker".to_owned(), worker_dead)
+        ]
+    );
+    assert_eq!(a.summary.wasted_ms, i64::from(edge_dead + worker_dead));
+    // Its 200 reached nobody: not a chain that went fine.
+    assert_eq!(a.summary.outcome, ChainOutcome::DeadlineExceeded);
+    // A status that already says it failed stays what it says.
+    assert_eq!(analyse(wsgi_late(503)).summary.outcome, ChainOutcome::Shed);
+    // The contract's own outcome wins, as everywhere.
+    let mut declared = wsgi_late(200);
+    declared[0].budget.outcome = Some(Outcome::Ok);
+    assert_eq!(analyse(declared).summary.outcome, ChainOutcome::Ok);
+
+    // Answered within the budget: fine, and nobody's work was wasted.
+    let mut in_time = wsgi_late(200);
+    for s in &mut in_time {
+        s.end_unix_nano -= 900 * 1_000_000;
+    }
+    in_time[3].start_unix_nano -= 900 * 1_000_000;
+    let a = analyse(in_time);
+    assert_eq!(kinds(&a), vec![(FindingKind::BudgetDropped, sid(2))]);
+    assert_eq!(a.summary.outcome, ChainOutcome::Ok);
+    assert_eq!(a.summary.wasted_ms, 0);
 }

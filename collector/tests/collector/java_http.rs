@@ -1,0 +1,219 @@
+//! A real Java HTTP chain (`tests/java/src/budget/Chain.java` on `Budget.java`, the code
+//! docs/instrumenting.md quotes): the JDK's HttpServer and HttpClient, an absolute
+//! `X-Request-Deadline` in Unix ms, `min(remaining - margin, cap)` as the HttpClient timeout,
+//! and the OpenTelemetry Java SDK exporting OTLP/HTTP to `budget-top check`. The test fetches
+//! the SDK's jars with Maven (into `~/.m2`, copied under the target dir) and compiles with plain
+//! javac; it skips (loudly) only when java, javac or mvn is missing entirely. A failed download
+//! or build fails the test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::support::{
+    Finished, assert_success, finding_names, listen, output_within, tool_present,
+};
+
+/// The classpath of the compiled chain, built once per test run; the jars are fetched again
+/// only when the pom changes.
+fn classpath_or_skip(test: &str) -> Option<String> {
+    static BUILT: Mutex<Option<String>> = Mutex::new(None);
+    for (tool, flag) in [("java", "-version"), ("javac", "-version"), ("mvn", "-v")] {
+        if !tool_present(tool, flag) {
+            eprintln!("\n*** SKIPPED {test}: {tool} is not installed ***\n");
+            return None;
+        }
+    }
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(classpath) = built.as_ref() {
+        return Some(classpath.clone());
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-chain");
+    let lib = dir.join("lib");
+    let marker = dir.join("budget-top-pom.xml");
+    let pom = std::fs::read_to_string(src.join("pom.xml")).unwrap();
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(pom.as_str()) {
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = output_within(
+            Command::new("mvn")
+                .args(["-B", "-q", "--no-transfer-progress", "-f"])
+                .arg(src.join("pom.xml"))
+                .arg("dependency:copy-dependencies")
+                .arg(format!("-DoutputDirectory={}", lib.display())),
+            Duration::from_secs(900),
+        );
+        assert_success(
+            "mvn dependency:copy-dependencies (tests/java/pom.xml)",
+            &out,
+        );
+        std::fs::write(&marker, &pom).unwrap();
+    }
+    let classes = dir.join("classes");
+    let _ = std::fs::remove_dir_all(&classes);
+    let sources: Vec<PathBuf> = std::fs::read_dir(src.join("src/budget"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "java"))
+        .collect();
+    let out = output_within(
+        Command::new("javac")
+            .args(["-Xlint:all", "-Werror", "-d"])
+            .arg(&classes)
+            .arg("-cp")
+            .arg(format!("{}/*", lib.display()))
+            .args(&sources),
+        Duration::from_secs(300),
+    );
+    assert_success("javac of tests/java", &out);
+    let classpath = format!("{}:{}/*", classes.display(), lib.display());
+    *built = Some(classpath.clone());
+    Some(classpath)
+}
+
+/// Runs the chain's `variant` against a fresh `check`; returns what the user saw and the report.
+fn run_variant(classpath: &str, variant: &str) -> (Json, Finished) {
+    let check = listen(&["check", "--idle", "2s", "--format", "json"]);
+    let out = output_within(
+        Command::new("java")
+            .args(["-cp", classpath, "budget.Chain", variant])
+            .arg(check.http.to_string()),
+        Duration::from_secs(120),
+    );
+    assert_success(&format!("the Java chain ({variant})"), &out);
+    let seen: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        seen,
+        serde_json::json!({"warm-up": 200, "fast-1": 200, "fast-2": 200, "slow": 504}),
+        "what the user saw ({variant})"
+    );
+    let finished = check.wait(Duration::from_secs(60));
+    let report = finished.json();
+    // Four chains of frontend -> orders -> inventory, five spans each, one trace each; the slow
+    // one ended `deadline_exceeded` at the root.
+    let summary = &report["summary"];
+    assert_eq!(summary["traces"], 4, "{report:#}");
+    assert_eq!(summary["spans"], 20, "{report:#}");
+    assert_eq!(
+        summary["outcomes"],
+        serde_json::json!({"ok": 3, "deadline_exceeded": 1, "shed": 0, "cancelled": 0, "error": 0, "in_flight": 0}),
+        "{report:#}"
+    );
+    (report, finished)
+}
+
+#[test]
+fn java_chain_forwarding_min_of_remaining_and_cap_has_nothing_to_report() {
+    let test = "java_chain_forwarding_min_of_remaining_and_cap_has_nothing_to_report";
+    let Some(classpath) = classpath_or_skip(test) else {
+        return;
+    };
+    let (report, finished) = run_variant(&classpath, "propagate");
+    assert_eq!(finished.code, Some(0), "{finished:?}");
+    assert_eq!(finding_names(&report), vec![], "{report:#}");
+    assert_eq!(report["summary"]["wasted_ms"], 0, "{report:#}");
+    assert_eq!(report["summary"]["coverage"]["hops_with_budget"], 12);
+}
+
+#[test]
+fn java_chain_with_a_fixed_timeout_drops_the_deadline_inverts_it_and_orphans_work() {
+    let test = "java_chain_with_a_fixed_timeout_drops_the_deadline_inverts_it_and_orphans_work";
+    let Some(classpath) = classpath_or_skip(test) else {
+        return;
+    };
+    let (report, finished) = run_variant(&classpath, "fixed");
+    assert_eq!(finished.code, Some(1), "{finished:?}");
+    let call = |kind: &str| {
+        (
+            kind.to_string(),
+            "java-fixed-orders".to_string(),
+            "GET inventory".to_string(),
+        )
+    };
+    let mut expected = vec![call("budget_dropped"); 4];
+    expected.push((
+        "orphaned_work".into(),
+        "java-fixed-orders".into(),
+        "GET /place/1500".into(),
+    ));
+    // The fixed 2 s reaches past orders' 1 s deadline (the warm-up chain's orders had 3 s).
+    expected.extend(vec![call("timeout_inverted"); 3]);
+    assert_eq!(finding_names(&report), expected, "{report:#}");
+
+    let summary = &report["summary"];
+    // The slow chain: orders and inventory each worked about 510 ms after frontend gave up.
+    let wasted = summary["wasted_ms"].as_i64().unwrap();
+    assert!((700..=3000).contains(&wasted), "{report:#}");
+    assert_eq!(summary["coverage"]["hops_with_budget"], 8, "{report:#}");
+    assert_eq!(summary["coverage"]["hops_without_budget"], 4, "{report:#}");
+    assert_eq!(
+        summary["coverage"]["services_without_budget"],
+        serde_json::json!(["java-fixed-inventory"]),
+        "{report:#}"
+    );
+    let findings = report["findings"].as_array().unwrap();
+    let orphan = findings
+        .iter()
+        .find(|f| f["kind"] == "orphaned_work")
+        .unwrap();
+    // Its own overlap and inventory's dead work below it: all of the chain's waste.
+    assert_eq!(orphan["wasted_ms"].as_i64(), Some(wasted), "{orphan}");
+    let slow_drop = findings
+        .iter()
+        .find(|f| f["kind"] == "budget_dropped" && f["trace_id"] == orphan["trace_id"])
+        .unwrap();
+    let below = slow_drop["wasted_ms"].as_i64().unwrap();
+    assert!(
+        (300..=1500).contains(&below),
+        "inventory's dead work: {slow_drop}"
+    );
+}
+
+#[test]
+fn java_chain_with_a_clock_behind_shows_clock_skew_and_the_reset_it_causes() {
+    let test = "java_chain_with_a_clock_behind_shows_clock_skew_and_the_reset_it_causes";
+    let Some(classpath) = classpath_or_skip(test) else {
+        return;
+    };
+    let (report, finished) = run_variant(&classpath, "skewed");
+    assert_eq!(finished.code, Some(1), "{finished:?}");
+    let findings = report["findings"].as_array().unwrap();
+    let mut kinds: Vec<&str> = findings
+        .iter()
+        .map(|f| {
+            assert_eq!(f["service"], "java-skewed-inventory", "{report:#}");
+            f["kind"].as_str().unwrap()
+        })
+        .collect();
+    kinds.dedup();
+    kinds.sort_unstable();
+    kinds.dedup();
+    assert_eq!(kinds, ["budget_reset", "clock_skew"], "{report:#}");
+    // Every inventory hop (one per chain) read the deadline 1.5 s late: one reset and at least
+    // one clock_skew each.
+    let mut traces: Vec<&str> = findings
+        .iter()
+        .filter(|f| f["kind"] == "budget_reset")
+        .map(|f| {
+            let believed = f["received_ms"].as_i64().unwrap() - f["forwarded_ms"].as_i64().unwrap();
+            assert!((1300..=1700).contains(&believed), "{f}");
+            f["trace_id"].as_str().unwrap()
+        })
+        .collect();
+    traces.sort_unstable();
+    traces.dedup();
+    assert_eq!(traces.len(), 4, "{report:#}");
+    for trace in traces {
+        assert!(
+            findings
+                .iter()
+                .any(|f| f["kind"] == "clock_skew" && f["trace_id"] == trace),
+            "no clock_skew in {trace}: {report:#}"
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! Services that never heard of budget-top (issue 13's Node.js pair, `tests/node/stock/`): an
+//! edge that reads its team's own budget header (`x-prazo-restante-ms`) and calls a worker with
+//! `fetch` and `AbortSignal.timeout`; a worker with 4 workers, a queue of 20, 503 when full and
+//! 504 when an item leaves the queue too late. Only the stock OpenTelemetry Node.js SDK,
+//! `instrumentation-http` and `instrumentation-undici` (capturing that header) and the OTLP
+//! exporter. A burst of 40 requests runs against each variant and `budget-top check
+//! --budget-header x-prazo-restante-ms=ms` must tell them apart, and agree with what the client
+//! and the services saw:
+//!
+//! - `fixed`: a fixed 2 s timeout and no header: the budget is dropped on every call, the
+//!   requests the user gave up on are orphaned at the edge, and the worker's queue refusals and
+//!   expired drops are sheds; the worker's hops carry no budget (coverage says so).
+//! - `propagated`: what remains minus a margin, as timeout and header: no drop, every hop's
+//!   budget known, the same sheds, far less work for nobody.
+//! - `tight` (propagated, the client gives 500 ms): calls time out at the edge's budget, which
+//!   becomes the edge's inferred timeout, and the work done for nobody is counted.
+//!
+//! Timing is real (a burst on a 2-core machine): the assertions compare counts of events both
+//! sides saw and leave room only where a race between two timers is inherent.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::node_sdk::{node_installed, node_modules};
+use crate::support::{Service, listen, one_burst_at_a_time};
+
+const REQUESTS: u64 = 40;
+const WORK_MS: u64 = 450;
+
+/// A Node.js service of `tests/node/stock`.
+#[track_caller]
+fn service(modules: &Path, script: &str, args: &[String]) -> Service {
+    let mut command = Command::new("node");
+    command
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/node/stock")
+                .join(script),
+        )
+        .args(args)
+        .env("NODE_PATH", modules);
+    Service::start(command, script)
+}
+
+/// What one run gave: the report, and what the client, the edge and the worker saw.
+struct Run {
+    report: Json,
+    client: BTreeMap<String, u64>,
+    worker: Json,
+}
+
+impl Run {
+    fn count(&self, kind: &str, service: &str) -> u64 {
+        self.report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == kind && f["service"] == service)
+            .count() as u64
+    }
+
+    fn worker(&self, what: &str) -> u64 {
+        self.worker[what].as_u64().unwrap()
+    }
+
+    fn client(&self, what: &str) -> u64 {
+        self.client.get(what).copied().unwrap_or(0)
+    }
+
+    fn outcome(&self, what: &str) -> u64 {
+        self.report["summary"]["outcomes"][what].as_u64().unwrap()
+    }
+
+    fn edge(&self) -> &Json {
+        self.report["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["caller"] == "edge" && e["callee"] == "worker")
+            .unwrap_or_else(|| panic!("no edge -> worker: {}", self.report))
+    }
+
+    fn dump(&self) -> String {
+        format!(
+            "client {:?}\nworker {}\nsummary {}\nedges {}",
+            self.client, self.worker, self.report["summary"], self.report["edges"]
+        )
+    }
+}
+
+#[track_caller]
+fn run(modules: &Path, variant: &str, budget_ms: u64) -> Run {
+    let check = listen(&[
+        "check",
+        "--idle",
+        "3s",
+        "--format",
+        "json",
+        "--budget-header",
+        "x-prazo-restante-ms=ms",
+    ]);
+    let endpoint = format!("http://{}", check.http);
+    let worker = service(
+        modules,
+        "worker.js",
+        &[endpoint.clone(), WORK_MS.to_string()],
+    );
+    let edge = service(
+        modules,
+        "edge.js",
+        &[
+            endpoint,
+            format!("http://127.0.0.1:{}/reserve", worker.port),
+            variant.to_owned(),
+        ],
+    );
+    let out = Command::new("node")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/stock/client.js"))
+        .args([
+            format!("http://127.0.0.1:{}/order", edge.port),
+            REQUESTS.to_string(),
+            budget_ms.to_string(),
+        ])
+        .env("NODE_PATH", modules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client: BTreeMap<String, u64> = serde_json::from_slice(&out.stdout).unwrap();
+    // Let the work that outlived its callers end (the fixed timeout is 2 s), then stop the
+    // services: their exporters flush into budget-top, which goes idle.
+    std::thread::sleep(Duration::from_millis(2500));
+    let _edge = edge.stop();
+    let worker = worker.stop();
+    let finished = check.wait(Duration::from_secs(60));
+    assert!(matches!(finished.code, Some(0 | 1)), "{}", finished.stderr);
+    let run = Run {
+        report: finished.json(),
+        client,
+        worker,
+    };
+    // The same 40 requests on every side.
+    assert_eq!(run.client.values().sum::<u64>(), REQUESTS, "{}", run.dump());
+    assert_eq!(run.report["summary"]["traces"], REQUESTS, "{}", run.dump());
+    assert_eq!(run.worker("requests"), REQUESTS, "{}", run.dump());
+    // Both variants shed the same way, and the report reads every refusal from the bare
+    // statuses: 503 as shed_full, a 504 answered before any work as shed_expired.
+    assert_eq!(
+        run.count("shed_full", "worker"),
+        run.worker("full"),
+        "{}",
+        run.dump()
+    );
+    assert!(run.worker("full") > 0, "{}", run.dump());
+    assert_eq!(
+        run.count("shed_expired", "worker"),
+        run.worker("expired_answered"),
+        "{}",
+        run.dump()
+    );
+    // No chain is in flight once everything arrived, and the outcomes agree with what the user
+    // saw. On a loaded machine an answer can reach the client after its own timeout, so the
+    // client's counts only move towards "gave up": every 200, 503 and 504 it got is an ok, shed
+    // and deadline_exceeded chain, and a chain is cancelled only when the client hung up.
+    assert_eq!(run.outcome("in_flight"), 0, "{}", run.dump());
+    assert_eq!(run.outcome("error"), 0, "{}", run.dump());
+    assert!(run.client("200") <= run.outcome("ok"), "{}", run.dump());
+    assert!(run.client("503") <= run.outcome("shed"), "{}", run.dump());
+    assert!(
+        run.client("504") <= run.outcome("deadline_exceeded"),
+        "{}",
+        run.dump()
+    );
+    assert!(
+        run.outcome("cancelled") <= run.client("gave up") + 2,
+        "{}",
+        run.dump()
+    );
+    run
+}
+
+#[test]
+fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
+    if !node_installed() {
+        eprintln!(
+            "\n*** SKIPPED node_services_that_never_heard_of_budget_top: node is not installed ***\n"
+        );
+        return;
+    }
+    let modules = node_modules();
+    let _burst = one_burst_at_a_time();
+
+    let fixed = run(&modules, "fixed", 1000);
+    // The edge had its own budget and passed none on: every call drops it.
+    assert_eq!(
+        fixed.count("budget_dropped", "edge"),
+        REQUESTS,
+        "{}",
+        fixed.dump()
+    );
+    // The user gave up on a request, and the edge went on waiting for the worker: orphaned, on
+    // exactly the chains that ended for the user as cancelled.
+    assert!(fixed.outcome("cancelled") > 0, "{}", fixed.dump());
+    assert_eq!(
+        fixed.count("orphaned_work", "edge"),
+        fixed.outcome("cancelled"),
+        "{}",
+        fixed.dump()
+    );
+    assert_eq!(fixed.count("budget_reset", "edge"), 0, "{}", fixed.dump());
+    // Coverage: the worker never got a budget, and the report says so.
+    let coverage = &fixed.report["summary"]["coverage"];
+    assert_eq!(coverage["hops_with_budget"], REQUESTS, "{coverage}");
+    assert_eq!(coverage["hops_without_budget"], REQUESTS, "{coverage}");
+    assert_eq!(
+        coverage["services_without_budget"],
+        serde_json::json!(["worker"])
+    );
+    assert!(
+        fixed.edge()["wasted_ms"].as_i64().unwrap() > 0,
+        "{}",
+        fixed.dump()
+    );
+
+    let propagated = run(&modules, "propagated", 1000);
+    assert_eq!(
+        propagated.count("budget_dropped", "edge"),
+        0,
+        "{}",
+        propagated.dump()
+    );
+    assert_eq!(
+        propagated.count("timeout_inverted", "edge"),
+        0,
+        "{}",
+        propagated.dump()
+    );
+    let coverage = &propagated.report["summary"]["coverage"];
+    assert_eq!(coverage["hops_without_budget"], 0, "{coverage}");
+    // A request goes out some milliseconds after its budget was computed when 40 arrive at
+    // once (the event loop is busy): a reset can show, and then it is that small.
+    for f in propagated.report["findings"].as_array().unwrap() {
+        if f["kind"] == "budget_reset" {
+            let excess = f["forwarded_ms"].as_i64().unwrap() - f["remaining_ms"].as_i64().unwrap();
+            assert!(excess < 150, "{f}");
+        }
+    }
+    // Propagation cut the work done for nobody.
+    let wasted = |r: &Run| r.report["summary"]["wasted_ms"].as_i64().unwrap();
+    assert!(
+        wasted(&propagated) < wasted(&fixed),
+        "propagated {} vs fixed {}",
+        wasted(&propagated),
+        wasted(&fixed)
+    );
+
+    let tight = run(&modules, "propagated", 500);
+    // The edge's calls that got no answer ended at its budget less the margin: the edge's
+    // timeout, inferred from them.
+    let edge = tight.edge();
+    assert_eq!(edge["timeout_inferred"], true, "{}", tight.dump());
+    let timeout = edge["timeout_ms"].as_i64().unwrap();
+    // (Never earlier than that; later by as much as the machine's timers run late under load.)
+    assert!((400..2000).contains(&timeout), "{}", tight.dump());
+    // Too little time for most requests: they fail for the user, none reads ok.
+    assert!(
+        tight.outcome("cancelled") + tight.outcome("deadline_exceeded") > 0,
+        "{}",
+        tight.dump()
+    );
+    // Work the worker finished after the edge had stopped waiting is counted, in ms.
+    if tight.worker("worked_for_nobody") > 0 {
+        assert!(edge["wasted_ms"].as_i64().unwrap() > 0, "{}", tight.dump());
+    }
+}

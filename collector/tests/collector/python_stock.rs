@@ -1,0 +1,364 @@
+//! Python services that never heard of budget-top (issue 13's Python pair,
+//! `tests/python/stock/`): WSGI apps on the stdlib's threading `wsgiref` server, an edge that
+//! reads its team's own budget header (`x-prazo-restante-ms`) and calls a worker with
+//! `requests`; a worker with 4 workers, a queue of 20, 503 when full and 504 when an item leaves
+//! the queue too late. Only the stock OpenTelemetry Python SDK, the WSGI middleware and the
+//! requests instrumentation, capturing that header the stock way
+//! (`OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST` / `…_CLIENT_REQUEST`), and the
+//! OTLP/HTTP exporter set up by `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_SERVICE_NAME`. A burst of
+//! 40 requests runs against each variant and `budget-top check --budget-header
+//! x-prazo-restante-ms=ms` must tell them apart, and agree with what the client and the services
+//! saw:
+//!
+//! - `fixed`: a fixed 2 s timeout and no header: the budget is dropped on every call; the edge
+//!   (whose WSGI span ends when it answers, not when its user gave up) and the worker go on
+//!   working past the 1000 ms the user sent, and the 200s they then send read as
+//!   `deadline_exceeded`; the worker's hops carry no budget (coverage says so).
+//! - `propagated`: what remains minus a margin, as timeout and header: no drop, every hop's
+//!   budget known, the same kinds of sheds, far less work for nobody.
+//! - `tight` (propagated, the client gives 500 ms): the worker's first items work 600 ms, past
+//!   the edge's timeout: `requests` raises `ReadTimeout` (no response status), those calls become
+//!   the edge's inferred timeout, and the work done for nobody is counted.
+//!
+//! Timing is real (a burst on a 2-core machine): the assertions compare counts of events both
+//! sides saw and leave room only where a race between two timers is inherent. The work takes
+//! 600 ms so that every boundary the test relies on is 150 ms or more away from any timer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::python_sdk::venv_python_or_skip;
+use crate::support::{Service, listen, one_burst_at_a_time};
+
+const REQUESTS: u64 = 40;
+const WORK_MS: i64 = 600;
+const HEADER: &str = "x-prazo-restante-ms";
+
+/// A Python service of `tests/python/stock`, configured the stock way by its environment.
+#[track_caller]
+fn service(python: &Path, endpoint: &str, name: &str, args: &[String]) -> Service {
+    let mut command = Command::new(python);
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/python/stock/{name}.py")))
+        .args(args)
+        .env("OTEL_SERVICE_NAME", name)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
+        .env(
+            "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST",
+            HEADER,
+        )
+        .env(
+            "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST",
+            HEADER,
+        )
+        // The defaults a team has: the old HTTP keys (`http.status_code`), no other exporter.
+        .env_remove("OTEL_SEMCONV_STABILITY_OPT_IN")
+        .env_remove("OTEL_TRACES_EXPORTER")
+        .env("PYTHONUNBUFFERED", "1")
+        // No __pycache__ beside the sources in the repository.
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    Service::start(command, name)
+}
+
+/// What one run gave: the report, and what the client, the edge and the worker saw.
+struct Run {
+    report: Json,
+    client: BTreeMap<String, u64>,
+    edge: Json,
+    worker: Json,
+}
+
+impl Run {
+    fn count(&self, kind: &str, service: &str) -> u64 {
+        self.findings()
+            .filter(|f| f["kind"] == kind && f["service"] == service)
+            .count() as u64
+    }
+
+    fn findings(&self) -> impl Iterator<Item = &Json> {
+        self.report["findings"].as_array().unwrap().iter()
+    }
+
+    fn worker(&self, what: &str) -> u64 {
+        self.worker[what].as_u64().unwrap()
+    }
+
+    /// How many times the edge answered `status`.
+    fn edge_answered(&self, status: &str) -> u64 {
+        self.edge["answered"][status].as_u64().unwrap_or(0)
+    }
+
+    fn client(&self, what: &str) -> u64 {
+        self.client.get(what).copied().unwrap_or(0)
+    }
+
+    fn outcome(&self, what: &str) -> u64 {
+        self.report["summary"]["outcomes"][what].as_u64().unwrap()
+    }
+
+    fn wasted(&self) -> i64 {
+        self.report["summary"]["wasted_ms"].as_i64().unwrap()
+    }
+
+    fn coverage(&self, what: &str) -> &Json {
+        &self.report["summary"]["coverage"][what]
+    }
+
+    fn edge_figures(&self) -> &Json {
+        self.report["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["caller"] == "edge" && e["callee"] == "worker")
+            .unwrap_or_else(|| panic!("no edge -> worker: {}", self.report))
+    }
+
+    fn dump(&self) -> String {
+        format!(
+            "client {:?}\nedge {}\nworker {}\nsummary {}\nedges {}",
+            self.client, self.edge, self.worker, self.report["summary"], self.report["edges"]
+        )
+    }
+}
+
+#[track_caller]
+fn run(python: &Path, variant: &str, budget_ms: u64) -> Run {
+    let check = listen(&[
+        "check",
+        "--idle",
+        "3s",
+        "--format",
+        "json",
+        "--budget-header",
+        &format!("{HEADER}=ms"),
+    ]);
+    let endpoint = format!("http://{}", check.http);
+    let worker = service(python, &endpoint, "worker", &[WORK_MS.to_string()]);
+    let edge = service(
+        python,
+        &endpoint,
+        "edge",
+        &[
+            format!("http://127.0.0.1:{}/reserve", worker.port),
+            variant.to_owned(),
+        ],
+    );
+    let out = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/stock/client.py"))
+        .args([
+            format!("http://127.0.0.1:{}/order", edge.port),
+            REQUESTS.to_string(),
+            budget_ms.to_string(),
+        ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client: BTreeMap<String, u64> = serde_json::from_slice(&out.stdout).unwrap();
+    // Let the work that outlived its callers end (the fixed timeout is 2 s), then stop the
+    // services: their exporters flush into budget-top, which goes idle.
+    std::thread::sleep(Duration::from_millis(2500));
+    let edge = edge.stop();
+    let worker = worker.stop();
+    let finished = check.wait(Duration::from_secs(60));
+    assert!(matches!(finished.code, Some(0 | 1)), "{}", finished.stderr);
+    let run = Run {
+        report: finished.json(),
+        client,
+        edge,
+        worker,
+    };
+    // The same 40 requests on every side, each one answered or given up on by its user.
+    assert_eq!(run.client.values().sum::<u64>(), REQUESTS, "{}", run.dump());
+    assert_eq!(run.client("failed"), 0, "{}", run.dump());
+    assert_eq!(run.report["summary"]["traces"], REQUESTS, "{}", run.dump());
+    assert_eq!(
+        run.report["summary"]["hops"],
+        2 * REQUESTS,
+        "{}",
+        run.dump()
+    );
+    assert_eq!(run.edge["requests"], REQUESTS, "{}", run.dump());
+    assert_eq!(run.worker("requests"), REQUESTS, "{}", run.dump());
+    assert_eq!(run.edge_figures()["calls"], REQUESTS, "{}", run.dump());
+    // Every variant sheds, and the report reads every refusal from the bare statuses (Python's
+    // old `http.status_code`): 503 as shed_full, a 504 answered before any work as
+    // shed_expired. The worker's WSGI span records the 504 it wrote whether or not the edge was
+    // still there to read it, so every expired item counts.
+    assert!(run.worker("full") > 0, "{}", run.dump());
+    assert!(run.worker("expired") > 0, "{}", run.dump());
+    assert_eq!(
+        run.count("shed_full", "worker"),
+        run.worker("full"),
+        "{}",
+        run.dump()
+    );
+    assert_eq!(
+        run.count("shed_expired", "worker"),
+        run.worker("expired"),
+        "{}",
+        run.dump()
+    );
+    // The edge relays the worker's 503: the chain was shed, and the edge did not shed it.
+    assert_eq!(run.outcome("shed"), run.worker("full"), "{}", run.dump());
+    assert_eq!(run.count("shed_full", "edge"), 0, "{}", run.dump());
+    // The worker's hops that went on after the edge had stopped waiting are the ones the
+    // worker saw finish with nobody on the line.
+    assert_eq!(
+        run.count("orphaned_work", "worker"),
+        run.worker("worked_for_nobody"),
+        "{}",
+        run.dump()
+    );
+    // No chain is in flight once everything arrived, and the outcomes agree with what the user
+    // saw. On a loaded machine an answer can reach the client after its own timeout, so the
+    // client's counts only move towards "gave up": every 200, 503 and 504 it got is an ok, shed
+    // and deadline_exceeded chain. A chain reads ok only when the edge answered 200 in time.
+    assert_eq!(run.outcome("in_flight"), 0, "{}", run.dump());
+    assert_eq!(run.outcome("error"), 0, "{}", run.dump());
+    assert!(run.client("200") <= run.outcome("ok"), "{}", run.dump());
+    assert!(
+        run.outcome("ok") <= run.edge_answered("200"),
+        "{}",
+        run.dump()
+    );
+    assert!(run.client("503") <= run.outcome("shed"), "{}", run.dump());
+    assert!(
+        run.client("504") <= run.outcome("deadline_exceeded"),
+        "{}",
+        run.dump()
+    );
+    run
+}
+
+#[test]
+fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
+    let Some(python) = venv_python_or_skip("python_services_that_never_heard_of_budget_top") else {
+        return;
+    };
+    let _burst = one_burst_at_a_time();
+
+    let fixed = run(&python, "fixed", 1000);
+    // The edge had its own budget and passed none on: every call drops it.
+    assert_eq!(
+        fixed.count("budget_dropped", "edge"),
+        REQUESTS,
+        "{}",
+        fixed.dump()
+    );
+    assert_eq!(fixed.count("budget_reset", "edge"), 0, "{}", fixed.dump());
+    // Coverage: the worker never got a budget, and the report says so.
+    assert_eq!(
+        fixed.coverage("hops_with_budget"),
+        REQUESTS,
+        "{}",
+        fixed.dump()
+    );
+    assert_eq!(
+        fixed.coverage("hops_without_budget"),
+        REQUESTS,
+        "{}",
+        fixed.dump()
+    );
+    assert_eq!(
+        fixed.coverage("services_without_budget"),
+        &serde_json::json!(["worker"])
+    );
+    // The users gave up at 1000 ms; the edge waited on for the worker and answered 200 to
+    // nobody. Those chains did not go fine: only the 200s that reached a user in time read ok
+    // (one more or less where the client's timer and the edge's answer cross).
+    assert!(fixed.client("gave up") > 0, "{}", fixed.dump());
+    assert!(
+        fixed.outcome("ok") < fixed.edge_answered("200"),
+        "{}",
+        fixed.dump()
+    );
+    assert!(
+        fixed.outcome("ok") <= fixed.client("200") + 2,
+        "{}",
+        fixed.dump()
+    );
+    // The work past the user's budget is counted, at the worker (through the edge into it)
+    // and at the edge itself (its own waiting).
+    let into_worker = fixed.edge_figures()["wasted_ms"].as_i64().unwrap();
+    assert!(into_worker > 0, "{}", fixed.dump());
+    assert!(fixed.wasted() > into_worker, "{}", fixed.dump());
+    // The edge waited longer than any work took: nobody worked with the edge gone.
+    assert_eq!(fixed.worker("worked_for_nobody"), 0, "{}", fixed.dump());
+
+    let propagated = run(&python, "propagated", 1000);
+    assert_eq!(
+        propagated.count("budget_dropped", "edge"),
+        0,
+        "{}",
+        propagated.dump()
+    );
+    assert_eq!(
+        propagated.count("timeout_inverted", "edge"),
+        0,
+        "{}",
+        propagated.dump()
+    );
+    assert_eq!(
+        propagated.coverage("hops_with_budget"),
+        2 * REQUESTS,
+        "{}",
+        propagated.dump()
+    );
+    assert_eq!(
+        propagated.coverage("hops_without_budget"),
+        0,
+        "{}",
+        propagated.dump()
+    );
+    // A request goes out some milliseconds after its budget was computed when 40 threads want
+    // the GIL at once: a reset can show, and then it is that small.
+    for f in propagated.findings() {
+        if f["kind"] == "budget_reset" {
+            let excess = f["forwarded_ms"].as_i64().unwrap() - f["remaining_ms"].as_i64().unwrap();
+            assert!(excess < 150, "{f}");
+        }
+    }
+    // Propagation cut the work done for nobody.
+    assert!(
+        propagated.wasted() * 10 < fixed.wasted(),
+        "propagated {} vs fixed {}",
+        propagated.wasted(),
+        fixed.wasted()
+    );
+
+    let tight = run(&python, "propagated", 500);
+    // The edge's calls that got no answer (requests' ReadTimeout: status ERROR, an exception
+    // event, no response status) ended at its budget less the margin: the edge's timeout,
+    // inferred from them.
+    assert!(
+        tight.edge["timed_out"].as_u64().unwrap() >= 3,
+        "{}",
+        tight.dump()
+    );
+    let edge = tight.edge_figures();
+    assert_eq!(edge["timeout_inferred"], true, "{}", tight.dump());
+    let timeout = edge["timeout_ms"].as_i64().unwrap();
+    // (Never earlier than that; later by as much as the machine's timers run late under load.)
+    assert!((400..2000).contains(&timeout), "{}", tight.dump());
+    // 600 ms of work never fits in 500: no user got a 200, and no chain reads ok.
+    assert_eq!(tight.outcome("ok"), 0, "{}", tight.dump());
+    assert_eq!(tight.client("200"), 0, "{}", tight.dump());
+    // The worker's first items worked on after the edge gave up: counted, in ms, on the edge
+    // into the worker, and never more than the work itself.
+    let nobody = tight.worker("worked_for_nobody");
+    assert!(nobody > 0, "{}", tight.dump());
+    let wasted = edge["wasted_ms"].as_i64().unwrap();
+    assert!(wasted > 0, "{}", tight.dump());
+    assert!(wasted <= nobody as i64 * WORK_MS, "{}", tight.dump());
+    assert!(tight.wasted() >= wasted, "{}", tight.dump());
+}
