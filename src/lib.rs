@@ -17,6 +17,12 @@
 //!   `x-budget-ms` / `grpc-timeout` / `traceparent`, applies the timeout, records the CLIENT span.
 //! - [`DeadlineQueueLayer`]: bounded concurrency and queue; 503 when full, 504 for an item that
 //!   expired while waiting (it never runs), cancelled callers leave the queue.
+//! - `BudgetChannelLayer` (cargo feature `tonic`, module `grpc`): the client rule for tonic
+//!   channels, `grpc-timeout` and a refused or timed-out call as `Status::deadline_exceeded`.
+//!
+//! The server layers work on a tonic server too (`Server::builder().layer(BudgetLayer::new())`):
+//! a gRPC caller is answered in gRPC's codes (`grpc-status` 4 and 8), and the handler sees
+//! [`Deadline::current`].
 //!
 //! # Example
 //!
@@ -71,6 +77,8 @@ pub mod analysis;
 pub mod budget;
 pub mod carrier;
 pub mod client;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 pub mod queue;
 pub mod semconv;
 pub mod server;
@@ -78,5 +86,7 @@ pub mod trace_context;
 
 pub use budget::Deadline;
 pub use client::{BudgetClient, CallError, CallOptions, Forward};
+#[cfg(feature = "tonic")]
+pub use grpc::{BudgetChannel, BudgetChannelLayer};
 pub use queue::DeadlineQueueLayer;
 pub use server::{BudgetLayer, HopBudget};

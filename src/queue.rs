@@ -1,11 +1,12 @@
-//! A deadline-aware bounded queue in front of an HTTP service, as a tower [`Layer`].
+//! A deadline-aware bounded queue in front of an HTTP or gRPC service, as a tower [`Layer`].
 //!
 //! At most `concurrency` requests run at once; up to `queue_limit` more wait in arrival order
 //! (tokio's semaphore is fair). A request arriving to a full queue gets 503 (`shed_full`). When
 //! a waiting request reaches the front, its deadline is checked: an expired one is answered 504
 //! (`shed_expired`) without running. A request whose caller went away leaves the queue, because
 //! dropping its response future drops its place in line. Both checks can be turned off for the
-//! demo's broken variants.
+//! demo's broken variants. A gRPC caller gets the same answers in gRPC's codes: 8
+//! (`RESOURCE_EXHAUSTED`) for a full queue, 4 (`DEADLINE_EXCEEDED`) for an expired item.
 //!
 //! Put it inside the [`BudgetLayer`](crate::server::BudgetLayer) (in axum: `.layer(queue)` before
 //! `.layer(budget)`), which gives it each request's deadline and records `budget.queue_wait_ms`
@@ -25,7 +26,7 @@ use tracing::Instrument;
 
 use crate::analysis::Outcome;
 use crate::budget::Deadline;
-use crate::server::{HopBudget, ResponseFuture, status_response};
+use crate::server::{HopBudget, ResponseFuture, answer, is_grpc};
 
 /// The state every service of one queue shares.
 #[derive(Debug)]
@@ -163,6 +164,7 @@ where
         let config = self.config;
         let inner = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, inner);
+        let grpc = is_grpc(&req);
         let hop = req.extensions().get::<HopBudget>();
         let progress = hop.map(|hop| hop.progress.clone());
         let deadline = match hop {
@@ -183,7 +185,7 @@ where
                         if let Some(p) = &progress {
                             p.shed(Outcome::ShedFull);
                         }
-                        return Ok(status_response(StatusCode::SERVICE_UNAVAILABLE));
+                        return Ok(answer(StatusCode::SERVICE_UNAVAILABLE, grpc, "queue full"));
                     }
                     let _slot = QueuedSlot(&shared.queued);
                     if let Some(p) = &progress {
@@ -192,7 +194,13 @@ where
                     match Arc::clone(&shared.running).acquire_owned().await {
                         Ok(permit) => permit,
                         // The semaphore is never closed.
-                        Err(_) => return Ok(status_response(StatusCode::SERVICE_UNAVAILABLE)),
+                        Err(_) => {
+                            return Ok(answer(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                grpc,
+                                "queue closed",
+                            ));
+                        }
                     }
                 }
             };
@@ -204,7 +212,11 @@ where
                 if let Some(p) = &progress {
                     p.shed(Outcome::ShedExpired);
                 }
-                return Ok(status_response(StatusCode::GATEWAY_TIMEOUT));
+                return Ok(answer(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    grpc,
+                    "budget spent while queued",
+                ));
             }
             let response = inner.oneshot(req).await;
             drop(permit);
@@ -224,7 +236,11 @@ where
                 match handle.await {
                     Ok(result) => result,
                     Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => Ok(status_response(StatusCode::INTERNAL_SERVER_ERROR)),
+                    Err(_) => Ok(answer(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        grpc,
+                        "the queued task ended",
+                    )),
                 }
             })
         }

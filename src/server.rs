@@ -8,6 +8,12 @@
 //! task-local [`Deadline::current`]. When the response future is dropped before completing (in
 //! hyper and axum that is what happens when the client goes away) the handler is dropped with it
 //! and the span says `budget.outcome = "cancelled"`.
+//!
+//! A gRPC request (`content-type: application/grpc…`, as a tonic server receives it) is answered
+//! in gRPC's own codes (`CONVENTIONS.md` section 1): HTTP 200 with `grpc-status` 4
+//! (`DEADLINE_EXCEEDED`) when the budget is spent, 8 (`RESOURCE_EXHAUSTED`) when the queue is
+//! full, and a `grpc-message`. Its handler is also ended at the deadline with `DEADLINE_EXCEEDED`,
+//! as gRPC servers do, before tonic's own `grpc-timeout` cut would answer `CANCELLED`.
 
 use std::fmt;
 use std::future::Future;
@@ -86,6 +92,14 @@ impl HopProgress {
         }
     }
 
+    /// The deadline passed while the item still waited for a slot: it never starts.
+    fn expired_in_queue(&self, waited: Duration) {
+        if let Ok(mut p) = self.0.lock() {
+            p.queue_wait = Some(waited);
+            p.outcome = Some(Outcome::ShedExpired);
+        }
+    }
+
     fn take(&self) -> (Option<Instant>, Option<Duration>, Option<Outcome>) {
         match self.0.lock() {
             Ok(p) => (p.started, p.queue_wait, p.outcome),
@@ -158,7 +172,7 @@ impl BudgetLayer {
 
     /// Drop the handler when the caller goes away (default `true`). With `false` the handler is
     /// spawned and keeps running after the caller left (orphaned work, a broken variant); the
-    /// span then ends when the work ends.
+    /// span then ends when the work ends. A gRPC handler is still ended at its deadline.
     pub fn cancel_on_disconnect(mut self, on: bool) -> Self {
         self.config.cancel_on_disconnect = on;
         self
@@ -197,10 +211,41 @@ impl<S> fmt::Debug for BudgetService<S> {
     }
 }
 
-/// The SERVER span, with every attribute the layer may record declared up front.
-fn server_span<B>(req: &Request<B>) -> tracing::Span {
+/// The SERVER span, with every attribute the layer may record declared up front. A gRPC call is
+/// named `package.Service/Method`, as OpenTelemetry's RPC conventions say.
+fn server_span<B>(req: &Request<B>, grpc: bool) -> tracing::Span {
     let method = req.method().as_str();
     let path = req.uri().path();
+    if grpc {
+        let rpc = path.trim_start_matches('/');
+        let (service, rpc_method) = rpc.split_once('/').unwrap_or((rpc, ""));
+        tracing::info_span!(
+            "budget.server",
+            otel.kind = "server",
+            otel.name = %rpc,
+            otel.status_code = Empty,
+            rpc.system = "grpc",
+            rpc.service = %service,
+            rpc.method = %rpc_method,
+            rpc.grpc.status_code = Empty,
+            http.request.method = %method,
+            url.path = %path,
+            http.response.status_code = Empty,
+            budget.received_ms = Empty,
+            budget.source = Empty,
+            budget.default_ms = Empty,
+            budget.invalid_value = Empty,
+            budget.queue_wait_ms = Empty,
+            budget.remaining_at_start_ms = Empty,
+            budget.outcome = Empty,
+            "http.request.header.x-request-deadline" = Empty,
+        )
+    } else {
+        http_server_span(method, path)
+    }
+}
+
+fn http_server_span(method: &str, path: &str) -> tracing::Span {
     tracing::info_span!(
         "budget.server",
         otel.kind = "server",
@@ -238,6 +283,75 @@ pub(crate) fn outcome_for_status(status: StatusCode) -> Outcome {
     }
 }
 
+/// Whether `req` is a gRPC call (`content-type: application/grpc`, `application/grpc+proto`...):
+/// such a caller is answered in gRPC's codes, not HTTP statuses.
+pub(crate) fn is_grpc<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// gRPC's `DEADLINE_EXCEEDED`.
+pub(crate) const GRPC_DEADLINE_EXCEEDED: i32 = 4;
+/// gRPC's `RESOURCE_EXHAUSTED`.
+pub(crate) const GRPC_RESOURCE_EXHAUSTED: i32 = 8;
+/// gRPC's `INTERNAL`.
+const GRPC_INTERNAL: i32 = 13;
+
+/// The hop's own answer when it does not run (or finish) the work: an empty HTTP `status`, or
+/// for a gRPC caller the matching gRPC status (504 → `DEADLINE_EXCEEDED`, 503 →
+/// `RESOURCE_EXHAUSTED`, anything else `INTERNAL`) in a trailers-only HTTP 200 response, with
+/// `message` as its `grpc-message` (plain ASCII: nothing to percent-encode).
+pub(crate) fn answer<B: Default>(
+    status: StatusCode,
+    grpc: bool,
+    message: &'static str,
+) -> Response<B> {
+    if !grpc {
+        return status_response(status);
+    }
+    let code = match status {
+        StatusCode::GATEWAY_TIMEOUT => GRPC_DEADLINE_EXCEEDED,
+        StatusCode::SERVICE_UNAVAILABLE => GRPC_RESOURCE_EXHAUSTED,
+        _ => GRPC_INTERNAL,
+    };
+    let mut response = Response::new(B::default());
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", http::HeaderValue::from(code));
+    headers.insert("grpc-message", http::HeaderValue::from_static(message));
+    response
+}
+
+/// The `grpc-status` of a trailers-only gRPC response (an error, or the hop's own answer); a
+/// successful call carries its status in the trailers instead, so `None` there.
+pub(crate) fn grpc_status<B>(response: &Response<B>) -> Option<i32> {
+    response
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The hop's outcome from a gRPC status, as [`outcome_for_status`] does for HTTP: a
+/// `RESOURCE_EXHAUSTED` the hop's own queue did not produce was relayed, an error here.
+fn outcome_for_grpc_status(code: i32) -> Outcome {
+    match code {
+        0 => Outcome::Ok,
+        GRPC_DEADLINE_EXCEEDED => Outcome::DeadlineExceeded,
+        _ => Outcome::Error,
+    }
+}
+
+/// The gRPC codes OpenTelemetry counts as a server error: `UNKNOWN`, `DEADLINE_EXCEEDED`,
+/// `UNIMPLEMENTED`, `INTERNAL`, `UNAVAILABLE`, `DATA_LOSS`.
+fn grpc_server_error(code: i32) -> bool {
+    matches!(code, 2 | 4 | 12..=15)
+}
+
 /// Records the end of a hop exactly once: on completion, or as `cancelled` when dropped first.
 struct Finish {
     span: tracing::Span,
@@ -266,7 +380,7 @@ impl Finish {
         }
     }
 
-    fn complete(&mut self, status: StatusCode) {
+    fn complete(&mut self, status: StatusCode, grpc: Option<i32>) {
         self.done = true;
         let (started, queue_wait, shed) = self.progress.take();
         let outcome = match shed {
@@ -283,7 +397,11 @@ impl Finish {
             }
             None => {
                 self.record_start(started, queue_wait);
-                match outcome_for_status(status) {
+                let answered = match grpc {
+                    Some(code) => outcome_for_grpc_status(code),
+                    None => outcome_for_status(status),
+                };
+                match answered {
                     // Answered, but after the caller stopped waiting.
                     Outcome::Ok if self.deadline.is_some_and(|d| d.is_expired()) => {
                         Outcome::DeadlineExceeded
@@ -297,7 +415,14 @@ impl Finish {
             "http.response.status_code",
             i64::from(status.as_u16()),
         );
-        if status.is_server_error() {
+        if let Some(code) = grpc {
+            record(
+                &self.span,
+                crate::semconv::RPC_GRPC_STATUS_CODE,
+                i64::from(code),
+            );
+        }
+        if status.is_server_error() || grpc.is_some_and(grpc_server_error) {
             record(&self.span, "otel.status_code", "ERROR");
         }
         record(&self.span, crate::semconv::OUTCOME, outcome.as_str());
@@ -352,7 +477,8 @@ where
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         let arrival = Instant::now();
-        let span = server_span(&req);
+        let grpc = is_grpc(&req);
+        let span = server_span(&req, grpc);
         if self.config.trace_context {
             trace_context::set_parent_from(&span, req.headers());
         }
@@ -417,10 +543,9 @@ where
 
         if self.config.shed_expired_on_arrival && deadline.is_some_and(|d| d.instant() <= arrival) {
             finish.progress.shed(Outcome::ShedExpired);
-            finish.complete(StatusCode::GATEWAY_TIMEOUT);
-            return Box::pin(std::future::ready(Ok(status_response(
-                StatusCode::GATEWAY_TIMEOUT,
-            ))));
+            let response = answer(StatusCode::GATEWAY_TIMEOUT, grpc, "budget spent on arrival");
+            finish.complete(response.status(), grpc_status(&response));
+            return Box::pin(std::future::ready(Ok(response)));
         }
 
         let inner = {
@@ -430,13 +555,38 @@ where
                 None => self.inner.call(req),
             }
         };
+        // A gRPC handler ends at its deadline, as gRPC servers do.
+        let cut_at = deadline.filter(|_| grpc).map(|d| d.instant());
         let work = async move {
-            let result = match deadline {
-                Some(d) => d.scope(inner).instrument(span).await,
-                None => inner.instrument(span).await,
+            let run = async move {
+                match deadline {
+                    Some(d) => d.scope(inner).instrument(span).await,
+                    None => inner.instrument(span).await,
+                }
+            };
+            let result = match cut_at {
+                Some(at) => match tokio::time::timeout_at(at, run).await {
+                    Ok(result) => result,
+                    Err(_) if finish.progress.waiting() => {
+                        finish
+                            .progress
+                            .expired_in_queue(at.saturating_duration_since(arrival));
+                        Ok(answer(
+                            StatusCode::GATEWAY_TIMEOUT,
+                            true,
+                            "budget spent while queued",
+                        ))
+                    }
+                    Err(_) => Ok(answer(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        true,
+                        "the budget ran out while working",
+                    )),
+                },
+                None => run.await,
             };
             match &result {
-                Ok(response) => finish.complete(response.status()),
+                Ok(response) => finish.complete(response.status(), grpc_status(response)),
                 Err(_) => finish.failed(),
             }
             result
@@ -449,7 +599,11 @@ where
                 match handle.await {
                     Ok(result) => result,
                     Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => Ok(status_response(StatusCode::INTERNAL_SERVER_ERROR)),
+                    Err(_) => Ok(answer(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        grpc,
+                        "the handler task ended",
+                    )),
                 }
             })
         }

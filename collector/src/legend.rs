@@ -6,7 +6,7 @@
 //! Strings here may carry what a span sent ([`facts`]' `error.type`): each picture cleans them
 //! as it cleans any span string.
 
-use deadline_budget::analysis::{FindingKind, Span};
+use deadline_budget::analysis::{BudgetSource, FindingKind, Span};
 use deadline_budget::semconv;
 
 /// A finding kind in plain words: what happened and why it matters.
@@ -130,6 +130,24 @@ pub const MARKS: [Mark; 10] = [
         text: "the original caller's deadline",
     },
 ];
+
+/// What the figures beside each row say.
+pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)";
+
+/// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
+pub fn carrier_tag(source: BudgetSource) -> &'static str {
+    match source {
+        BudgetSource::GrpcTimeout => "grpc",
+        BudgetSource::ConnectTimeoutMs => "conn",
+        BudgetSource::XRequestDeadline => "abs",
+        BudgetSource::XEnvoyExpectedRqTimeoutMs => "envoy",
+        BudgetSource::Header(_) => "hdr",
+        BudgetSource::XBudgetMs
+        | BudgetSource::Default
+        | BudgetSource::Invalid
+        | BudgetSource::None => "",
+    }
+}
 
 /// The span's budget facts that are present, under the contract's attribute names, as the
 /// analysis read them.

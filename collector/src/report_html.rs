@@ -484,7 +484,11 @@ impl Page<'_> {
             self.out,
             r#"<li><span class="g sev-error">✖</span> error · <span class="g sev-warning">▲</span> warning · <span class="g sev-info">●</span> info: the worst finding on the row</li>"#
         );
-        self.out.push_str("</ul>\n</section>\n");
+        let _ = writeln!(
+            self.out,
+            "</ul>\n<p><b>The figures beside each row</b>: {}</p>\n</section>",
+            Esc(legend::ROW_FIGURES)
+        );
     }
 
     fn findings(&mut self, report: &Report) {
@@ -1164,7 +1168,11 @@ fn numbers(span: &Span, row: &Row, reset: Option<&Finding>) -> (String, bool) {
         let text = match (b.source, b.budget_ms()) {
             (Some(src), _) if !src.has_budget() => src.as_str().to_string(),
             (Some(BudgetSource::Default), Some(v)) => format!("own {}", column_ms(v)),
-            (_, Some(v)) => format!("rcv {}", column_ms(v)),
+            // The carrier, when it is not our own header, as the screen's wide waterfall shows it.
+            (source, Some(v)) => match source.map(legend::carrier_tag) {
+                Some(tag) if !tag.is_empty() => format!("rcv {} {tag}", column_ms(v)),
+                _ => format!("rcv {}", column_ms(v)),
+            },
             (_, None) => "none".to_string(),
         };
         match b.queue_wait_ms {

@@ -1,17 +1,21 @@
 //! Hosting one demo service: its own thread, its own current-thread tokio runtime, its own
 //! listener on 127.0.0.1:0 and its own telemetry pipeline.
 //!
-//! A service is started with an axum `Router` factory (called on the service's thread, inside its
-//! runtime, with the thread's tracing subscriber installed) and stopped with
+//! A service is started with an axum `Router` factory, or a tonic `Routes` factory for a gRPC
+//! service (called on the service's thread, inside its runtime, with the thread's tracing
+//! subscriber installed) and stopped with
 //! [`ServiceHost::shutdown`], which stops the listener, waits a bounded time for in-flight
 //! requests, flushes the exporter and joins the thread: no port or thread is left over.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
 use axum::Router;
+use deadline_budget::BudgetLayer;
 use tokio_util::sync::CancellationToken;
 
 use crate::DemoError;
@@ -20,6 +24,9 @@ use crate::telemetry::Telemetry;
 /// How long a stopping service waits for requests still in flight (and work that outlived its
 /// caller) before dropping them.
 const DRAIN: Duration = Duration::from_secs(5);
+
+/// A service serving its listener until the stop token is cancelled.
+type Serving = Pin<Box<dyn Future<Output = std::io::Result<()>>>>;
 
 /// A running service.
 #[derive(Debug)]
@@ -43,6 +50,45 @@ impl ServiceHost {
     where
         F: FnOnce(CancellationToken) -> Router + Send + 'static,
     {
+        Self::start_serving(name, endpoint, move |listener, stop| {
+            let router = make_router(stop.clone());
+            Box::pin(async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+            })
+        })
+    }
+
+    /// Start `name` as a gRPC service: tonic's server with `layer` in front of the routes
+    /// `make_routes` builds (the two lines a tonic service adds: `.layer(BudgetLayer::new())`
+    /// on the server builder, and the handler reads `Deadline::current()`).
+    pub(crate) fn start_grpc<F>(
+        name: &'static str,
+        endpoint: &str,
+        layer: BudgetLayer,
+        make_routes: F,
+    ) -> Result<Self, DemoError>
+    where
+        F: FnOnce() -> tonic::service::Routes + Send + 'static,
+    {
+        Self::start_serving(name, endpoint, move |listener, stop| {
+            let mut builder = tonic::transport::Server::builder().layer(layer);
+            let server = builder.add_routes(make_routes());
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            Box::pin(async move {
+                server
+                    .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                    .await
+                    .map_err(std::io::Error::other)
+            })
+        })
+    }
+
+    fn start_serving<F>(name: &'static str, endpoint: &str, serve: F) -> Result<Self, DemoError>
+    where
+        F: FnOnce(tokio::net::TcpListener, CancellationToken) -> Serving + Send + 'static,
+    {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(DemoError::Io)?;
         listener.set_nonblocking(true).map_err(DemoError::Io)?;
         let addr = listener.local_addr().map_err(DemoError::Io)?;
@@ -52,16 +98,7 @@ impl ServiceHost {
         let thread_stop = stop.clone();
         let thread = thread::Builder::new()
             .name(format!("svc-{name}"))
-            .spawn(move || {
-                run(
-                    name,
-                    &endpoint,
-                    listener,
-                    thread_stop,
-                    make_router,
-                    ready_tx,
-                )
-            })
+            .spawn(move || run(name, &endpoint, listener, thread_stop, serve, ready_tx))
             .map_err(DemoError::Io)?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Self {
@@ -122,10 +159,10 @@ fn run<F>(
     endpoint: &str,
     listener: std::net::TcpListener,
     stop: CancellationToken,
-    make_router: F,
+    serve: F,
     ready: mpsc::Sender<Result<(), DemoError>>,
 ) where
-    F: FnOnce(CancellationToken) -> Router,
+    F: FnOnce(tokio::net::TcpListener, CancellationToken) -> Serving,
 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -150,11 +187,8 @@ fn run<F>(
     let served = tracing::dispatcher::with_default(&dispatch, || {
         runtime.block_on(async {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(DemoError::Io)?;
-            let router = make_router(stop.clone());
+            let mut server = serve(listener, stop.clone());
             let _ = ready.send(Ok(()));
-            let server = axum::serve(listener, router)
-                .with_graceful_shutdown(stop.clone().cancelled_owned());
-            let mut server = std::pin::pin!(server.into_future());
             tokio::select! {
                 done = &mut server => done.map_err(DemoError::Io)?,
                 () = async { stop.cancelled().await; tokio::time::sleep(DRAIN).await } => {}

@@ -5,6 +5,7 @@
 //! over OTLP/gRPC; a load generator drives the edge. The services are built only with the
 //! `deadline-budget` library's public API: they are the example a Rust user copies.
 
+pub mod antifraud;
 mod args;
 mod host;
 mod latency;

@@ -1,6 +1,8 @@
 //! The services of each topology, built only with the `deadline-budget` public API: a
 //! [`BudgetLayer`] on every service (the edge with its default budget), a [`BudgetClient`] for
-//! every outgoing call, a [`DeadlineQueueLayer`] in front of `orders` in the queue case. The
+//! every outgoing HTTP call, a [`DeadlineQueueLayer`] in front of `orders` in the queue case.
+//! `antifraud` is a gRPC service (tonic, [`crate::antifraud`]): pix-api calls it through a
+//! [`BudgetChannelLayer`], so the budget crosses HTTP → gRPC → HTTP in the payment chain. The
 //! broken variants of each scenario are the library's own options, set here per service.
 //!
 //! [`Blueprint::start`] starts the callees first (so their callers know where they listen) and
@@ -16,8 +18,11 @@ use deadline_budget::budget::Deadline;
 use deadline_budget::client::{BudgetClient, CallError, CallOptions, Forward};
 use deadline_budget::queue::DeadlineQueueLayer;
 use deadline_budget::server::BudgetLayer;
+use deadline_budget::{BudgetChannelLayer, CallOptions as Options};
+use tower::Layer as _;
 use tracing::Instrument as _;
 
+use crate::antifraud::{AntifraudClient, AntifraudServer, CheckRequest};
 use crate::host::ServiceHost;
 use crate::{DemoError, Latencies, Scenario, Timing, Topology};
 
@@ -128,12 +133,21 @@ impl Blueprint {
                 .name(format!("GET {callee} {path}"))
                 .margin(t.duration(10))
                 .min_worth_calling(t.duration(50)),
+            grpc: None,
             attempts: 1,
             forward_full_remaining: false,
         }
     }
 
-    /// pix-api (edge, 1200 ms) -> antifraud (SLA 400 ms), then -> settlement (SLA 1 s).
+    /// A gRPC call to antifraud's `Check` at `host` (the span takes gRPC's own name).
+    fn grpc_call(&self, callee: &'static str, host: &ServiceHost) -> Call {
+        let mut call = self.call(callee, host, "");
+        call.options.name = None;
+        call.grpc = Some(Grpc::Address(host.url()));
+        call
+    }
+
+    /// pix-api (edge, 1200 ms) -> antifraud over gRPC (SLA 400 ms), then -> settlement (SLA 1 s).
     fn start_payment(
         &self,
         endpoint: &str,
@@ -149,10 +163,15 @@ impl Blueprint {
         let layer = BudgetLayer::new().cancel_on_disconnect(s != Scenario::NoCancel);
         hosts.push(leaf(endpoint, settlement, "/settle", layer)?);
 
-        let antifraud = self.hop("antifraud", knobs);
-        hosts.push(leaf(endpoint, antifraud, "/check", BudgetLayer::new())?);
+        let antifraud = AntifraudServer::new(self.hop("antifraud", knobs));
+        hosts.push(ServiceHost::start_grpc(
+            "antifraud",
+            endpoint,
+            BudgetLayer::new(),
+            move || tonic::service::Routes::new(antifraud),
+        )?);
 
-        let mut check = self.call("antifraud", &hosts[1], "/check");
+        let mut check = self.grpc_call("antifraud", &hosts[1]);
         check.options = check.options.sla(t.duration(400));
         if s == Scenario::RetryStorm {
             check.attempts = 3;
@@ -290,16 +309,17 @@ fn relay(
 ) -> Result<ServiceHost, DemoError> {
     let name = relay.hop.name;
     ServiceHost::start(name, endpoint, move |_stop| {
+        // gRPC channels are made here, on the service's own runtime, which drives them.
         Router::new()
             .route(path, get(work_then_call))
-            .with_state(relay)
+            .with_state(relay.connect())
             .layer(layer)
     })
 }
 
 /// One service's own work.
 #[derive(Clone, Debug)]
-struct Hop {
+pub(crate) struct Hop {
     name: &'static str,
     knobs: Latencies,
     /// Stop the work when the hop's deadline passes (the right thing).
@@ -308,7 +328,7 @@ struct Hop {
 
 impl Hop {
     /// The local work: as long as the service's latency knob says, inside its own span.
-    async fn work(&self) -> Answer {
+    pub(crate) async fn work(&self) -> Answer {
         let time = self.knobs.work(self.name);
         let deadline = Deadline::current().filter(|_| self.respects_deadline);
         if deadline.is_some_and(|d| d.is_expired()) {
@@ -350,10 +370,19 @@ struct Call {
     callee: &'static str,
     url: String,
     options: CallOptions,
+    /// Set for a gRPC call to antifraud instead of an HTTP GET of `url`.
+    grpc: Option<Grpc>,
     /// Attempts in all (retries = attempts - 1).
     attempts: u32,
     /// The retry-storm bug: each attempt forwards everything that remains, not its timeout.
     forward_full_remaining: bool,
+}
+
+/// A gRPC callee: its address until the calling service connects, then its client.
+#[derive(Clone, Debug)]
+enum Grpc {
+    Address(String),
+    Client(AntifraudClient),
 }
 
 /// A hop that works, then calls.
@@ -373,6 +402,48 @@ async fn work_then_call(State(relay): State<Relay>) -> Answer {
 }
 
 impl Relay {
+    /// Connect the gRPC calls: a lazy channel (it connects on first use) with the budget layer,
+    /// one line on the channel. Must run inside the service's runtime.
+    fn connect(mut self) -> Self {
+        for call in &mut self.calls {
+            if let Some(Grpc::Address(url)) = &call.grpc
+                && let Ok(endpoint) = tonic::transport::Endpoint::from_shared(url.clone())
+            {
+                let channel =
+                    BudgetChannelLayer::new(call.options.clone()).layer(endpoint.connect_lazy());
+                call.grpc = Some(Grpc::Client(AntifraudClient::new(channel)));
+            }
+        }
+        self
+    }
+
+    /// One attempt of a gRPC call, its failure as the status pix-api answers with.
+    async fn send_grpc(&self, call: &Call, options: Options) -> Result<(), (StatusCode, String)> {
+        let Some(Grpc::Client(client)) = &call.grpc else {
+            return Err((
+                StatusCode::BAD_GATEWAY,
+                format!("{}: no gRPC channel", call.callee),
+            ));
+        };
+        let mut request = tonic::Request::new(CheckRequest {
+            payment_id: "pix-demo".to_owned(),
+            amount_cents: 12_000,
+        });
+        // This attempt's own options (its number, what it forwards) over the channel's.
+        request.extensions_mut().insert(options);
+        match client.clone().check(request).await {
+            Ok(_) => Ok(()),
+            Err(status) => {
+                let code = match status.code() {
+                    tonic::Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+                    tonic::Code::ResourceExhausted => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::BAD_GATEWAY,
+                };
+                Err((code, format!("{}: {}", call.callee, status.message())))
+            }
+        }
+    }
+
     /// Make one call (with its retries); an error names the step that ran out.
     async fn call(&self, call: &Call) -> Answer {
         let mut last = None;
@@ -382,6 +453,19 @@ impl Relay {
                 && let Some(deadline) = Deadline::current()
             {
                 options = options.forward(Forward::Fixed(deadline.remaining()));
+            }
+            if call.grpc.is_some() {
+                match self.send_grpc(call, options).await {
+                    Ok(()) => return Ok(String::new()),
+                    Err(failed) => {
+                        let retryable = failed.0 == StatusCode::GATEWAY_TIMEOUT;
+                        last = Some(failed);
+                        if retryable {
+                            continue;
+                        }
+                        break;
+                    }
+                }
             }
             let failed = match self.client.send(self.client.get(&call.url), &options).await {
                 Ok(response) if response.status().is_success() => return Ok(String::new()),

@@ -101,20 +101,45 @@ async fn propagate_is_one_trace_per_request_across_three_services_and_finds_noth
     }
     assert!(run.kinds().is_empty(), "{}", run.dump());
     // Each service's spans went through its own pipeline: no span under another's name.
-    for (span_name, service) in [
-        ("GET /pay", "pix-api"),
-        ("GET /check", "antifraud"),
-        ("GET /settle", "settlement"),
-        ("GET antifraud /check", "pix-api"),
-        ("GET settlement /settle", "pix-api"),
+    const SERVER: i32 = 2;
+    const CLIENT: i32 = 3;
+    for (span_name, kind, service) in [
+        ("GET /pay", SERVER, "pix-api"),
+        ("budget.demo.Antifraud/Check", SERVER, "antifraud"),
+        ("GET /settle", SERVER, "settlement"),
+        ("budget.demo.Antifraud/Check", CLIENT, "pix-api"),
+        ("GET settlement /settle", CLIENT, "pix-api"),
     ] {
         let owners: BTreeSet<&str> = run
             .spans
             .iter()
-            .filter(|s| s.name == span_name)
+            .filter(|s| s.name == span_name && s.kind == kind)
             .map(|s| s.service.as_str())
             .collect();
         assert_eq!(owners, BTreeSet::from([service]), "{span_name}");
+    }
+    // antifraud is a gRPC hop: its budget came in gRPC's own grpc-timeout, the value pix-api
+    // forwarded (HTTP → gRPC → HTTP), and it answered OK in gRPC's terms.
+    let hops: Vec<&SinkSpan> = run
+        .spans
+        .iter()
+        .filter(|s| s.service == "antifraud" && s.kind == SERVER)
+        .collect();
+    assert_eq!(hops.len(), 3);
+    for hop in hops {
+        assert_eq!(hop.attr("budget.source"), Some("grpc-timeout"));
+        assert_eq!(hop.attr("rpc.system"), Some("grpc"));
+        let caller = run
+            .spans
+            .iter()
+            .find(|s| s.span_id == hop.parent_span_id)
+            .expect("antifraud's caller");
+        assert_eq!(
+            caller.attr("budget.forwarded_ms"),
+            Some("200"),
+            "400 ms SLA at half scale"
+        );
+        assert_eq!(hop.attr("budget.received_ms"), Some("200"));
     }
 }
 

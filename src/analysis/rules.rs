@@ -184,6 +184,9 @@ struct Walk<'a> {
     caused_above: Vec<bool>,
     /// Per hop: the earliest moment anyone above would stop waiting, ns ([`NEVER`]: unknown).
     wait_limit: Vec<i64>,
+    /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
+    /// (`orphaned` then reports work past the budget its caller sent).
+    explains_late: Vec<bool>,
     /// Index into `edges` of each hop's incoming edge.
     edge_of: Vec<u32>,
     edges: Vec<EdgeSample>,
@@ -816,6 +819,38 @@ impl Walk<'_> {
         }
     }
 
+    /// Root hops that worked on past the budget their caller sent, judged after the walk: not
+    /// when a finding on their own spans already explains the late work (`ran_after_expiry`,
+    /// a late retry), and not twice when their own spans outlived them (found in the walk).
+    fn late_roots(&mut self) {
+        let mut explained = vec![false; self.spans.len()];
+        for (at, f) in &self.found {
+            let h = self.t.hop_of[*at as usize];
+            if h != NONE
+                && matches!(
+                    f.kind,
+                    FindingKind::RanAfterExpiry | FindingKind::RetryOverBudget
+                )
+            {
+                explained[h as usize] = true;
+            }
+            if f.kind == FindingKind::OrphanedWork {
+                explained[*at as usize] = true;
+            }
+        }
+        for (i, explained) in explained.into_iter().enumerate() {
+            let s = &self.spans[i];
+            if s.kind.is_hop()
+                && self.tree.parent[i] == NONE
+                && !explained
+                && self.t.give_up[i] < ns(s.end_unix_nano)
+            {
+                self.explains_late[i] = true;
+                self.orphaned(i);
+            }
+        }
+    }
+
     /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
     fn orphaned(&mut self, i: usize) {
         let spans = self.spans;
@@ -826,8 +861,15 @@ impl Walk<'_> {
         let p = self.tree.parent[i];
         let start = ns(s.start_unix_nano);
         let (stop, who) = if p == NONE {
-            // The root: its caller had the answer (or hung up) when its span ended.
-            (ns(s.end_unix_nano), None)
+            // The root: its caller had the answer (or hung up) when its span ended, or stopped
+            // waiting when the budget it sent ran out, whichever came first. Work that started
+            // after that budget ran out, or a late retry, is the finding that explains it (see
+            // `Walk::late_roots`).
+            let stop = self.t.give_up[i];
+            if stop < ns(s.end_unix_nano) && !self.explains_late[i] {
+                return;
+            }
+            (stop, None)
         } else {
             let ps = &spans[p as usize];
             let calls_it = ps.kind == SpanKind::Client
@@ -848,6 +890,11 @@ impl Walk<'_> {
             Some(caller) => format!(
                 "{} worked {own} ms after {caller} stopped waiting{tail}",
                 s.service
+            ),
+            None if stop < ns(s.end_unix_nano) => format!(
+                "{} worked {own} ms after the {} ms budget its caller sent ran out{tail}",
+                s.service,
+                s.budget.received_ms.unwrap_or_default()
             ),
             None => format!(
                 "{} kept working {own} ms after it answered or its caller hung up{tail}",
@@ -1206,6 +1253,7 @@ impl Chain {
             upstream: vec![NONE; n],
             caused_above: vec![false; n],
             wait_limit: vec![NEVER; n],
+            explains_late: vec![false; n],
             edge_of: vec![NONE; n],
             edges: Vec::new(),
             found: Vec::new(),
@@ -1232,6 +1280,8 @@ impl Chain {
                         )
                 });
         }
+
+        walk.late_roots();
 
         // Attribute findings to edges and rows.
         let mut kinds = vec![KindSet::default(); n];

@@ -1114,8 +1114,9 @@ mod properties {
     /// call is refused for lack of budget) under an earlier hop.
     fn well_behaved(picks: &[(prop::sample::Index, u64, bool)]) -> Vec<Span> {
         // (span id, depth, received budget) of each hop.
-        let mut hops = vec![(1u64, 0u64, 400i64)];
-        let mut spans = vec![hop(1, None, "s0", 0, 1000, Some(400))];
+        // The edge received as much as it takes: 1000 ms.
+        let mut hops = vec![(1u64, 0u64, 1000i64)];
+        let mut spans = vec![hop(1, None, "s0", 0, 1000, Some(1000))];
         let mut next = 2;
         for (pick, service, refuse) in picks {
             let (parent, depth, received) = hops[pick.index(hops.len())];

@@ -1,7 +1,7 @@
 //! The overlays: the legend (`?`), which explains every highlight in plain words, and the detail
 //! of one span with all its budget facts and findings.
 
-use budget_top::legend::{MARKS, MarkRole, facts};
+use budget_top::legend::{MARKS, MarkRole, ROW_FIGURES, facts};
 use deadline_budget::analysis::FindingKind;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -112,13 +112,6 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         };
         lines.push(glyph(mark.glyph, style, mark.text));
     }
-    lines.push(Line::styled("The chain list", theme.title()));
-    for text in [
-        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
-        "WASTED: the work its services did after everyone above had stopped waiting",
-    ] {
-        lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
-    }
     lines.push(Line::styled("Findings", theme.title()));
     for kind in FindingKind::ALL {
         let sev = kind.severity();
@@ -127,6 +120,20 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             theme.severity(sev),
         );
         lines.extend(hanging(head, meaning(kind), theme.text(), width));
+    }
+    lines.push(Line::styled("The figures beside each row", theme.title()));
+    lines.extend(hanging(
+        TextSpan::raw(" "),
+        ROW_FIGURES,
+        theme.text(),
+        width,
+    ));
+    lines.push(Line::styled("The chain list", theme.title()));
+    for text in [
+        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
+        "WASTED: the work its services did after everyone above had stopped waiting",
+    ] {
+        lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
     }
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [

@@ -23,6 +23,7 @@ use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{put, put_right, scroll_offset};
 use crate::app::{ChainView, State};
+use budget_top::legend::carrier_tag;
 
 struct Geometry {
     label_w: u16,
@@ -314,7 +315,14 @@ fn draw_row(
         let (text, style) = match (b.source, span.budget.budget_ms()) {
             (Some(src), _) if !src.has_budget() => (src.as_str().to_string(), theme.dim()),
             (Some(BudgetSource::Default), Some(v)) => (format!("own {}", short(v)), theme.text()),
-            (_, Some(v)) => (format!("rcv {}", short(v)), theme.text()),
+            (source, Some(v)) => {
+                // The carrier, when it is not our own header (wide screens only).
+                let via = match source.map(carrier_tag) {
+                    Some(tag) if g.nums_w >= 18 && !tag.is_empty() => format!(" {tag}"),
+                    _ => String::new(),
+                };
+                (format!("rcv {}{via}", short(v)), theme.text())
+            }
             (_, None) => ("none".to_string(), theme.dim()),
         };
         let text = match b.queue_wait_ms {

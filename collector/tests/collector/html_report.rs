@@ -90,10 +90,13 @@ fn headless(chromium: &Path, dir: &Path, name: &str, args: &[String], page: &Pat
         if started.elapsed() > Duration::from_secs(60) {
             child.kill().unwrap();
             let _ = child.wait();
+            let _ = std::fs::remove_dir_all(&profile);
             panic!("chromium {args:?} still running after 60 s");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A profile is tens of megabytes: the shared disk gets it back.
+    let _ = std::fs::remove_dir_all(&profile);
     std::fs::read_to_string(stdout).unwrap()
 }
 

@@ -7,6 +7,7 @@ mod collector_file;
 mod e2e_otlp;
 mod export;
 mod go_grpc;
+mod grpc_python;
 mod html_report;
 mod ingest_hostile;
 mod instrumenting_guide;

@@ -9,13 +9,15 @@ use std::time::Duration;
 use crate::support::{finding_names, listen};
 
 /// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`). The
-/// instrumentations (for `python_stock`) are the 0.66b2 release that goes with SDK 1.45.2.
-const PACKAGES: [&str; 5] = [
+/// instrumentations (for `python_stock`) are the 0.66b2 release that goes with SDK 1.45.2;
+/// `grpcio` is the stock gRPC client of `grpc_python` (a wheel for Python 3.11 exists).
+const PACKAGES: [&str; 6] = [
     "opentelemetry-sdk==1.45.2",
     "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
     "opentelemetry-exporter-otlp-proto-http==1.45.2",
     "opentelemetry-instrumentation-wsgi==0.66b2",
     "opentelemetry-instrumentation-requests==0.66b2",
+    "grpcio==1.85.1",
 ];
 
 pub fn python3() -> Option<PathBuf> {

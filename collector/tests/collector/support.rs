@@ -396,6 +396,8 @@ pub fn assert_guide_chain_classified(
     let report = finished.json();
     let expected: Vec<(String, String, String)> = [
         ("budget_reset", "reports", "GET inventory"),
+        // 250 ms of work on a 200 ms budget: 50 ms after its caller stopped waiting.
+        ("orphaned_work", "batch", "GET /batch"),
         ("orphaned_work", "search", "GET /search"),
         ("shed_expired", "orders", "GET /orders"),
     ]
@@ -417,7 +419,7 @@ pub fn assert_guide_chain_classified(
     assert!((1..=1000).contains(&remaining), "{reset}");
     let orphan = findings
         .iter()
-        .find(|f| f["kind"] == "orphaned_work")
+        .find(|f| f["kind"] == "orphaned_work" && f["service"] == format!("{prefix}-search"))
         .unwrap();
     // The search hop works 600 ms; its caller waits 100 ms (less the 10 ms margin, less transit).
     let wasted = orphan["wasted_ms"].as_i64().unwrap();

@@ -647,3 +647,28 @@ fn a_root_that_answers_after_the_budget_its_caller_sent_did_not_answer_in_time()
     assert_eq!(a.summary.outcome, ChainOutcome::Ok);
     assert_eq!(a.summary.wasted_ms, 0);
 }
+
+#[test]
+fn a_root_that_works_past_the_budget_its_caller_sent_is_orphaned() {
+    // The edge received 500 ms from a client that writes no span, and took 900: the client
+    // stopped waiting at 500 (a WSGI server span ends when the app returns, whoever listens).
+    let mut edge = stock_hop(1, None, "edge", 0, 900);
+    edge.budget.received_ms = Some(500);
+    edge.budget.source = Some(BudgetSource::Header(crate::carrier::Form::Ms));
+    edge.budget.http_status = Some(200);
+    let mut call = stock_call(2, 1, "edge", 10, 880);
+    call.budget.forwarded_ms = Some(480);
+    let mut worker = stock_hop(3, Some(2), "worker", 12, 870);
+    worker.budget.received_ms = Some(480);
+    worker.budget.source = Some(BudgetSource::Header(crate::carrier::Form::Ms));
+    let a = analyse([edge, call, worker]);
+    let f = only(&a);
+    assert_eq!((f.kind, f.span_id), (FindingKind::OrphanedWork, sid(1)));
+    assert_eq!(
+        f.message,
+        "edge worked 400 ms after the 500 ms budget its caller sent ran out; 370 ms of work below it for nobody: worker 370"
+    );
+    assert_eq!(f.wasted_ms, Some(770));
+    assert_eq!(a.summary.wasted_ms, 770);
+    assert_eq!(a.summary.outcome, ChainOutcome::DeadlineExceeded);
+}
