@@ -137,6 +137,11 @@ pub struct CheckArgs {
     /// `warning,empty`) also fails when no span was read, so a gate cannot pass on nothing.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "error")]
     pub fail_on: Vec<FailOn>,
+    /// Also write the report as one self-contained HTML page to FILE: the summary and exit
+    /// status, sortable edges and services tables, and the worst chains of each finding kind
+    /// drawn as waterfalls (readable offline; nothing loads from the network).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `budget-top record`.
@@ -187,6 +192,10 @@ pub struct DemoArgs {
     /// With --check: exit 1 when a finding reaches this severity.
     #[arg(long, value_enum, default_value_t = FailOn::Error, requires = "check")]
     pub fail_on: FailOn,
+    /// With --check: also write the report as one self-contained HTML page to FILE, as
+    /// `budget-top check --html` does.
+    #[arg(long, value_name = "FILE", requires = "check")]
+    pub html: Option<PathBuf>,
     /// Walk through the scenarios in teaching order: each step says what is about to happen and
     /// what to look at, and waits for `w` before the next.
     #[arg(long)]
@@ -255,11 +264,14 @@ mod tests {
             "json",
             "--fail-on",
             "warning",
+            "--html",
+            "report.html",
         ])
         .unwrap();
         let Some(Command::Check(args)) = cli.command else {
             panic!("not check");
         };
+        assert_eq!(args.html, Some(PathBuf::from("report.html")));
         assert_eq!(args.idle, Some(Duration::from_secs(3)));
         assert_eq!(args.format, Format::Json);
         assert_eq!(FailOn::threshold(&args.fail_on), Severity::Warning);
@@ -318,6 +330,8 @@ mod tests {
         assert!(parse(&["--workshop"]).is_ok());
         assert!(parse(&["--for", "5s"]).is_err());
         assert!(parse(&["--format", "json"]).is_err());
+        assert!(parse(&["--html", "report.html"]).is_err());
+        assert!(parse(&["--check", "--html", "report.html"]).is_ok());
         assert!(parse(&["--check", "--workshop"]).is_err());
         assert!(parse(&["--scenario", "nope"]).is_err());
     }

@@ -235,49 +235,58 @@ fn paint(color: bool, severity: Option<Severity>, text: impl std::fmt::Display) 
     }
 }
 
-/// Whether a character from a span must not reach a terminal as it is: control characters
-/// (escape sequences, newlines, tabs) move the cursor; bidirectional overrides and isolates
-/// (U+202A-U+202E, U+2066-U+2069) reorder what follows them, and zero-width and other invisible
-/// format characters (U+200B-U+200F, U+2060-U+2064, U+FEFF, the soft hyphen...) take no cell,
-/// so both misalign columns and can make one name look like another.
-pub fn is_unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{00ad}'
-                | '\u{034f}'
-                | '\u{061c}'
-                | '\u{115f}'
-                | '\u{1160}'
-                | '\u{17b4}'
-                | '\u{17b5}'
-                | '\u{180b}'..='\u{180f}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}'
-                | '\u{3164}'
-                | '\u{fe00}'..='\u{fe0f}'
-                | '\u{feff}'
-                | '\u{ffa0}'
-                | '\u{fff9}'..='\u{fffb}'
-                | '\u{1bca0}'..='\u{1bca3}'
-                | '\u{1d173}'..='\u{1d17a}'
-                | '\u{e0000}'..='\u{e0fff}'
-        )
-}
-
-/// Control, bidirectional and invisible characters (see [`is_unsafe_char`]) become spaces;
-/// long values are cut.
+/// Control characters (escape sequences, newlines, tabs) become spaces; bidirectional
+/// overrides and zero-width characters are removed (a span name cannot reorder or hide the
+/// text around it); long values are cut. The HTML report cleans every span string the same way
+/// before escaping it.
 pub fn clean(s: &str) -> String {
     let mut out: String = s
         .chars()
+        .filter(|&c| !hidden(c))
         .take(200)
-        .map(|c| if is_unsafe_char(c) { ' ' } else { c })
+        .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if s.chars().nth(200).is_some() {
+    if s.chars().filter(|&c| !hidden(c)).nth(200).is_some() {
         out.push('…');
     }
     out
+}
+
+/// Characters that change how the text around them reads without showing themselves: the
+/// bidirectional embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069), and
+/// the zero-width and other invisible format characters (U+200B-U+200F, U+2060-U+206F, U+FEFF,
+/// the soft hyphen, variation selectors, tags...), which take no cell: they misalign columns
+/// and make one name look like another.
+pub fn hidden(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{061c}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{17b4}'
+            | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
+/// Whether a character from a span must not reach a terminal as it is: a control character
+/// (escape sequences, newlines, tabs move the cursor) or a [`hidden`] one. The screen removes
+/// them; the text report turns control characters into spaces and removes the hidden ones.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control() || hidden(c)
 }
 
 #[cfg(test)]
@@ -291,17 +300,28 @@ mod tests {
     }
 
     #[test]
-    fn bidirectional_overrides_and_zero_width_characters_cannot_misalign_columns() {
-        // "admin" that would display reversed, a zero-width space, a byte-order mark.
+    fn span_strings_cannot_reorder_or_hide_text() {
+        // RIGHT-TO-LEFT OVERRIDE would show "gpj.exe" as "exe.jpg"; zero-width characters make
+        // two names look the same.
+        assert_eq!(clean("a\u{202e}gpj.exe\u{202c}"), "agpj.exe");
+        assert_eq!(clean("or\u{200b}ders\u{2066}\u{feff}"), "orders");
+        assert_eq!(clean("ملف"), "ملف");
         assert_eq!(
-            clean("svc\u{202e}nimda\u{202c}\u{200b}x\u{feff}\u{2066}y\u{2069}"),
-            "svc nimda  x  y "
+            clean("svc\u{202e}nimda\u{202c}\u{200b}x\u{feff}\u{2066}y\u{2069}\u{e0041}\u{00ad}"),
+            "svcnimdaxy"
         );
         // Every kept character takes the cells its width says.
-        for c in ['\u{200d}', '\u{2060}', '\u{00ad}', '\u{e0041}', '\u{061c}'] {
+        for c in [
+            '\u{200d}',
+            '\u{2060}',
+            '\u{00ad}',
+            '\u{e0041}',
+            '\u{061c}',
+            '\u{1b}',
+        ] {
             assert!(is_unsafe_char(c), "{c:?}");
         }
-        for c in ['é', '→', '日', ' ', '-'] {
+        for c in ['é', '→', '日', ' ', '-', 'م'] {
             assert!(!is_unsafe_char(c), "{c:?}");
         }
     }

@@ -421,5 +421,5 @@ fn bidi_and_zero_width_characters_do_not_reach_the_text_report() {
     ] {
         assert!(!out.stdout.contains(c), "{c:?} in {}", out.stdout);
     }
-    assert!(out.stdout.contains("ord sre"), "{}", out.stdout);
+    assert!(out.stdout.contains("ordsre"), "{}", out.stdout);
 }

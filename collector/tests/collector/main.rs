@@ -9,6 +9,7 @@ mod export;
 mod go_grpc;
 mod grpc_python;
 mod hostile_input;
+mod html_report;
 mod ingest_hostile;
 mod instrumenting_guide;
 mod java_http;
