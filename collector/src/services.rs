@@ -66,8 +66,10 @@ pub fn service_stats(store: &Store, window: Range<u64>) -> Vec<(Arc<str>, Servic
     let window_ns = window.end.saturating_sub(window.start);
     let mut by: HashMap<Arc<str>, ServiceStats> = HashMap::new();
     for entry in store.chains() {
-        let (Some(a), Some(chain)) = (store.analysis(entry.trace_id), store.chain(entry.trace_id))
-        else {
+        let (Some(a), Some(chain)) = (
+            store.held_analysis(entry.trace_id),
+            store.chain(entry.trace_id),
+        ) else {
             continue;
         };
         for row in &a.rows {

@@ -13,7 +13,7 @@ use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
-    Chain, ChainAnalysis, ChainSummary, Coverage, EdgeAggregate, EdgeReport, EdgeStats,
+    Chain, ChainAnalysis, ChainSummary, Coverage, EdgeAggregate, EdgeReport, EdgeSample, EdgeStats,
     EdgeTimeouts, Finding, Inserted, Options, OutcomeCounts, Report, SeverityCounts, Span, SpanId,
     Summary, TraceId,
 };
@@ -22,6 +22,12 @@ use opentelemetry_proto::tonic::common::v1::KeyValue;
 use crate::ingest::Batch;
 use crate::ingest::decode::RawAttributes;
 
+mod attributes;
+mod samples;
+pub use attributes::SpanAttributes;
+use attributes::{ChainAttributes, Dictionary};
+use samples::EdgeSamples;
+
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
 
@@ -29,10 +35,6 @@ pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
 /// chains together (the screen's only memory that grows with what spans carry, not with how
 /// many there are).
 pub const DEFAULT_MAX_ATTRIBUTE_BYTES: usize = 256 * 1024 * 1024;
-
-/// What one span's raw attributes cost beyond their bytes: the map slot (span id, the boxed
-/// bytes' pointer and length, the counts) and the allocation's header, rounded up.
-const ATTRIBUTE_ENTRY_COST: usize = 64;
 
 /// One line of the chain list: a chain's latest summary.
 #[derive(Clone, Copy, Debug)]
@@ -63,7 +65,8 @@ pub struct StoreCounters {
     /// Spans that arrived again with the same id but different contents: the copy kept is
     /// chosen by content (see `Chain::insert`), whatever the order they came in.
     pub spans_conflicting: u64,
-    /// Raw attribute bytes held for the detail view (with each span's entry cost).
+    /// Raw attribute bytes held for the detail view: the chains' arenas and the dictionary of
+    /// repeated attributes (see `store::attributes`).
     pub attribute_bytes: u64,
     /// Chains whose raw attributes were dropped, oldest first, to stay under the budget.
     pub attribute_chains_dropped: u64,
@@ -72,18 +75,20 @@ pub struct StoreCounters {
 #[derive(Debug)]
 struct Entry {
     chain: Chain,
-    /// Raw attributes by span, only for spans the ingest kept them for (no map at all for a
+    /// Raw attributes of the spans the ingest kept them for, compacted (no allocation for a
     /// chain without any: `check` keeps none).
-    // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
-    #[allow(clippy::box_collection)]
-    attributes: Option<Box<HashMap<SpanId, RawAttributes>>>,
+    attributes: ChainAttributes,
     /// What `attributes` costs, counted in [`StoreCounters::attribute_bytes`].
     attribute_bytes: usize,
     /// Spans at positions below this had their raw attributes dropped for the budget.
     attributes_dropped_below: u32,
     /// The chain's place in [`Store::attribute_order`]; 0 when it is not there.
     attribute_seq: u64,
+    /// The latest analysis, without its edge samples (held packed in `samples`).
     analysis: Option<Arc<ChainAnalysis>>,
+    /// The latest analysis's edge samples, packed: they are in the edge aggregates, and are
+    /// taken out again when the chain is analysed anew or evicted.
+    samples: EdgeSamples,
     dirty: bool,
 }
 
@@ -124,7 +129,12 @@ pub struct Store {
     attribute_order: VecDeque<(TraceId, u64)>,
     /// The last sequence number given in `attribute_order`.
     attribute_seq: u64,
+    /// The raw attributes that repeat, numbered once for every chain.
+    dictionary: Dictionary,
 }
+
+/// The share of `--max-attribute-bytes` the dictionary of repeated attributes may take.
+const DICTIONARY_SHARE: usize = 4;
 
 /// Chains analysed between two looks at the edges' inferred timeouts in the live loop.
 const TIMEOUT_CHECK_EVERY: usize = 2048;
@@ -151,12 +161,14 @@ impl Store {
             max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES,
             attribute_order: VecDeque::new(),
             attribute_seq: 0,
+            dictionary: Dictionary::with_limit(DEFAULT_MAX_ATTRIBUTE_BYTES / DICTIONARY_SHARE),
         }
     }
 
     /// The same store holding at most `bytes` of raw attributes (`--max-attribute-bytes`).
     pub fn with_attribute_budget(mut self, bytes: usize) -> Self {
         self.max_attribute_bytes = bytes;
+        self.dictionary = Dictionary::with_limit(bytes / DICTIONARY_SHARE);
         self
     }
 
@@ -214,15 +226,15 @@ impl Store {
             Inserted::OtherTrace => return,
         }
         if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
-            let cost = attrs.bytes_held() + ATTRIBUTE_ENTRY_COST;
-            let old = entry
+            let dictionary_before = self.dictionary.bytes();
+            entry
                 .attributes
-                .get_or_insert_default()
-                .insert(span_id, attrs)
-                .map_or(0, |old| old.bytes_held() + ATTRIBUTE_ENTRY_COST);
-            entry.attribute_bytes = entry.attribute_bytes + cost - old;
-            self.counters.attribute_bytes =
-                self.counters.attribute_bytes + cost as u64 - old as u64;
+                .insert(&mut self.dictionary, span_id, &attrs);
+            let held = entry.attributes.bytes_held();
+            self.counters.attribute_bytes = self.counters.attribute_bytes + held as u64
+                - entry.attribute_bytes as u64
+                + (self.dictionary.bytes() - dictionary_before) as u64;
+            entry.attribute_bytes = held;
             if entry.attribute_seq == 0 {
                 self.attribute_seq += 1;
                 entry.attribute_seq = self.attribute_seq;
@@ -260,7 +272,7 @@ impl Store {
                 continue; // evicted since (perhaps a new chain of that trace id took its place)
             };
             entry.attribute_seq = 0;
-            if entry.attributes.take().is_some() {
+            if !std::mem::take(&mut entry.attributes).is_empty() {
                 self.counters.attribute_bytes -= entry.attribute_bytes as u64;
                 self.counters.attribute_chains_dropped += 1;
                 entry.attribute_bytes = 0;
@@ -277,11 +289,12 @@ impl Store {
             trace_id,
             Box::new(Entry {
                 chain: Chain::new(trace_id),
-                attributes: None,
+                attributes: ChainAttributes::default(),
                 attribute_bytes: 0,
                 attributes_dropped_below: 0,
                 attribute_seq: 0,
                 analysis: None,
+                samples: EdgeSamples::default(),
                 dirty: false,
             }),
         );
@@ -321,11 +334,13 @@ impl Store {
         self.counters.chains_evicted += 1;
         self.counters.spans_evicted += n;
         if let Some(analysis) = entry.analysis {
-            self.subtract(&analysis);
+            self.subtract(&analysis, &entry.samples.unpack());
         }
     }
 
-    fn subtract(&mut self, analysis: &ChainAnalysis) {
+    /// Takes a chain's analysis (held without its edge samples) and its samples out of the
+    /// aggregates.
+    fn subtract(&mut self, analysis: &ChainAnalysis, edges: &[EdgeSample]) {
         let s = &analysis.summary;
         self.findings.subtract(s.findings);
         self.hops -= u64::from(s.hops);
@@ -340,10 +355,13 @@ impl Store {
                 }
             }
         }
-        self.edges.remove(analysis);
+        for sample in edges {
+            self.edges.remove_sample(analysis.trace_id, sample);
+        }
     }
 
-    fn add(&mut self, analysis: &ChainAnalysis) {
+    /// Adds a chain's analysis and its edge samples to the aggregates.
+    fn add(&mut self, analysis: &ChainAnalysis, edges: &[EdgeSample]) {
         let s = &analysis.summary;
         self.findings.add(s.findings);
         self.hops += u64::from(s.hops);
@@ -353,7 +371,9 @@ impl Store {
         for service in &analysis.services_without_budget {
             *self.without_budget.entry(service.clone()).or_insert(0) += 1;
         }
-        self.edges.add(analysis);
+        for sample in edges {
+            self.edges.add_sample(analysis.trace_id, sample);
+        }
     }
 
     /// Compares the edges' inferred timeouts with the ones the chains were analysed with; when
@@ -396,12 +416,20 @@ impl Store {
             };
             entry.dirty = false;
             entry.chain.shrink_to_fit();
-            let fresh = Arc::new(entry.chain.analyse_with(&self.options, &self.timeouts));
+            entry.attributes.shrink();
+            let held = entry.attributes.bytes_held();
+            self.counters.attribute_bytes =
+                self.counters.attribute_bytes + held as u64 - entry.attribute_bytes as u64;
+            entry.attribute_bytes = held;
+            let mut fresh = entry.chain.analyse_with(&self.options, &self.timeouts);
+            let edges = std::mem::take(&mut fresh.edges);
+            let fresh = Arc::new(fresh);
             let old = entry.analysis.replace(fresh.clone());
+            let old_edges = std::mem::replace(&mut entry.samples, EdgeSamples::pack(&edges));
             if let Some(old) = old {
-                self.subtract(&old);
+                self.subtract(&old, &old_edges.unpack());
             }
-            self.add(&fresh);
+            self.add(&fresh, &edges);
             analysed += 1;
             if analysed.is_multiple_of(32)
                 && deadline.is_some_and(|d| std::time::Instant::now() >= d)
@@ -449,7 +477,23 @@ impl Store {
 
     /// The latest analysis of one chain (possibly stale: see [`Store::has_dirty`]).
     pub fn analysis(&self, trace_id: TraceId) -> Option<Arc<ChainAnalysis>> {
-        self.chains.get(&trace_id)?.analysis.clone()
+        let entry = self.chains.get(&trace_id)?;
+        let held = entry.analysis.as_ref()?;
+        let edges = entry.samples.unpack();
+        if edges.is_empty() {
+            return Some(held.clone());
+        }
+        Some(Arc::new(ChainAnalysis {
+            edges,
+            ..ChainAnalysis::clone(held)
+        }))
+    }
+
+    /// The latest analysis of one chain as held: everything but its edge samples (`edges` is
+    /// empty; they are in [`Store::edges`]), without the copy [`Store::analysis`] makes to give
+    /// them back. For passes over every chain.
+    pub fn held_analysis(&self, trace_id: TraceId) -> Option<&ChainAnalysis> {
+        self.chains.get(&trace_id)?.analysis.as_deref()
     }
 
     /// The raw attributes of one span, when ingest kept them (decoded now).
@@ -457,28 +501,27 @@ impl Store {
         self.chains
             .get(&trace_id)?
             .attributes
-            .as_ref()?
-            .get(&span_id)
-            .map(RawAttributes::decode)
+            .get(&self.dictionary, span_id)
+            .map(|a| a.attributes)
     }
 
     /// What the detail view should say about a span's raw attributes beyond showing them:
     /// values cut, attributes not kept, or all of them dropped for the store's budget.
     pub fn attribute_note(&self, trace_id: TraceId, span_id: SpanId) -> Option<String> {
         let entry = self.chains.get(&trace_id)?;
-        if let Some(attrs) = entry.attributes.as_ref().and_then(|a| a.get(&span_id)) {
+        if let Some(attrs) = entry.attributes.get(&self.dictionary, span_id) {
             let mut parts = Vec::new();
-            if attrs.cut() > 0 {
+            if attrs.cut > 0 {
                 parts.push(format!(
                     "{} value(s) cut to {} KiB",
-                    attrs.cut(),
+                    attrs.cut,
                     crate::ingest::decode::MAX_VALUE_BYTES / 1024
                 ));
             }
-            if attrs.dropped() > 0 {
+            if attrs.dropped > 0 {
                 parts.push(format!(
                     "{} attribute(s) not kept (a span keeps {} KiB of attributes)",
-                    attrs.dropped(),
+                    attrs.dropped,
                     crate::ingest::decode::MAX_SPAN_ATTRIBUTE_BYTES / 1024
                 ));
             }
@@ -612,7 +655,21 @@ mod tests {
             assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
         }
         let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
-        assert_eq!(store.counters().attribute_bytes, held as u64);
-        assert_eq!(held, 5 * (attrs.bytes_held() + ATTRIBUTE_ENTRY_COST));
+        assert_eq!(
+            store.counters().attribute_bytes,
+            (held + store.dictionary.bytes()) as u64
+        );
+        let arenas: usize = store
+            .chains
+            .values()
+            .map(|e| e.attributes.bytes_held())
+            .sum();
+        assert_eq!(held, arenas);
+        // Five chains of one span each, the attribute numbered once for all of them.
+        assert_eq!(store.chains.len(), 5);
+        assert_eq!(store.dictionary.len(), 1);
+        for id in store.order.iter() {
+            assert_eq!(store.attributes(*id, SpanId([2; 8])), Some(attrs.decode()));
+        }
     }
 }

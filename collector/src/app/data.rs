@@ -291,7 +291,7 @@ impl ScreenData {
         touched.sort_unstable();
         touched.dedup();
         for id in touched {
-            match self.store.analysis(id) {
+            match self.store.held_analysis(id) {
                 Some(a) => {
                     let s = &a.summary;
                     let key = ListKey {

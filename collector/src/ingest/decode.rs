@@ -146,6 +146,14 @@ impl RawAttributes {
         self.dropped
     }
 
+    /// Each kept attribute's protobuf encoding (a `KeyValue` message), in order.
+    pub fn key_values(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        wire::fields(&self.bytes).map_while(|field| match field {
+            Ok((1, wire::Field::Len(kv))) => Some(kv),
+            _ => None,
+        })
+    }
+
     /// The attributes, decoded. Bytes that do not decode (never the case for what the
     /// receivers kept: they were checked) give the attributes before them.
     pub fn decode(&self) -> Vec<KeyValue> {

@@ -1,0 +1,216 @@
+//! A chain's edge samples, packed: what the store keeps of [`ChainAnalysis::edges`] to take
+//! them out of the edge aggregates again when the chain is analysed anew or evicted.
+//!
+//! An [`EdgeSample`] is 144 bytes (two service names, five optional figures, the call's span
+//! id, its findings); a chain of four hops has three, in a vector with room for four: ~590
+//! bytes a chain, more than the chain's waterfall rows. Packed, the services are named once
+//! per chain and each sample is a few varints: ~20 bytes. [`EdgeSamples::unpack`] gives the
+//! samples back exactly as the analysis made them.
+//!
+//! [`ChainAnalysis::edges`]: deadline_budget::analysis::ChainAnalysis::edges
+
+use std::sync::Arc;
+
+use deadline_budget::analysis::{EdgeSample, FindingKind, KindCounts, SpanId};
+use prost::encoding::{decode_varint, encode_varint};
+
+/// Which optional parts a packed sample has.
+const RECEIVED: u64 = 1;
+const FORWARDED: u64 = 1 << 1;
+const LATENCY: u64 = 1 << 2;
+const TIMEOUT: u64 = 1 << 3;
+const UNANSWERED: u64 = 1 << 4;
+const CALL: u64 = 1 << 5;
+const FINDINGS: u64 = 1 << 6;
+
+/// The packed samples of one chain. See the module documentation.
+#[derive(Debug, Default)]
+pub struct EdgeSamples {
+    /// The services the samples name, each once.
+    services: Box<[Arc<str>]>,
+    /// The samples, one after the other.
+    packed: Box<[u8]>,
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+impl EdgeSamples {
+    /// Packs `samples`.
+    pub fn pack(samples: &[EdgeSample]) -> Self {
+        if samples.is_empty() {
+            return EdgeSamples::default();
+        }
+        let mut services: Vec<Arc<str>> = Vec::new();
+        let mut index = |name: &Arc<str>| -> u64 {
+            match services.iter().position(|s| s == name) {
+                Some(i) => i as u64,
+                None => {
+                    services.push(name.clone());
+                    (services.len() - 1) as u64
+                }
+            }
+        };
+        let mut out = Vec::with_capacity(samples.len() * 24);
+        for s in samples {
+            encode_varint(index(&s.caller), &mut out);
+            encode_varint(index(&s.callee), &mut out);
+            let mut present = 0;
+            for (bit, on) in [
+                (RECEIVED, s.received_ms.is_some()),
+                (FORWARDED, s.forwarded_ms.is_some()),
+                (LATENCY, s.latency_ms.is_some()),
+                (TIMEOUT, s.timeout_ms.is_some()),
+                (UNANSWERED, s.unanswered_ms.is_some()),
+                (CALL, s.call.is_some()),
+                (FINDINGS, s.findings.is_some()),
+            ] {
+                if on {
+                    present |= bit;
+                }
+            }
+            encode_varint(present, &mut out);
+            for v in [
+                s.received_ms,
+                s.forwarded_ms,
+                s.latency_ms,
+                s.timeout_ms,
+                s.unanswered_ms,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                encode_varint(zigzag(v), &mut out);
+            }
+            encode_varint(zigzag(s.wasted_ms), &mut out);
+            if let Some(call) = s.call {
+                out.extend_from_slice(&call.0);
+            }
+            if let Some(findings) = &s.findings {
+                for n in findings.0 {
+                    encode_varint(n, &mut out);
+                }
+            }
+        }
+        EdgeSamples {
+            services: services.into_boxed_slice(),
+            packed: out.into_boxed_slice(),
+        }
+    }
+
+    /// The samples, as [`EdgeSamples::pack`] was given them.
+    pub fn unpack(&self) -> Vec<EdgeSample> {
+        let mut out = Vec::new();
+        let mut buf: &[u8] = &self.packed;
+        while !buf.is_empty() {
+            match self.next(&mut buf) {
+                Some(sample) => out.push(sample),
+                // Never the case for what `pack` wrote.
+                None => break,
+            }
+        }
+        out
+    }
+
+    fn next(&self, buf: &mut &[u8]) -> Option<EdgeSample> {
+        let mut varint = || decode_varint(buf).ok();
+        let caller = self.services.get(usize::try_from(varint()?).ok()?)?.clone();
+        let callee = self.services.get(usize::try_from(varint()?).ok()?)?.clone();
+        let present = varint()?;
+        let mut figure = |bit: u64| -> Option<Option<i64>> {
+            if present & bit == 0 {
+                return Some(None);
+            }
+            Some(Some(unzigzag(decode_varint(buf).ok()?)))
+        };
+        let received_ms = figure(RECEIVED)?;
+        let forwarded_ms = figure(FORWARDED)?;
+        let latency_ms = figure(LATENCY)?;
+        let timeout_ms = figure(TIMEOUT)?;
+        let unanswered_ms = figure(UNANSWERED)?;
+        let wasted_ms = unzigzag(decode_varint(buf).ok()?);
+        let call = if present & CALL != 0 {
+            let (id, rest) = buf.split_first_chunk::<8>()?;
+            *buf = rest;
+            Some(SpanId(*id))
+        } else {
+            None
+        };
+        let findings = if present & FINDINGS != 0 {
+            let mut counts = KindCounts::default();
+            for n in counts.0.iter_mut().take(FindingKind::COUNT) {
+                *n = decode_varint(buf).ok()?;
+            }
+            Some(Box::new(counts))
+        } else {
+            None
+        };
+        Some(EdgeSample {
+            caller,
+            callee,
+            received_ms,
+            forwarded_ms,
+            findings,
+            wasted_ms,
+            latency_ms,
+            timeout_ms,
+            unanswered_ms,
+            call,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(caller: &str, callee: &str) -> EdgeSample {
+        EdgeSample {
+            caller: Arc::from(caller),
+            callee: Arc::from(callee),
+            received_ms: None,
+            forwarded_ms: None,
+            findings: None,
+            wasted_ms: 0,
+            latency_ms: None,
+            timeout_ms: None,
+            unanswered_ms: None,
+            call: None,
+        }
+    }
+
+    #[test]
+    fn samples_come_back_as_they_went_in_whatever_their_figures() {
+        let mut full = sample("bff", "orders");
+        full.received_ms = Some(-7);
+        full.forwarded_ms = Some(i64::MAX);
+        full.latency_ms = Some(i64::MIN);
+        full.timeout_ms = Some(0);
+        full.unanswered_ms = Some(1234);
+        full.wasted_ms = -1;
+        full.call = Some(SpanId([9; 8]));
+        let mut counts = KindCounts::default();
+        counts.bump(FindingKind::BudgetReset);
+        counts.bump(FindingKind::BudgetReset);
+        counts.bump(FindingKind::OrphanedWork);
+        full.findings = Some(Box::new(counts));
+        let mut only_wasted = sample("orders", "inventory");
+        only_wasted.wasted_ms = 630;
+        let samples = vec![
+            sample("frontend", "bff"),
+            full,
+            only_wasted,
+            sample("frontend", "bff"),
+        ];
+        let packed = EdgeSamples::pack(&samples);
+        assert_eq!(packed.unpack(), samples);
+        assert_eq!(packed.services.len(), 4);
+        assert!(packed.packed.len() < 80, "{}", packed.packed.len());
+        assert_eq!(EdgeSamples::pack(&[]).unpack(), vec![]);
+    }
+}
