@@ -87,6 +87,14 @@ fn main() {
         (full - base) as f64 / held as f64,
         mib(base)
     );
+    if keep_attributes {
+        // The popup's detail must be there for every span listed, not only for the newest.
+        println!(
+            "raw attributes: {:.1} MiB counted against --max-attribute-bytes; chains whose attributes were dropped: {}",
+            mib(store.counters().attribute_bytes),
+            store.counters().attribute_chains_dropped
+        );
+    }
 
     if flood.is_zero() {
         return;
@@ -107,10 +115,11 @@ fn main() {
     }
     let counters = store.counters();
     println!(
-        "flood {:.0} s at full speed: {spans_in} more spans ({:.0}/s), {} chains evicted; RSS {:.1}..{:.1} MiB, highest {:+.1}% over the RSS at retention",
+        "flood {:.0} s at full speed: {spans_in} more spans ({:.0}/s), {} chains evicted ({} chains' attributes dropped); RSS {:.1}..{:.1} MiB, highest {:+.1}% over the RSS at retention",
         started.elapsed().as_secs_f64(),
         spans_in as f64 / started.elapsed().as_secs_f64(),
         counters.chains_evicted,
+        counters.attribute_chains_dropped,
         mib(low),
         mib(high),
         (high as f64 / full as f64 - 1.0) * 100.0

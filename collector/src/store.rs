@@ -214,6 +214,11 @@ impl Store {
         let Some(entry) = self.chains.get_mut(&trace_id) else {
             return;
         };
+        if known.is_some_and(|(held, _)| held) && !entry.samples.is_empty() {
+            // The copy may win and bring another service to the position the packed samples
+            // name it by: name them in full until the chain is analysed again.
+            entry.samples = entry.samples.detach(&entry.chain);
+        }
         match entry.chain.insert(span) {
             Inserted::New => {
                 self.counters.spans_held += 1;
@@ -334,7 +339,7 @@ impl Store {
         self.counters.chains_evicted += 1;
         self.counters.spans_evicted += n;
         if let Some(analysis) = entry.analysis {
-            self.subtract(&analysis, &entry.samples.unpack());
+            self.subtract(&analysis, &entry.samples.unpack(&entry.chain));
         }
     }
 
@@ -425,9 +430,12 @@ impl Store {
             let edges = std::mem::take(&mut fresh.edges);
             let fresh = Arc::new(fresh);
             let old = entry.analysis.replace(fresh.clone());
-            let old_edges = std::mem::replace(&mut entry.samples, EdgeSamples::pack(&edges));
-            if let Some(old) = old {
-                self.subtract(&old, &old_edges.unpack());
+            // The old samples name services by positions of spans that are still there with
+            // the same service (see `insert_span`).
+            let old_edges = old.as_ref().map(|_| entry.samples.unpack(&entry.chain));
+            entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+            if let (Some(old), Some(old_edges)) = (old, old_edges) {
+                self.subtract(&old, &old_edges);
             }
             self.add(&fresh, &edges);
             analysed += 1;
@@ -479,7 +487,7 @@ impl Store {
     pub fn analysis(&self, trace_id: TraceId) -> Option<Arc<ChainAnalysis>> {
         let entry = self.chains.get(&trace_id)?;
         let held = entry.analysis.as_ref()?;
-        let edges = entry.samples.unpack();
+        let edges = entry.samples.unpack(&entry.chain);
         if edges.is_empty() {
             return Some(held.clone());
         }
@@ -638,6 +646,49 @@ mod tests {
             status: SpanStatus::Unset,
             budget: BudgetFacts::default(),
         }
+    }
+
+    fn edge_calls(store: &Store) -> Vec<(String, String, u64)> {
+        store
+            .edges()
+            .iter()
+            .map(|e| (e.caller.to_string(), e.callee.to_string(), e.calls))
+            .collect()
+    }
+
+    #[test]
+    fn a_copy_that_moves_a_span_to_another_service_moves_its_edge_too() {
+        let hop = |id: u8, parent: Option<u8>, service: &str, kind, end| Span {
+            span_id: SpanId([id; 8]),
+            parent_span_id: parent.map(|p| SpanId([p; 8])),
+            service: Arc::from(service),
+            kind,
+            end_unix_nano: end,
+            ..span(1)
+        };
+        let first = [
+            hop(1, None, "frontend", SpanKind::Server, 100),
+            hop(2, Some(1), "frontend", SpanKind::Client, 90),
+            hop(3, Some(2), "bff", SpanKind::Server, 80),
+        ];
+        let mut store = Store::new(100);
+        store.insert_spans(first.clone());
+        store.analyse_dirty();
+        assert_eq!(edge_calls(&store), [("frontend".into(), "bff".into(), 1)]);
+        // A later copy of the callee, from another service, wins by content.
+        let moved = hop(3, Some(2), "orders", SpanKind::Server, 85);
+        store.insert_spans([moved.clone()]);
+        store.analyse_dirty();
+        let mut fresh = Store::new(100);
+        fresh.insert_spans([first[0].clone(), first[1].clone(), moved]);
+        fresh.analyse_dirty();
+        assert_eq!(
+            edge_calls(&store),
+            [("frontend".into(), "orders".into(), 1)]
+        );
+        assert_eq!(edge_calls(&store), edge_calls(&fresh));
+        let id = TraceId(span(1).trace_id.0);
+        assert_eq!(store.analysis(id), fresh.analysis(id));
     }
 
     #[test]

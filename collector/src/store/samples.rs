@@ -3,15 +3,16 @@
 //!
 //! An [`EdgeSample`] is 144 bytes (two service names, five optional figures, the call's span
 //! id, its findings); a chain of four hops has three, in a vector with room for four: ~590
-//! bytes a chain, more than the chain's waterfall rows. Packed, the services are named once
-//! per chain and each sample is a few varints: ~20 bytes. [`EdgeSamples::unpack`] gives the
-//! samples back exactly as the analysis made them.
+//! bytes a chain, more than the chain's waterfall rows. Packed, a service is named by the
+//! position of a span of the chain that has it (the caller and the callee are services of the
+//! chain's spans) and each sample is a few varints: ~20 bytes. [`EdgeSamples::unpack`] gives
+//! the samples back exactly as the analysis made them.
 //!
 //! [`ChainAnalysis::edges`]: deadline_budget::analysis::ChainAnalysis::edges
 
 use std::sync::Arc;
 
-use deadline_budget::analysis::{EdgeSample, FindingKind, KindCounts, SpanId};
+use deadline_budget::analysis::{Chain, EdgeSample, FindingKind, KindCounts, SpanId};
 use prost::encoding::{decode_varint, encode_varint};
 
 /// Which optional parts a packed sample has.
@@ -26,7 +27,8 @@ const FINDINGS: u64 = 1 << 6;
 /// The packed samples of one chain. See the module documentation.
 #[derive(Debug, Default)]
 pub struct EdgeSamples {
-    /// The services the samples name, each once.
+    /// Services named by no span of the chain (never, for what the analysis makes; empty
+    /// takes no allocation).
     services: Box<[Arc<str>]>,
     /// The samples, one after the other.
     packed: Box<[u8]>,
@@ -41,18 +43,58 @@ fn unzigzag(v: u64) -> i64 {
 }
 
 impl EdgeSamples {
-    /// Packs `samples`.
-    pub fn pack(samples: &[EdgeSample]) -> Self {
+    /// Packs `samples` of `chain`'s analysis, naming services by its spans' positions.
+    pub fn pack(samples: &[EdgeSample], chain: &Chain) -> Self {
+        Self::pack_naming(samples, Some(chain))
+    }
+
+    /// The same samples with every service named in full: what to hold while a span of the
+    /// chain is replaced by a copy that may have another service.
+    pub fn detach(&self, chain: &Chain) -> Self {
+        Self::pack_naming(&self.unpack(chain), None)
+    }
+
+    fn pack_naming(samples: &[EdgeSample], chain: Option<&Chain>) -> Self {
         if samples.is_empty() {
             return EdgeSamples::default();
         }
+        // Each service once: (name, position of a span with it), found in one pass.
+        let mut named: Vec<(Arc<str>, Option<u64>)> = Vec::new();
+        for s in samples {
+            for name in [&s.caller, &s.callee] {
+                if !named.iter().any(|(n, _)| n == name) {
+                    named.push((name.clone(), None));
+                }
+            }
+        }
+        for (position, span) in chain.into_iter().flat_map(|c| c.spans()).enumerate() {
+            for (name, at) in named.iter_mut() {
+                if at.is_none() && *name == span.service {
+                    *at = Some(position as u64);
+                }
+            }
+            if named.iter().all(|(_, at)| at.is_some()) {
+                break;
+            }
+        }
         let mut services: Vec<Arc<str>> = Vec::new();
+        // A span's position `p` as `p << 1`, a name of `services` at `i` as `i << 1 | 1`.
         let mut index = |name: &Arc<str>| -> u64 {
-            match services.iter().position(|s| s == name) {
-                Some(i) => i as u64,
+            match named
+                .iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, at)| *at)
+            {
+                Some(position) => position << 1,
                 None => {
-                    services.push(name.clone());
-                    (services.len() - 1) as u64
+                    let i = match services.iter().position(|s| s == name) {
+                        Some(i) => i,
+                        None => {
+                            services.push(name.clone());
+                            services.len() - 1
+                        }
+                    };
+                    (i as u64) << 1 | 1
                 }
             }
         };
@@ -103,12 +145,18 @@ impl EdgeSamples {
         }
     }
 
-    /// The samples, as [`EdgeSamples::pack`] was given them.
-    pub fn unpack(&self) -> Vec<EdgeSample> {
+    /// Whether there is no sample.
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
+    }
+
+    /// The samples, as [`EdgeSamples::pack`] was given them (`chain`: the chain they were
+    /// packed with).
+    pub fn unpack(&self, chain: &Chain) -> Vec<EdgeSample> {
         let mut out = Vec::new();
         let mut buf: &[u8] = &self.packed;
         while !buf.is_empty() {
-            match self.next(&mut buf) {
+            match self.next(&mut buf, chain) {
                 Some(sample) => out.push(sample),
                 // Never the case for what `pack` wrote.
                 None => break,
@@ -117,11 +165,18 @@ impl EdgeSamples {
         out
     }
 
-    fn next(&self, buf: &mut &[u8]) -> Option<EdgeSample> {
-        let mut varint = || decode_varint(buf).ok();
-        let caller = self.services.get(usize::try_from(varint()?).ok()?)?.clone();
-        let callee = self.services.get(usize::try_from(varint()?).ok()?)?.clone();
-        let present = varint()?;
+    fn service(&self, token: u64, chain: &Chain) -> Option<Arc<str>> {
+        let i = usize::try_from(token >> 1).ok()?;
+        if token & 1 == 1 {
+            return self.services.get(i).cloned();
+        }
+        Some(chain.span(i)?.service)
+    }
+
+    fn next(&self, buf: &mut &[u8], chain: &Chain) -> Option<EdgeSample> {
+        let caller = self.service(decode_varint(buf).ok()?, chain)?;
+        let callee = self.service(decode_varint(buf).ok()?, chain)?;
+        let present = decode_varint(buf).ok()?;
         let mut figure = |bit: u64| -> Option<Option<i64>> {
             if present & bit == 0 {
                 return Some(None);
@@ -168,6 +223,7 @@ impl EdgeSamples {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deadline_budget::analysis::{BudgetFacts, Span, SpanKind, SpanStatus, TraceId};
 
     fn sample(caller: &str, callee: &str) -> EdgeSample {
         EdgeSample {
@@ -206,11 +262,36 @@ mod tests {
             full,
             only_wasted,
             sample("frontend", "bff"),
+            sample("nowhere", "frontend"),
         ];
-        let packed = EdgeSamples::pack(&samples);
-        assert_eq!(packed.unpack(), samples);
-        assert_eq!(packed.services.len(), 4);
+        let trace_id = TraceId([1; 16]);
+        let mut chain = Chain::new(trace_id);
+        for (i, service) in ["frontend", "bff", "orders", "inventory"]
+            .iter()
+            .enumerate()
+        {
+            chain.insert(Span {
+                trace_id,
+                span_id: SpanId([i as u8 + 1; 8]),
+                parent_span_id: None,
+                service: Arc::from(*service),
+                name: Arc::from("op"),
+                kind: SpanKind::Server,
+                start_unix_nano: 1,
+                end_unix_nano: 2,
+                status: SpanStatus::Unset,
+                budget: BudgetFacts::default(),
+            });
+        }
+        let packed = EdgeSamples::pack(&samples, &chain);
+        assert_eq!(packed.unpack(&chain), samples);
+        // Only the service no span of the chain has is named in full.
+        assert_eq!(&*packed.services, &[Arc::<str>::from("nowhere")]);
         assert!(packed.packed.len() < 80, "{}", packed.packed.len());
-        assert_eq!(EdgeSamples::pack(&[]).unpack(), vec![]);
+        assert_eq!(EdgeSamples::pack(&[], &chain).unpack(&chain), vec![]);
+        // Detached, they no longer depend on the chain's spans.
+        let detached = packed.detach(&chain);
+        assert_eq!(detached.services.len(), 5);
+        assert_eq!(detached.unpack(&Chain::new(trace_id)), samples);
     }
 }
