@@ -26,7 +26,7 @@ command -v tmux >/dev/null || { echo "screen-memory: needs tmux (apt-get install
 
 cargo build --release --quiet -p budget-top -p budget-demo
 BIN=${CARGO_TARGET_DIR:-target}/release
-BT=$(realpath "$BIN/budget-top")
+BT=$(realpath "${BT:-$BIN/budget-top}")
 LOAD=$BIN/budget-demo
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
