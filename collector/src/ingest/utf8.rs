@@ -13,6 +13,14 @@ use std::borrow::Cow;
 use super::decode::Utf8Repairs;
 use super::decode::wire::{Field, fields};
 
+/// Whether `bytes` are valid UTF-8. Nearly every string on the wire is ASCII, which
+/// `is_ascii` confirms a word at a time; `from_utf8`, on the short strings of attributes, goes a
+/// byte at a time (it was 15 % of the receiver's instructions, issue 20).
+#[inline]
+pub fn is_valid(bytes: &[u8]) -> bool {
+    bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
+}
+
 /// The OTLP messages that hold strings, or hold messages that do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message {
