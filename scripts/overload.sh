@@ -18,6 +18,10 @@
 #   CHECK_ARGS="--max-queued-spans 20000" scripts/overload.sh   # budget-top's own flags
 #   PIN=1 scripts/overload.sh    # budget-top on CPU 0, the generators on CPU 1 (taskset), so
 #                                # the generators cannot take budget-top's CPU
+#   FACTORS="1 2 4 6 8 10" SECONDS_=10 PIN=1 scripts/overload.sh
+#                                # the overload curve: one capacity, then a fresh budget-top at
+#                                # each factor x capacity; prints offered -> accepted per factor
+#   BT=path/to/budget-top scripts/overload.sh   # another build of budget-top (an A/B)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${SECONDS_:-60}
@@ -39,7 +43,7 @@ mkdir -p "$OUT"
 
 cargo build --release --quiet -p budget-top -p budget-demo
 BIN=${CARGO_TARGET_DIR:-target}/release
-BT=$BIN/budget-top
+BT=${BT:-$BIN/budget-top}
 LOAD=$BIN/budget-demo
 
 CHECK=
@@ -83,6 +87,42 @@ CAPACITY=$(grep -o 'spans/s: [0-9]*' "$OUT/capacity-load.txt" | grep -o '[0-9]*'
 [ "${CAPACITY:-0}" -gt 0 ] || { echo "overload: no capacity measured:" >&2; cat "$OUT/capacity-load.txt" >&2; exit 2; }
 RATE=$((CAPACITY * FACTOR))
 echo "overload: capacity $CAPACITY spans/s; offering $RATE spans/s ($FACTOR x) for ${RUN}s over $LOADERS open-loop generators" >&2
+
+# The overload curve: every factor against a fresh budget-top, the same capacity.
+if [ -n "${FACTORS:-}" ]; then
+    echo "factor offered_spans/s sent_spans/s accepted_spans/s accepted_of_capacity budget_top_cpu_s equal_counts"
+    status=0
+    for factor in $FACTORS; do
+        start_check "$OUT/curve-$factor.json"
+        cpu0=$(awk '{print $14 + $15}' "/proc/$CHECK/stat")
+        pids=()
+        for i in $(seq "$LOADERS"); do
+            "${ON_LOAD[@]}" "$LOAD" load --grpc "$GRPC" --open-loop --rate $((CAPACITY * factor / LOADERS)) \
+                --spans 1000000000000 --connections "$CONNECTIONS" --for "${RUN}s" >"$OUT/curve-$factor-$i.txt" 2>&1 &
+            pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || true; done
+        cpu1=$(awk '{print $14 + $15}' "/proc/$CHECK/stat")
+        wait_check
+        python3 - "$OUT" "$factor" "$LOADERS" "$CAPACITY" "$(( cpu1 - cpu0 ))" "$(getconf CLK_TCK)" <<'PY' || status=1
+import json, re, sys
+out, factor, loaders, capacity, ticks, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+load, seconds = {}, 0.0
+for i in range(1, loaders + 1):
+    text = open(f"{out}/curve-{factor}-{i}.txt").read()
+    for key, value in re.findall(r"(\w+)=(\d+)", re.search(r"^spans (offered=.*)$", text, re.M).group(1)):
+        load[key] = load.get(key, 0) + int(value)
+    seconds = max(seconds, float(re.search(r"seconds: ([0-9.]+)", text).group(1)))
+ingest = json.load(open(f"{out}/curve-{factor}.json")).get("ingest", {})
+sent = load["accepted"] + load["throttled"] + load["failed"]
+same = load["accepted"] == ingest.get("spans_accepted") and load["failed"] == 0
+print(f"{factor} {load['offered'] / seconds:.0f} {sent / seconds:.0f} {load['accepted'] / seconds:.0f} "
+      f"{load['accepted'] / seconds / capacity:.2f} {ticks / tck:.1f} {same}")
+sys.exit(0 if same else 1)
+PY
+    done
+    exit "$status"
+fi
 
 # Phase 2: overload.
 start_check "$OUT/report.json"
