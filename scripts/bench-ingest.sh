@@ -10,7 +10,8 @@
 # Knobs (environment): SPANS (per run, default 2000000), TRANSPORTS ("grpc http"),
 # RECEIVERS ("budget-top rotel"), CONNECTIONS (load connections, 2), BATCH (spans per request,
 # 512), DEPTH (hops per chain, 4), MAX_SPANS (budget-top --max-spans, 1000000), ROTEL_VERSION
-# (pin a rotel release, default: the newest on PyPI), OUT (work folder, target/bench-ingest).
+# (pin a rotel release, default: the newest on PyPI), OUT (work folder, target/bench-ingest),
+# BT (another budget-top binary, for an A/B).
 # Each run is bounded: the load stops after SPANS spans or LOAD_TIMEOUT (default 600 s), and a
 # receiver that does not stop on its own is killed.
 set -euo pipefail
@@ -39,7 +40,7 @@ fi
 log "building release binaries"
 cargo build --release --quiet -p budget-top -p budget-demo
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-BUDGET_TOP=$TARGET_DIR/release/budget-top
+BUDGET_TOP=${BT:-$TARGET_DIR/release/budget-top}
 LOAD=$TARGET_DIR/release/budget-demo
 
 ROTEL=$OUT/rotel/rotel/rotel-agent
