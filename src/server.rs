@@ -120,6 +120,7 @@ struct Config {
     shed_expired_on_arrival: bool,
     cancel_on_disconnect: bool,
     trace_context: bool,
+    clock_offset_ms: i64,
 }
 
 /// The server budget layer. See the [module docs](self).
@@ -152,6 +153,7 @@ impl BudgetLayer {
                 shed_expired_on_arrival: true,
                 cancel_on_disconnect: true,
                 trace_context: true,
+                clock_offset_ms: 0,
             },
         }
     }
@@ -181,6 +183,14 @@ impl BudgetLayer {
     /// Make the incoming `traceparent` the parent of the SERVER span (default `true`).
     pub fn trace_context(mut self, on: bool) -> Self {
         self.config.trace_context = on;
+        self
+    }
+
+    /// Read absolute deadlines (`x-request-deadline`) against a wall clock `offset_ms` ahead of
+    /// this host's (negative: behind), as a host whose clock is off would: the demo's
+    /// `absolute-deadline` scenario. Relative carriers need no clock and are not affected.
+    pub fn clock_offset_ms(mut self, offset_ms: i64) -> Self {
+        self.config.clock_offset_ms = offset_ms;
         self
     }
 }
@@ -492,7 +502,8 @@ where
                 if let Ok(value) = absolute.to_str() {
                     record(&span, crate::semconv::HTTP_HEADER_REQUEST_DEADLINE, value);
                 }
-                carrier::read_headers(req.headers(), carrier::now_unix_ms())
+                let now = carrier::now_unix_ms().saturating_add(self.config.clock_offset_ms);
+                carrier::read_headers(req.headers(), now)
             }
             // The wall clock is only needed for an absolute deadline.
             None => carrier::read_headers(req.headers(), 0),
