@@ -41,6 +41,9 @@ pub const LATENCY_STEP_MS: u64 = 50;
 /// How long `demo --check` sends load when neither `--for` nor `--requests` says.
 pub const DEFAULT_CHECK_FOR: Duration = Duration::from_secs(15);
 
+/// How long past `--for` `demo --check` waits for the requests still in flight to be answered.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
+
 /// `budget-top demo ...`: returns the exit status.
 pub async fn run(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
     if args.check {
@@ -86,12 +89,14 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
     eprintln!("listening: {}", ingest.describe());
     eprintln!("scenario {}: {}", demo.scenario(), demo.lesson());
     let mut store = Store::new(max_spans);
-    let stop_at = run_for.map(|d| Instant::now() + d);
-    let bounded = args.run.requests.is_some();
+    // The load stops sending after --for (or --requests), then finishes once every request in
+    // flight is answered. Waiting for that (a little past --for) keeps requests from being
+    // abandoned half-way, which the report would rightly show as callers that hung up.
+    let give_up_at = run_for.map(|d| Instant::now() + d + ANSWER_GRACE);
     let stop = async {
         tokio::select! {
-            () = check::sleep_until(stop_at) => {}
-            () = demo.load_finished(), if bounded => {}
+            () = demo.load_finished() => {}
+            () = check::sleep_until(give_up_at) => {}
             () = signals.recv() => {}
         }
     };
