@@ -159,9 +159,18 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         glyph(
             "┄",
             theme.budget(),
-            "the budget the call forwarded (red: more than remained)",
+            if theme.color {
+                "the budget the call forwarded (red: more than remained)"
+            } else {
+                "the budget the call forwarded (past │: more than remained)"
+            },
         ),
         glyph("│", theme.queue(), "what remained when the call was sent"),
+        glyph(
+            "─",
+            theme.dim(),
+            "a span of the hop's own (its work, a database query)",
+        ),
         glyph("✕", theme.late(), "the call forwarded no budget (dropped)"),
         glyph(
             "⊘",
@@ -182,7 +191,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     lines.push(Line::styled("The figures beside each row", theme.title()));
     lines.extend(hanging(
         TextSpan::raw(" "),
-        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)",
+        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained); attempt 2: the second try of a retried call",
         theme.text(),
         width,
     ));
@@ -195,12 +204,13 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     }
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [
-        "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
+        "↑↓ j k move · PgUp PgDn a page · g G top, bottom · Enter open (on an edge or service: its chains) · Esc back",
+        "Tab next view · Shift-Tab previous view · n/N next/previous finding of the selected chain · / search",
         "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
-        "budget-top demo: 1-7 scenario · [ ] pick a service · +/- its latency · w next workshop step",
+        "budget-top demo: 1-9 0 scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",
     ] {
         lines.extend(hanging(TextSpan::raw(" "), keys, theme.text(), width));
     }
