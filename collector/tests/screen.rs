@@ -72,14 +72,14 @@ fn chain_list_shows_newest_first_with_budget_and_worst_finding() {
     let state = fixture_state(false);
     for (w, h) in [(80, 24), (200, 60)] {
         let text = snap("chains", &state, w, h);
-        assert!(text.contains("gateway POST /checko"));
+        assert!(text.contains("gateway POST /chec"));
         // How each request ended for its user, beside its worst finding.
         assert!(text.contains(" 504 "), "{text}");
         assert!(text.contains(" shed "), "{text}");
         assert!(text.contains("budget_reset"));
         assert!(text.contains("127.0.0.1:4317"));
         // newest first: the hostile chain (started last) is above checkout (started first).
-        assert!(text.find("evil").unwrap() < text.find("POST /checko").unwrap());
+        assert!(text.find("evil").unwrap() < text.find("POST /chec").unwrap());
     }
 }
 
@@ -138,7 +138,7 @@ fn big_terminal_shows_list_and_waterfall_together() {
 fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
     let mut state = fixture_state(false);
     let text = screen_text(&draw(&state, 80, 24));
-    assert!(text.contains("svc GET /…"), "{text}");
+    assert!(text.contains("svc GET…"), "{text}");
     // On a wide screen the figures stay near the name they belong to.
     let wide = screen_text(&draw(&state, 200, 60));
     let row = wide
@@ -300,7 +300,9 @@ fn detail_popup_and_legend() {
     );
     let text = snap("legend", &state, 200, 60);
     assert!(text.contains("orphaned_work"));
-    assert!(text.contains("budget-top demo: 1-7 scenario"), "{text}");
+    assert!(text.contains("budget-top demo: 1-9 0 scenario"), "{text}");
+    assert!(text.contains("g G top, bottom"), "{text}");
+    assert!(text.contains("Shift-Tab previous view"), "{text}");
     assert!(text.contains("↑↓ PgUp PgDn and the wheel scroll"), "{text}");
 }
 
@@ -600,6 +602,7 @@ impl app::DemoControl for SwitchingDemo {
             scenario: "6/7 burst".into(),
             lesson: "the same burst done right".into(),
             keys: String::new(),
+            focus: None,
         }
     }
     fn key(&mut self, _: char) -> bool {
@@ -680,6 +683,7 @@ impl app::DemoControl for LaterDemo {
             scenario: "starting 1/7 propagate…".into(),
             lesson: "Everything right".into(),
             keys: String::new(),
+            focus: None,
         }
     }
     fn key(&mut self, _: char) -> bool {
@@ -785,6 +789,7 @@ impl app::DemoControl for FakeDemo {
                 str::to_owned,
             ),
             keys: "1-7 scenario  +/- latency".into(),
+            focus: None,
         }
     }
     fn key(&mut self, key: char) -> bool {
@@ -878,6 +883,7 @@ fn the_scenario_line_keeps_its_keys_whole_and_numbers_keep_their_units() {
         scenario: "step 2/8 propagate, slow settlement  ·  settlement 750 ms".into(),
         lesson: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).".into(),
         keys: "w next  1-7 jump  [ ] +/- latency".into(),
+        focus: None,
     });
     let text = screen_text(&draw(&state, 80, 24));
     let lines: Vec<&str> = text.lines().collect();

@@ -191,7 +191,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     lines.push(Line::styled("The figures beside each row", theme.title()));
     lines.extend(hanging(
         TextSpan::raw(" "),
-        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained); attempt 2: the second try of a retried call",
+        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained); #2: the second attempt of a retried call",
         theme.text(),
         width,
     ));

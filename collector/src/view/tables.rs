@@ -336,9 +336,8 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
     let note = fitting_note(
         area.width,
         &[
-            "last 10 s: λ arrivals/s · W mean time in the service, queue included (a shed request counts ~0 ms) · L = λ×W in flight (Little's law) · QUEUE the wait of those that queued · DEAD WORK share for callers who had given up",
-            "last 10 s: λ arrivals/s · W mean time inside, queue included (sheds ~0 ms) · L = λ×W in flight · QUEUE wait of those that queued · DEAD WORK for nobody",
-            "last 10 s · W mean time inside, queue included (sheds ~0) · L = λ×W · Q wait of those queued · DEAD for nobody",
+            "last 10 s: λ arrivals/s · W mean time in the service, queue included (a shed request ~0 ms) · L = λ×W in flight (Little's law) · QUEUE wait of those that queued · DEAD WORK for nobody",
+            "last 10 s: λ arrivals/s · W mean time inside, queue included (sheds ~0 ms) · L = λ×W (Little's law) · QUEUE wait of those queued · DEAD WORK for nobody",
             "L = λ×W (Little's law), last 10 s · DEAD = work for callers who gave up",
         ],
     );

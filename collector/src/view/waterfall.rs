@@ -110,7 +110,7 @@ fn key_height(area: Rect) -> u16 {
 const KEYS: [&str; 4] = [
     "rcv: budget received (grpc, abs… its carrier) · own: the edge's own · fwd: forwarded (fwd 3000>937: 3000 with 937 left) · q: time queued · ─: the hop's own work · ? legend",
     "rcv: received · own: edge's own · fwd: forwarded (3000>937: 3000 with 937 left) · q: queued · ─: own work · ? legend",
-    "rcv got · fwd sent (3000>937: 3000 sent, 937 left) · q queued · ─ own work · ? legend",
+    "rcv got · fwd sent (3000>937: 937 left) · q queued · ─ own work · ? legend",
     "rcv got · fwd sent · q queued · ? legend",
 ];
 
@@ -296,7 +296,7 @@ fn label_of(
         // The attempt first: a long name is cut at its end, the attempt must show.
         let attempt = match (span.budget.attempt, row.parent_row) {
             (Some(a), Some(p)) if retried.contains(&(p, span.name.to_string())) => {
-                format!("attempt {a}: ")
+                format!("#{a} ")
             }
             _ => String::new(),
         };
