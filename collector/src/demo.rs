@@ -872,7 +872,7 @@ mod tests {
         assert_eq!(w.status().lesson, STEPS[1].coming);
         assert_eq!(
             w.status().scenario,
-            "step 2/8 next: propagate, slow settlement"
+            "step 2/11 next: propagate, slow settlement"
         );
         // Second w: it starts (here: same scenario, settlement slowed).
         assert_eq!(
@@ -966,7 +966,8 @@ mod tests {
         assert!(!control.key('3'));
         let knobs = payment_started(&link, Scenario::Propagate);
         let status = control.status();
-        assert!(status.scenario.starts_with("1/7 propagate"), "{status:?}");
+        assert!(status.scenario.starts_with("1/10 propagate"), "{status:?}");
+        assert_eq!(status.focus, Some(Vec::new()), "nothing should go wrong");
         assert!(status.scenario.ends_with("settlement 200 ms"), "{status:?}");
         assert_eq!(status.lesson, Scenario::Propagate.lesson());
         assert!(control.key('+') && control.key('+'));
@@ -980,16 +981,27 @@ mod tests {
             control.key('-');
         }
         assert_eq!(knobs.get("pix-api"), Some(0), "never below zero");
-        assert!(control.key('4'));
+        assert!(control.key('6'));
         assert!(matches!(
             orders.try_recv(),
-            Ok(Order::Switch(Scenario::NoCancel, _))
+            Ok(Order::Switch(Scenario::NoCancel, _, false))
         ));
+        assert!(control.key('0'), "0 is the tenth");
+        assert!(matches!(
+            orders.try_recv(),
+            Ok(Order::Switch(Scenario::RetryStorm, _, false))
+        ));
+        assert!(!control.key('c'), "propagate has nothing to cure");
         assert!(!control.key('w'), "w is the workshop's");
         assert!(!control.key('x'));
-        link.snapshot().busy = Some((true, Scenario::NoCancel));
+        link.snapshot().busy = Some((true, Scenario::NoCancel, false));
         let status = control.status();
-        assert_eq!(status.scenario, "switching to 4/7 no-cancel…");
+        assert_eq!(status.scenario, "switching to 6/10 no-cancel…");
+        assert_eq!(
+            status.focus.as_deref(),
+            Some(&[deadline_budget::analysis::FindingKind::OrphanedWork][..]),
+            "the screen looks for what the coming scenario teaches"
+        );
         assert_eq!(
             status.lesson,
             Scenario::NoCancel.lesson(),
@@ -1020,13 +1032,13 @@ mod tests {
         );
         assert!(matches!(
             orders.try_recv(),
-            Ok(Order::Switch(Scenario::FixedTimeout, _))
+            Ok(Order::Switch(Scenario::FixedTimeout, _, false))
         ));
         assert!(
             control
                 .status()
                 .scenario
-                .starts_with("step 3/8 fixed-timeout")
+                .starts_with("step 3/11 fixed-timeout")
         );
     }
 
@@ -1053,7 +1065,7 @@ mod tests {
         assert!(!control.key('2'), "keys wait for the demo to start");
         start();
         wait_for("the demo to start", || {
-            control.status().scenario.starts_with("1/7 propagate")
+            control.status().scenario.starts_with("2/10 fixed-timeout")
         })
         .await;
         // The services export to the receivers the screen reads.
@@ -1071,11 +1083,12 @@ mod tests {
             .map(|s| s.addr)
             .collect();
         driver.link.send(Order::Switch(
-            Scenario::Propagate,
-            vec![("settlement", 777)],
+            Scenario::FixedTimeout,
+            vec![("inventory", 777)],
+            false,
         ));
-        wait_for("the slower settlement", || {
-            control.status().scenario.ends_with("settlement 777 ms")
+        wait_for("the slower inventory", || {
+            control.status().scenario.ends_with("inventory 777 ms")
         })
         .await;
         let after: Vec<SocketAddr> = driver
@@ -1093,10 +1106,23 @@ mod tests {
         );
         assert!(control.key('3'));
         wait_for("the switch", || {
-            control.status().scenario.starts_with("3/7 drop-header")
+            control.status().scenario.starts_with("3/10 drop-header")
         })
         .await;
         assert_eq!(control.generation(), 2, "so does a switch");
+        // c runs the same scenario cured, and c again broken.
+        assert!(control.key('c'));
+        wait_for("the cure", || {
+            control
+                .status()
+                .scenario
+                .starts_with("3/10 drop-header (cured)")
+        })
+        .await;
+        assert_eq!(
+            control.status().lesson,
+            Scenario::DropHeader.cured_lesson()
+        );
         let services = driver.link.snapshot().services.clone();
         assert_eq!(services.first().map(|s| s.name), Some("gateway"));
         tokio::time::timeout(Duration::from_secs(60), driver.stop())
