@@ -1119,10 +1119,7 @@ mod tests {
                 .starts_with("3/10 drop-header (cured)")
         })
         .await;
-        assert_eq!(
-            control.status().lesson,
-            Scenario::DropHeader.cured_lesson()
-        );
+        assert_eq!(control.status().lesson, Scenario::DropHeader.cured_lesson());
         let services = driver.link.snapshot().services.clone();
         assert_eq!(services.first().map(|s| s.name), Some("gateway"));
         tokio::time::timeout(Duration::from_secs(60), driver.stop())

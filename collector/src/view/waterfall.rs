@@ -708,7 +708,9 @@ fn draw_explanation(
             area.width,
             theme.severity(first.severity),
         );
-        for f in &here {
+        // The finding, what it means, then the others on this row: on a short panel the
+        // explanation is never pushed out by a second message.
+        for (i, f) in here.iter().enumerate() {
             let mut parts = vec![TextSpan::styled(
                 clean(&f.message).into_owned(),
                 theme.title(),
@@ -720,8 +722,10 @@ fn draw_explanation(
                 ));
             }
             lines.push(Line::from(parts));
+            if i == 0 {
+                lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
+            }
         }
-        lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
         if total > here.len() {
             lines.push(Line::styled(
                 format!("The whole chain: {}", story(chain)),
