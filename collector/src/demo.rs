@@ -88,7 +88,8 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         .await
         .context("cannot start the demo services")?;
     eprintln!("listening: {}", ingest.describe());
-    eprintln!("scenario {}: {}", demo.scenario(), demo.lesson());
+    let cured = if demo.cured() { " (cured)" } else { "" };
+    eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     let mut store = Store::new(max_spans);
     // The load stops sending after --for (or --requests), then finishes once every request in
     // flight is answered. Waiting for that (a little past --for) keeps requests from being
