@@ -167,8 +167,9 @@ pub struct DemoArgs {
     /// (same exit status).
     #[arg(long, conflicts_with = "workshop")]
     pub check: bool,
-    /// With --check: send load for D, then report (default 15s; with --requests, until every
-    /// request is answered or D has passed).
+    /// With --check: send load for D, then report once the requests in flight are answered (at
+    /// most 10 s more; default 15s; with --requests, until every request is answered or D has
+    /// passed).
     #[arg(long = "for", id = "for_", value_name = "D", value_parser = parse_duration, requires = "check")]
     pub for_: Option<Duration>,
     /// With --check: the report format on stdout.

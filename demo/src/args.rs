@@ -20,8 +20,8 @@ pub struct DemoArgs {
     /// [default: -1500].
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub clock_skew: Option<i64>,
-    /// Requests per second sent to the edge service (the burst scenarios send 40 at once,
-    /// every 5 s at most).
+    /// Requests per second sent to the edge service (no-dequeue-check and burst send 40 at
+    /// once, message-deadline 10, every 5 s at most).
     #[arg(long, default_value_t = 3.0)]
     pub rate: f64,
     /// Relative jitter of the gap between requests, 0 to 1.
