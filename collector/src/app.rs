@@ -349,7 +349,12 @@ impl State {
                 self.ui.message = None;
             }
         }
+        let refocus = self.demo.as_ref().map(|d| &d.focus) != status.as_ref().map(|d| &d.focus);
         self.demo = status;
+        if refocus {
+            // A scenario that teaches something else: open on its lesson now.
+            self.follow_selection();
+        }
         true
     }
 

@@ -471,6 +471,16 @@ fn no_color_draws_without_colour_but_with_the_same_text() {
     };
     assert!(!uses(&plain));
     assert!(uses(&coloured));
+    // The legend never explains by colour alone.
+    for (color, says) in [
+        (false, "(past │: more than remained)"),
+        (true, "(red: more than remained)"),
+    ] {
+        let mut state = fixture_state(color);
+        key(&mut state, KeyCode::Char('?'));
+        let text = screen_text(&draw(&state, 120, 60));
+        assert!(text.contains(says), "{text}");
+    }
     // In colour, the worst finding is red.
     let buf = coloured.backend().buffer();
     let red = buf
@@ -1017,5 +1027,124 @@ fn the_list_the_services_and_the_edges_count_the_same_waste() {
     assert!(
         roots > 0,
         "the cart chain's root ran past the budget it was given"
+    );
+}
+
+/// `s s` sorts by most waste and selects the top of that order at once: the `Tab` right after
+/// shows that chain's waterfall, not the one selected before.
+#[test]
+fn sorting_then_tab_shows_the_top_of_the_new_order() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 7);
+    key(&mut state, KeyCode::Home);
+    key(&mut state, KeyCode::Char('s'));
+    key(&mut state, KeyCode::Char('s'));
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Waterfall);
+    let most = state
+        .data
+        .visible
+        .iter()
+        .max_by_key(|id| state.data.analysis(id).unwrap().summary.wasted_ms)
+        .copied()
+        .unwrap();
+    assert_eq!(state.selected_chain().unwrap().trace_id, most);
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(text.contains("sort: most waste"), "{text}");
+}
+
+/// In the chain list, `n`/`N` walk the selected chain's findings in the words under the list
+/// (no waterfall fits at 80x24), and the one chosen stays as the list settles.
+#[test]
+fn n_in_the_chain_list_walks_the_findings_and_the_choice_stays() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 1);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("finding 1/2: ✖ budget_reset (error)"),
+        "{text}"
+    );
+    assert!(text.contains("Reset: a service forwarded"), "{text}");
+    key(&mut state, KeyCode::Char('n'));
+    state.now_unix_nano += 1_000_000_000;
+    state.data.add_spans(Vec::new(), state.now_unix_nano);
+    state.settle();
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("finding 2/2: ✖ orphaned_work (error)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("inventory worked 280 ms after orders stopped waiting"),
+        "{text}"
+    );
+    key(&mut state, KeyCode::Char('N'));
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("finding 1/2"), "{text}");
+}
+
+/// In the demo the list opens on the newest chain that shows what the scenario teaches, with
+/// that finding explained, even when newer chains show something else or nothing.
+#[test]
+fn the_demo_opens_on_the_chain_that_shows_its_lesson() {
+    use deadline_budget::analysis::FindingKind;
+    let mut state = fixture_state(false);
+    let lesson = |focus: Vec<FindingKind>| app::DemoStatus {
+        scenario: "7/10 no-dequeue-check".into(),
+        lesson: "orders takes queued items without checking their deadline".into(),
+        keys: String::new(),
+        focus: Some(focus),
+    };
+    state.set_demo_status(Some(lesson(vec![FindingKind::RanAfterExpiry])));
+    assert_eq!(state.selected_chain().unwrap().trace_id, tid(3));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let text = screen_text(&draw(&state, w, h));
+        assert!(
+            text.contains("ran_after_expiry (error) at payments"),
+            "{text}"
+        );
+        assert!(text.contains("Ran after expiry: work started"), "{text}");
+        assert!(text.contains(" FINDING"), "{text}");
+    }
+    // The first kind that some chain shows wins; the column names it.
+    state.set_demo_status(Some(lesson(vec![
+        FindingKind::ShedExpired,
+        FindingKind::QueuePressure,
+    ])));
+    assert_eq!(state.selected_chain().unwrap().trace_id, tid(4));
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("shed_expired (info) at reports"), "{text}");
+    assert!(text.contains("● shed_expired +"), "{text}");
+    // Where nothing should go wrong, the newest chain that failed for its user.
+    state.set_demo_status(Some(lesson(Vec::new())));
+    let chain = state.selected_chain().unwrap();
+    assert!(chain.summary.outcome.failed(), "{:?}", chain.summary);
+}
+
+/// Below 80x24 the screen says what to do instead of drawing a broken layout.
+#[test]
+fn a_window_below_80x24_asks_to_be_made_bigger() {
+    let state = fixture_state(false);
+    for (w, h) in [(79, 24), (80, 23), (40, 10)] {
+        let text = screen_text(&draw(&state, w, h));
+        assert!(text.contains("make it bigger"), "{w}x{h}: {text}");
+        assert!(!text.contains("Chains │"), "{w}x{h}: {text}");
+    }
+    assert!(!screen_text(&draw(&state, 80, 24)).contains("make it bigger"));
+}
+
+/// A retried call's rows say which attempt each is; a hop's own span does not repeat the
+/// service's name.
+#[test]
+fn retries_are_numbered_and_own_spans_not_named_twice() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 5);
+    key(&mut state, KeyCode::Enter);
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("→ #1 PUT pricing"), "{text}");
+    assert!(text.contains("→ #2 PUT pricing"), "{text}");
+    assert!(
+        text.contains("rcv: received"),
+        "the key to the figures: {text}"
     );
 }
