@@ -190,7 +190,8 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
 pub struct LiveDemo {
     /// The demo's keys and status line, for the screen (empty until started).
     pub control: Box<dyn DemoControl>,
-    /// The screen's `start_demo` hook: starts `propagate` exporting to the receivers.
+    /// The screen's `start_demo` hook: starts the first broken scenario (`fixed-timeout`)
+    /// exporting to the receivers.
     pub start: Box<dyn FnMut() + Send>,
     /// Stop it after the screen closes.
     pub driver: Driver,
