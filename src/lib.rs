@@ -74,19 +74,28 @@
 //! give it to [`CallOptions::deadline`], or wrap the task in [`Deadline::scope`].
 
 pub mod analysis;
+#[cfg(feature = "service")]
 pub mod budget;
 pub mod carrier;
+#[cfg(feature = "service")]
 pub mod client;
 #[cfg(feature = "tonic")]
 pub mod grpc;
+#[cfg(feature = "service")]
 pub mod queue;
 pub mod semconv;
+#[cfg(feature = "service")]
 pub mod server;
+#[cfg(feature = "service")]
 pub mod trace_context;
 
+#[cfg(feature = "service")]
 pub use budget::Deadline;
+#[cfg(feature = "service")]
 pub use client::{BudgetClient, CallError, CallOptions, Forward};
 #[cfg(feature = "tonic")]
 pub use grpc::{BudgetChannel, BudgetChannelLayer};
+#[cfg(feature = "service")]
 pub use queue::DeadlineQueueLayer;
+#[cfg(feature = "service")]
 pub use server::{BudgetLayer, HopBudget};

@@ -2,8 +2,9 @@
 //!
 //! Spans come from an OTLP/JSON-lines file (`--input`, gzip or not: what `record` and the
 //! OpenTelemetry Collector's file exporter write) or from the receivers until the input goes
-//! quiet (`--idle`) or for a fixed time (`--for`). The report goes to stdout as text or JSON;
-//! the exit status says whether a finding reached `--fail-on`.
+//! quiet (`--idle`) or for a fixed time (`--for`). The report goes to stdout as text or JSON
+//! (and with `--html FILE` to a page as well); the exit status says whether a finding reached
+//! `--fail-on`.
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, IsTerminal as _, Read, Write as _};
@@ -20,8 +21,8 @@ use tokio::time::Instant;
 
 use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, Ingest, IngestCounts, decode};
-use crate::report_text;
 use crate::store::Store;
+use crate::{report_html, report_text};
 
 /// The exit status for "bad usage or unreadable input".
 pub const EXIT_USAGE: u8 = 2;
@@ -34,12 +35,14 @@ pub struct InputError(pub String);
 /// Runs `check`; returns the exit status (0 or 1). Errors mean exit status 2.
 pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
     let mut store = Store::new(max_spans);
+    // The page shows each drawn span's attributes: keep them only when it is asked for.
+    let keep_attributes = args.html.is_some();
     let ingest_counts = match &args.input {
         Some(path) => {
-            read_file(path, &mut store, carriers)?;
+            read_file(path, &mut store, carriers, keep_attributes)?;
             None
         }
-        None => Some(listen(&args, &mut store, carriers).await?),
+        None => Some(listen(&args, &mut store, carriers, keep_attributes).await?),
     };
     print_report(
         &mut store,
@@ -47,17 +50,20 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         args.fail_on,
         ingest_counts,
         max_spans,
+        args.html.as_deref(),
     )
 }
 
 /// Prints the report of what `store` holds to stdout in `format` (with a warning on stderr when
-/// `--max-spans` evicted chains); returns the exit status: 1 when a finding reaches `fail_on`.
+/// `--max-spans` evicted chains), and with `html` also writes it as a page to that file;
+/// returns the exit status: 1 when a finding reaches `fail_on`.
 pub fn print_report(
     store: &mut Store,
     format: Format,
     fail_on: FailOn,
     ingest_counts: Option<IngestCounts>,
     max_spans: usize,
+    html: Option<&Path>,
 ) -> anyhow::Result<u8> {
     let report = store.report();
     let counters = store.counters();
@@ -96,8 +102,12 @@ pub fn print_report(
     stdout
         .flush()
         .context("cannot write the report to stdout")?;
-    let fail = fail_on.severity();
-    Ok(u8::from(report.findings.iter().any(|f| f.severity >= fail)))
+    if let Some(path) = html {
+        let page = report_html::render(store, &report, ingest_counts.as_ref(), fail_on.severity());
+        std::fs::write(path, page)
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+    }
+    Ok(u8::from(report.fails(fail_on.severity())))
 }
 
 /// The JSON report of CONVENTIONS section 4; when listening, an extra `ingest` object says
@@ -153,12 +163,14 @@ pub fn parse_line(
     })
 }
 
-/// Reads every line of `path` into the store. Spans with bad ids are skipped with a warning
-/// on stderr; a line that is not OTLP/JSON stops the check with its line number.
+/// Reads every line of `path` into the store (with each span's attributes when
+/// `keep_attributes`). Spans with bad ids are skipped with a warning on stderr; a line that is
+/// not OTLP/JSON stops the check with its line number.
 pub fn read_file(
     path: &Path,
     store: &mut Store,
     carriers: Arc<Carriers>,
+    keep_attributes: bool,
 ) -> Result<(), InputError> {
     let mut lines = open_lines(path)?;
     let mut interner = decode::Interner::with_carriers(carriers);
@@ -179,7 +191,7 @@ pub fn read_file(
         let Some(mut request) = parse_line(path, number, &line)? else {
             continue;
         };
-        let decoded = decode::decode_request(&mut request, &mut interner, false);
+        let decoded = decode::decode_request(&mut request, &mut interner, keep_attributes);
         if decoded.rejected > 0 {
             eprintln!(
                 "warning: {}: line {number}: {} span(s) skipped: {}",
@@ -188,7 +200,11 @@ pub fn read_file(
                 decoded.first_error.unwrap_or_default()
             );
         }
-        store.insert_spans(decoded.spans);
+        store.insert_batch(ingest::Batch {
+            spans: decoded.spans,
+            attributes: decoded.attributes,
+            raw: None,
+        });
     }
 }
 
@@ -197,12 +213,13 @@ async fn listen(
     args: &CheckArgs,
     store: &mut Store,
     carriers: Arc<Carriers>,
+    keep_attributes: bool,
 ) -> anyhow::Result<IngestCounts> {
     // Before the receivers start: a signal right after the first request must be handled.
     let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
     config.carriers = carriers;
-    config.keep_attributes = false;
+    config.keep_attributes = keep_attributes;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
     let stop_at = args.for_.map(|d| Instant::now() + d);

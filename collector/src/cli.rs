@@ -126,6 +126,11 @@ pub struct CheckArgs {
     /// Exit 1 when a finding reaches this severity.
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     pub fail_on: FailOn,
+    /// Also write the report as one self-contained HTML page to FILE: the summary and exit
+    /// status, sortable edges and services tables, and the worst chains of each finding kind
+    /// drawn as waterfalls (readable offline; nothing loads from the network).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `budget-top record`.
@@ -178,6 +183,10 @@ pub struct DemoArgs {
     /// With --check: exit 1 when a finding reaches this severity.
     #[arg(long, value_enum, default_value_t = FailOn::Error, requires = "check")]
     pub fail_on: FailOn,
+    /// With --check: also write the report as one self-contained HTML page to FILE, as
+    /// `budget-top check --html` does.
+    #[arg(long, value_name = "FILE", requires = "check")]
+    pub html: Option<PathBuf>,
     /// Walk through the scenarios in teaching order: each step says what is about to happen and
     /// what to look at, and waits for `w` before the next.
     #[arg(long)]
@@ -234,11 +243,14 @@ mod tests {
             "json",
             "--fail-on",
             "warning",
+            "--html",
+            "report.html",
         ])
         .unwrap();
         let Some(Command::Check(args)) = cli.command else {
             panic!("not check");
         };
+        assert_eq!(args.html, Some(PathBuf::from("report.html")));
         assert_eq!(args.idle, Some(Duration::from_secs(3)));
         assert_eq!(args.format, Format::Json);
         assert_eq!(args.fail_on.severity(), Severity::Warning);
@@ -286,6 +298,8 @@ mod tests {
         assert!(parse(&["--workshop"]).is_ok());
         assert!(parse(&["--for", "5s"]).is_err());
         assert!(parse(&["--format", "json"]).is_err());
+        assert!(parse(&["--html", "report.html"]).is_err());
+        assert!(parse(&["--check", "--html", "report.html"]).is_ok());
         assert!(parse(&["--check", "--workshop"]).is_err());
         assert!(parse(&["--scenario", "nope"]).is_err());
     }

@@ -79,7 +79,8 @@ fn endpoint(ingest: &Ingest) -> anyhow::Result<String> {
 async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
     // Before anything starts: a Ctrl-C from now on ends the load early but still reports.
     let mut signals = Signals::new()?;
-    let mut ingest = ingest::start(loopback_ingest(false, carriers)).await?;
+    // The HTML page shows each drawn span's attributes: keep them only when it is asked for.
+    let mut ingest = ingest::start(loopback_ingest(args.html.is_some(), carriers)).await?;
     let run_for = args
         .for_
         .or(args.run.requests.is_none().then_some(DEFAULT_CHECK_FOR));
@@ -132,6 +133,7 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         args.fail_on,
         Some(ingest_counts),
         max_spans,
+        args.html.as_deref(),
     )
 }
 

@@ -223,17 +223,36 @@ fn paint(color: bool, severity: Option<Severity>, text: impl std::fmt::Display) 
     }
 }
 
-/// Control characters (escape sequences, newlines, tabs) become spaces; long values are cut.
+/// Control characters (escape sequences, newlines, tabs) become spaces; bidirectional
+/// overrides and zero-width characters are removed (a span name cannot reorder or hide the
+/// text around it); long values are cut. The HTML report cleans every span string the same way
+/// before escaping it.
 pub fn clean(s: &str) -> String {
     let mut out: String = s
         .chars()
+        .filter(|&c| !hidden(c))
         .take(200)
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if s.chars().nth(200).is_some() {
+    if s.chars().filter(|&c| !hidden(c)).nth(200).is_some() {
         out.push('…');
     }
     out
+}
+
+/// Characters that change how the text around them reads without showing themselves: the
+/// bidirectional embeddings, overrides, isolates and marks, and the zero-width ones.
+pub fn hidden(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{180e}'
+            | '\u{feff}'
+    )
 }
 
 #[cfg(test)]
@@ -244,5 +263,14 @@ mod tests {
     fn span_strings_cannot_reach_the_terminal_as_escapes() {
         assert_eq!(clean("a\x1b[2Jb\nc"), "a [2Jb c");
         assert_eq!(clean(&"x".repeat(300)).chars().count(), 201);
+    }
+
+    #[test]
+    fn span_strings_cannot_reorder_or_hide_text() {
+        // RIGHT-TO-LEFT OVERRIDE would show "gpj.exe" as "exe.jpg"; zero-width characters make
+        // two names look the same.
+        assert_eq!(clean("a\u{202e}gpj.exe\u{202c}"), "agpj.exe");
+        assert_eq!(clean("or\u{200b}ders\u{2066}\u{feff}"), "orders");
+        assert_eq!(clean("ملف"), "ملف");
     }
 }

@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
-use deadline_budget::analysis::{
-    Chain, ChainAnalysis, ChainOutcome, Distribution, Row, Span, TraceId,
-};
+use deadline_budget::analysis::{Chain, ChainAnalysis, ChainOutcome, Row, Span, TraceId};
 
 /// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
 pub const RATE_WINDOW_SECS: u64 = 10;
@@ -124,45 +122,7 @@ impl ChainView<'_> {
     }
 }
 
-/// One service over the chains held.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServiceStats {
-    /// Hops handled.
-    pub hops: u64,
-    /// Sum of hop durations, ms.
-    pub work_ms: i64,
-    /// Dead work: work done after everyone above had stopped waiting, ms (the analysis's
-    /// per-hop figure, the same that makes up the chains' wasted ms).
-    pub wasted_ms: i64,
-    /// Queue waits of the hops that started in the last `RATE_WINDOW_SECS` and queued.
-    pub queue_wait: Distribution,
-    /// Hops that started in the last `RATE_WINDOW_SECS`.
-    pub recent_hops: u64,
-    /// Their summed duration, ms.
-    pub recent_ms: i64,
-}
-
-impl ServiceStats {
-    /// λ (hops/s), W (mean ms in the service) and L = λW (requests in flight), by Little's law
-    /// over the last `RATE_WINDOW_SECS`.
-    pub fn littles_law(&self) -> (f64, f64, f64) {
-        let lambda = self.recent_hops as f64 / RATE_WINDOW_SECS as f64;
-        let w = if self.recent_hops == 0 {
-            0.0
-        } else {
-            self.recent_ms as f64 / self.recent_hops as f64
-        };
-        (lambda, w, lambda * w / 1000.0)
-    }
-    /// The share (0..=1) of this service's work done for callers who had given up.
-    pub fn dead_share(&self) -> f64 {
-        if self.work_ms <= 0 {
-            0.0
-        } else {
-            (self.wasted_ms as f64 / self.work_ms as f64).clamp(0.0, 1.0)
-        }
-    }
-}
+pub use budget_top::services::ServiceStats;
 
 /// Per-second sums over a short window, for "per second" figures in the header.
 #[derive(Clone, Debug, Default)]
@@ -460,39 +420,6 @@ impl ScreenData {
 
     fn rebuild_services(&mut self, now_unix_nano: u64) {
         let from = now_unix_nano.saturating_sub(RATE_WINDOW_SECS * 1_000_000_000);
-        let mut by: HashMap<Arc<str>, ServiceStats> = HashMap::new();
-        for entry in self.store.chains() {
-            let (Some(a), Some(chain)) = (
-                self.store.analysis(entry.trace_id),
-                self.store.chain(entry.trace_id),
-            ) else {
-                continue;
-            };
-            for row in &a.rows {
-                let Some(span) = chain.span(row.span as usize).filter(|s| s.kind.is_hop()) else {
-                    continue;
-                };
-                let s = by.entry(span.service.clone()).or_default();
-                s.hops += 1;
-                s.work_ms += span.duration_ms();
-                s.wasted_ms += i64::from(row.dead_ms);
-                // Over the same window as λ and W, so the figures side by side agree.
-                if span.start_unix_nano >= from && span.start_unix_nano < now_unix_nano {
-                    s.recent_hops += 1;
-                    s.recent_ms += span.duration_ms();
-                    if let Some(q) = span.budget.queue_wait_ms {
-                        s.queue_wait.add(q);
-                    }
-                }
-            }
-        }
-        let mut rows: Vec<_> = by.into_iter().collect();
-        rows.sort_by(|a, b| {
-            b.1.dead_share()
-                .total_cmp(&a.1.dead_share())
-                .then(b.1.hops.cmp(&a.1.hops))
-                .then(a.0.cmp(&b.0))
-        });
-        self.services = rows;
+        self.services = budget_top::services::service_stats(&self.store, from..now_unix_nano);
     }
 }

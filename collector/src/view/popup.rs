@@ -1,8 +1,8 @@
 //! The overlays: the legend (`?`), which explains every highlight in plain words, and the detail
 //! of one span with all its budget facts and findings.
 
-use deadline_budget::analysis::{FindingKind, Span};
-use deadline_budget::semconv;
+use budget_top::legend::{MARKS, MarkRole, ROW_FIGURES, facts};
+use deadline_budget::analysis::FindingKind;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span as TextSpan};
@@ -13,44 +13,7 @@ use super::theme::{Theme, severity_glyph};
 use super::{boxed, waterfall};
 use crate::app::{Overlay, State};
 
-/// A finding kind in plain words: what happened and why it matters.
-pub fn meaning(kind: FindingKind) -> &'static str {
-    match kind {
-        FindingKind::BudgetReset => {
-            "Reset: a service forwarded more time than it had left, so the next one works to a deadline nobody is waiting for."
-        }
-        FindingKind::BudgetDropped => {
-            "Dropped: the budget was not passed on, so everything downstream works with no deadline at all."
-        }
-        FindingKind::RanAfterExpiry => {
-            "Ran after expiry: work started when the budget was already gone; its result can only be thrown away."
-        }
-        FindingKind::OrphanedWork => {
-            "Orphaned work: this hop kept working after its caller had stopped waiting; that time was spent for nobody."
-        }
-        FindingKind::ShedExpired => {
-            "Shed (expired): a queued request was dropped because its deadline had passed. The right behaviour."
-        }
-        FindingKind::ShedFull => {
-            "Shed (full): rejected at once because the queue was full, instead of waiting uselessly. The right behaviour."
-        }
-        FindingKind::QueuePressure => {
-            "Queue pressure: waiting in the queue took more than half of the budget this hop received."
-        }
-        FindingKind::RetryOverBudget => {
-            "Retry over budget: the retries together asked for more time than remained, or one started after the deadline."
-        }
-        FindingKind::ClockSkew => {
-            "Clock skew: an absolute deadline and the relative budget disagree by over a second, or a child starts before its parent."
-        }
-        FindingKind::TimeoutInverted => {
-            "Timeout inverted: this call's timeout reaches past the moment everyone above stops waiting; had the callee been slow, the hop would wait for an answer nobody reads."
-        }
-        FindingKind::TimeoutOversized => {
-            "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
-        }
-    }
-}
+pub use budget_top::legend::meaning;
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
@@ -134,51 +97,31 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             TextSpan::raw(text),
         ])
     };
-    let mut lines = vec![
-        Line::styled(
-            "The waterfall: one row per hop (a service handling the request) and call",
-            theme.title(),
-        ),
-        glyph(
-            "╌┃",
-            theme.budget(),
-            "the budget a hop received, up to its deadline",
-        ),
-        glyph(
-            "░",
-            theme.queue(),
-            "time the request waited in the hop's queue",
-        ),
-        glyph("█", theme.work(), "work inside the budget"),
-        glyph(
-            "▓",
-            theme.late(),
-            "dead work: done after everyone above had stopped waiting",
-        ),
-        glyph("━", theme.call(), "a call to the next service"),
-        glyph(
-            "┄",
-            theme.budget(),
-            if theme.color {
-                "the budget the call forwarded (red: more than remained)"
-            } else {
-                "the budget the call forwarded (past │: more than remained)"
-            },
-        ),
-        glyph("│", theme.queue(), "what remained when the call was sent"),
-        glyph(
-            "─",
-            theme.dim(),
-            "a span of the hop's own (its work, a database query)",
-        ),
-        glyph("✕", theme.late(), "the call forwarded no budget (dropped)"),
-        glyph(
-            "⊘",
-            theme.queue(),
-            "shed or refused: the request was turned away on purpose",
-        ),
-        glyph("┊", theme.dim(), "the original caller's deadline"),
-    ];
+    let mut lines = vec![Line::styled(
+        "The waterfall: one row per hop (a service handling the request) and call",
+        theme.title(),
+    )];
+    for mark in MARKS {
+        let style = match mark.role {
+            MarkRole::Budget => theme.budget(),
+            MarkRole::Queue => theme.queue(),
+            MarkRole::Work => theme.work(),
+            MarkRole::Late => theme.late(),
+            MarkRole::Call => theme.call(),
+            MarkRole::Dim => theme.dim(),
+        };
+        // Without colour a reset's excess is told by where it lies, not by red.
+        let text = match mark.glyph {
+            "┄" if !theme.color => "the budget the call forwarded (past │: more than remained)",
+            _ => mark.text,
+        };
+        lines.push(glyph(mark.glyph, style, text));
+    }
+    lines.push(glyph(
+        "─",
+        theme.dim(),
+        "a span of the hop's own (its work, a database query)",
+    ));
     lines.push(Line::styled("Findings", theme.title()));
     for kind in FindingKind::ALL {
         let sev = kind.severity();
@@ -191,7 +134,13 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     lines.push(Line::styled("The figures beside each row", theme.title()));
     lines.extend(hanging(
         TextSpan::raw(" "),
-        "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained); #2: the second attempt of a retried call",
+        ROW_FIGURES,
+        theme.text(),
+        width,
+    ));
+    lines.extend(hanging(
+        TextSpan::raw(" "),
+        "#2 before a call: the second attempt of a retried call",
         theme.text(),
         width,
     ));
@@ -341,7 +290,7 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
         theme.title(),
     ));
     for (k, v) in facts(span) {
-        lines.push(kv(k, v));
+        lines.push(kv(k, clean(&v).into_owned()));
     }
     if let Some(attrs) = state.data.store.attributes(chain.trace_id, span.span_id) {
         lines.push(Line::styled("attributes, as received", theme.title()));
@@ -372,47 +321,6 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
         ));
     }
     Some((title, lines))
-}
-
-/// The span's budget facts that are present, under the contract's attribute names.
-fn facts(span: &Span) -> Vec<(&'static str, String)> {
-    let b = &span.budget;
-    let mut out = Vec::new();
-    let mut num = |k: &'static str, v: Option<i64>| {
-        if let Some(v) = v {
-            out.push((k, format!("{v} ms")));
-        }
-    };
-    num(semconv::RECEIVED_MS, b.received_ms);
-    num(semconv::DEFAULT_MS, b.default_ms);
-    num(semconv::QUEUE_WAIT_MS, b.queue_wait_ms);
-    num(semconv::REMAINING_AT_START_MS, b.remaining_at_start_ms);
-    num(semconv::REMAINING_MS, b.remaining_ms);
-    num(semconv::FORWARDED_MS, b.forwarded_ms);
-    num(semconv::TIMEOUT_MS, b.timeout_ms);
-    num(semconv::SLA_MS, b.sla_ms);
-    if let Some(s) = b.source {
-        out.push((semconv::SOURCE, s.as_str().to_string()));
-    }
-    if let Some(o) = b.outcome {
-        out.push((semconv::OUTCOME, o.as_str().to_string()));
-    }
-    if let Some(a) = b.attempt {
-        out.push((semconv::ATTEMPT, a.to_string()));
-    }
-    if let Some(d) = b.deadline_unix_ms {
-        out.push(("deadline (absolute, Unix ms)", d.to_string()));
-    }
-    if let Some(v) = b.http_status {
-        out.push(("http.response.status_code", v.to_string()));
-    }
-    if let Some(v) = b.rpc_status {
-        out.push(("rpc status code", v.to_string()));
-    }
-    if let Some(v) = &b.error_type {
-        out.push(("error.type", clean(v).into_owned()));
-    }
-    out
 }
 
 /// An OTLP attribute value as text.

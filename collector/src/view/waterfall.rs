@@ -23,6 +23,7 @@ use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{put, put_right, scroll_offset};
 use crate::app::{ChainView, State};
+use budget_top::legend::carrier_tag;
 
 struct Geometry {
     label_w: u16,
@@ -580,21 +581,6 @@ fn draw_row(
         if row.late_ms > 0 {
             fill(buf, late_from, e, "─", theme.late());
         }
-    }
-}
-
-/// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
-pub fn carrier_tag(source: BudgetSource) -> &'static str {
-    match source {
-        BudgetSource::GrpcTimeout => "grpc",
-        BudgetSource::ConnectTimeoutMs => "conn",
-        BudgetSource::XRequestDeadline => "abs",
-        BudgetSource::XEnvoyExpectedRqTimeoutMs => "envoy",
-        BudgetSource::Header(_) => "hdr",
-        BudgetSource::XBudgetMs
-        | BudgetSource::Default
-        | BudgetSource::Invalid
-        | BudgetSource::None => "",
     }
 }
 

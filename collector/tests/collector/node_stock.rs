@@ -18,15 +18,11 @@
 //! Timing is real (a burst on a 2-core machine): the assertions compare counts of events both
 //! sides saw and leave room only where a race between two timers is inherent.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
-
-use serde_json::Value as Json;
 
 use crate::node_sdk::{node_installed, node_modules};
-use crate::support::{Service, listen, one_burst_at_a_time};
+use crate::support::{Service, StockRun, one_burst_at_a_time};
 
 const REQUESTS: u64 = 40;
 const WORK_MS: u64 = 450;
@@ -46,106 +42,40 @@ fn service(modules: &Path, script: &str, args: &[String]) -> Service {
     Service::start(command, script)
 }
 
-/// What one run gave: the report, and what the client, the edge and the worker saw.
-struct Run {
-    report: Json,
-    client: BTreeMap<String, u64>,
-    worker: Json,
-}
-
-impl Run {
-    fn count(&self, kind: &str, service: &str) -> u64 {
-        self.report["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["kind"] == kind && f["service"] == service)
-            .count() as u64
-    }
-
-    fn worker(&self, what: &str) -> u64 {
-        self.worker[what].as_u64().unwrap()
-    }
-
-    fn client(&self, what: &str) -> u64 {
-        self.client.get(what).copied().unwrap_or(0)
-    }
-
-    fn outcome(&self, what: &str) -> u64 {
-        self.report["summary"]["outcomes"][what].as_u64().unwrap()
-    }
-
-    fn edge(&self) -> &Json {
-        self.report["edges"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["caller"] == "edge" && e["callee"] == "worker")
-            .unwrap_or_else(|| panic!("no edge -> worker: {}", self.report))
-    }
-
-    fn dump(&self) -> String {
-        format!(
-            "client {:?}\nworker {}\nsummary {}\nedges {}",
-            self.client, self.worker, self.report["summary"], self.report["edges"]
-        )
-    }
-}
-
 #[track_caller]
-fn run(modules: &Path, variant: &str, budget_ms: u64) -> Run {
-    let check = listen(&[
-        "check",
-        "--idle",
-        "3s",
-        "--format",
-        "json",
-        "--budget-header",
-        "x-prazo-restante-ms=ms",
-    ]);
-    let endpoint = format!("http://{}", check.http);
-    let worker = service(
-        modules,
-        "worker.js",
-        &[endpoint.clone(), WORK_MS.to_string()],
+fn run(modules: &Path, variant: &str, budget_ms: u64) -> StockRun {
+    let run = StockRun::burst(
+        "x-prazo-restante-ms",
+        |endpoint| {
+            let worker = service(
+                modules,
+                "worker.js",
+                &[endpoint.to_owned(), WORK_MS.to_string()],
+            );
+            let edge = service(
+                modules,
+                "edge.js",
+                &[
+                    endpoint.to_owned(),
+                    format!("http://127.0.0.1:{}/reserve", worker.port),
+                    variant.to_owned(),
+                ],
+            );
+            (worker, edge)
+        },
+        |edge| {
+            let mut client = Command::new("node");
+            client
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/stock/client.js"))
+                .args([
+                    format!("http://127.0.0.1:{edge}/order"),
+                    REQUESTS.to_string(),
+                    budget_ms.to_string(),
+                ])
+                .env("NODE_PATH", modules);
+            client
+        },
     );
-    let edge = service(
-        modules,
-        "edge.js",
-        &[
-            endpoint,
-            format!("http://127.0.0.1:{}/reserve", worker.port),
-            variant.to_owned(),
-        ],
-    );
-    let out = Command::new("node")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/stock/client.js"))
-        .args([
-            format!("http://127.0.0.1:{}/order", edge.port),
-            REQUESTS.to_string(),
-            budget_ms.to_string(),
-        ])
-        .env("NODE_PATH", modules)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let client: BTreeMap<String, u64> = serde_json::from_slice(&out.stdout).unwrap();
-    // Let the work that outlived its callers end (the fixed timeout is 2 s), then stop the
-    // services: their exporters flush into budget-top, which goes idle.
-    std::thread::sleep(Duration::from_millis(2500));
-    let _edge = edge.stop();
-    let worker = worker.stop();
-    let finished = check.wait(Duration::from_secs(60));
-    assert!(matches!(finished.code, Some(0 | 1)), "{}", finished.stderr);
-    let run = Run {
-        report: finished.json(),
-        client,
-        worker,
-    };
     // The same 40 requests on every side.
     assert_eq!(run.client.values().sum::<u64>(), REQUESTS, "{}", run.dump());
     assert_eq!(run.report["summary"]["traces"], REQUESTS, "{}", run.dump());
@@ -224,7 +154,7 @@ fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
         serde_json::json!(["worker"])
     );
     assert!(
-        fixed.edge()["wasted_ms"].as_i64().unwrap() > 0,
+        fixed.edge_figures()["wasted_ms"].as_i64().unwrap() > 0,
         "{}",
         fixed.dump()
     );
@@ -253,7 +183,7 @@ fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
         }
     }
     // Propagation cut the work done for nobody.
-    let wasted = |r: &Run| r.report["summary"]["wasted_ms"].as_i64().unwrap();
+    let wasted = |r: &StockRun| r.report["summary"]["wasted_ms"].as_i64().unwrap();
     assert!(
         wasted(&propagated) < wasted(&fixed),
         "propagated {} vs fixed {}",
@@ -264,7 +194,7 @@ fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
     let tight = run(&modules, "propagated", 500);
     // The edge's calls that got no answer ended at its budget less the margin: the edge's
     // timeout, inferred from them.
-    let edge = tight.edge();
+    let edge = tight.edge_figures();
     assert_eq!(edge["timeout_inferred"], true, "{}", tight.dump());
     let timeout = edge["timeout_ms"].as_i64().unwrap();
     // (Never earlier than that; later by as much as the machine's timers run late under load.)

@@ -24,15 +24,11 @@
 //! sides saw and leave room only where a race between two timers is inherent. The work takes
 //! 600 ms so that every boundary the test relies on is 150 ms or more away from any timer.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
-
-use serde_json::Value as Json;
 
 use crate::python_sdk::venv_python_or_skip;
-use crate::support::{Service, listen, one_burst_at_a_time};
+use crate::support::{Service, StockRun, one_burst_at_a_time};
 
 const REQUESTS: u64 = 40;
 const WORK_MS: i64 = 600;
@@ -65,118 +61,41 @@ fn service(python: &Path, endpoint: &str, name: &str, args: &[String]) -> Servic
     Service::start(command, name)
 }
 
-/// What one run gave: the report, and what the client, the edge and the worker saw.
-struct Run {
-    report: Json,
-    client: BTreeMap<String, u64>,
-    edge: Json,
-    worker: Json,
-}
-
-impl Run {
-    fn count(&self, kind: &str, service: &str) -> u64 {
-        self.findings()
-            .filter(|f| f["kind"] == kind && f["service"] == service)
-            .count() as u64
-    }
-
-    fn findings(&self) -> impl Iterator<Item = &Json> {
-        self.report["findings"].as_array().unwrap().iter()
-    }
-
-    fn worker(&self, what: &str) -> u64 {
-        self.worker[what].as_u64().unwrap()
-    }
-
-    /// How many times the edge answered `status`.
-    fn edge_answered(&self, status: &str) -> u64 {
-        self.edge["answered"][status].as_u64().unwrap_or(0)
-    }
-
-    fn client(&self, what: &str) -> u64 {
-        self.client.get(what).copied().unwrap_or(0)
-    }
-
-    fn outcome(&self, what: &str) -> u64 {
-        self.report["summary"]["outcomes"][what].as_u64().unwrap()
-    }
-
-    fn wasted(&self) -> i64 {
-        self.report["summary"]["wasted_ms"].as_i64().unwrap()
-    }
-
-    fn coverage(&self, what: &str) -> &Json {
-        &self.report["summary"]["coverage"][what]
-    }
-
-    fn edge_figures(&self) -> &Json {
-        self.report["edges"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["caller"] == "edge" && e["callee"] == "worker")
-            .unwrap_or_else(|| panic!("no edge -> worker: {}", self.report))
-    }
-
-    fn dump(&self) -> String {
-        format!(
-            "client {:?}\nedge {}\nworker {}\nsummary {}\nedges {}",
-            self.client, self.edge, self.worker, self.report["summary"], self.report["edges"]
-        )
-    }
+/// How many times the edge answered `status`.
+fn edge_answered(run: &StockRun, status: &str) -> u64 {
+    run.edge["answered"][status].as_u64().unwrap_or(0)
 }
 
 #[track_caller]
-fn run(python: &Path, variant: &str, budget_ms: u64) -> Run {
-    let check = listen(&[
-        "check",
-        "--idle",
-        "3s",
-        "--format",
-        "json",
-        "--budget-header",
-        &format!("{HEADER}=ms"),
-    ]);
-    let endpoint = format!("http://{}", check.http);
-    let worker = service(python, &endpoint, "worker", &[WORK_MS.to_string()]);
-    let edge = service(
-        python,
-        &endpoint,
-        "edge",
-        &[
-            format!("http://127.0.0.1:{}/reserve", worker.port),
-            variant.to_owned(),
-        ],
+fn run(python: &Path, variant: &str, budget_ms: u64) -> StockRun {
+    let run = StockRun::burst(
+        HEADER,
+        |endpoint| {
+            let worker = service(python, endpoint, "worker", &[WORK_MS.to_string()]);
+            let edge = service(
+                python,
+                endpoint,
+                "edge",
+                &[
+                    format!("http://127.0.0.1:{}/reserve", worker.port),
+                    variant.to_owned(),
+                ],
+            );
+            (worker, edge)
+        },
+        |edge| {
+            let mut client = Command::new(python);
+            client
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/stock/client.py"))
+                .args([
+                    format!("http://127.0.0.1:{edge}/order"),
+                    REQUESTS.to_string(),
+                    budget_ms.to_string(),
+                ])
+                .env("PYTHONDONTWRITEBYTECODE", "1");
+            client
+        },
     );
-    let out = Command::new(python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/stock/client.py"))
-        .args([
-            format!("http://127.0.0.1:{}/order", edge.port),
-            REQUESTS.to_string(),
-            budget_ms.to_string(),
-        ])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let client: BTreeMap<String, u64> = serde_json::from_slice(&out.stdout).unwrap();
-    // Let the work that outlived its callers end (the fixed timeout is 2 s), then stop the
-    // services: their exporters flush into budget-top, which goes idle.
-    std::thread::sleep(Duration::from_millis(2500));
-    let edge = edge.stop();
-    let worker = worker.stop();
-    let finished = check.wait(Duration::from_secs(60));
-    assert!(matches!(finished.code, Some(0 | 1)), "{}", finished.stderr);
-    let run = Run {
-        report: finished.json(),
-        client,
-        edge,
-        worker,
-    };
     // The same 40 requests on every side, each one answered or given up on by its user.
     assert_eq!(run.client.values().sum::<u64>(), REQUESTS, "{}", run.dump());
     assert_eq!(run.client("failed"), 0, "{}", run.dump());
@@ -227,7 +146,7 @@ fn run(python: &Path, variant: &str, budget_ms: u64) -> Run {
     assert_eq!(run.outcome("error"), 0, "{}", run.dump());
     assert!(run.client("200") <= run.outcome("ok"), "{}", run.dump());
     assert!(
-        run.outcome("ok") <= run.edge_answered("200"),
+        run.outcome("ok") <= edge_answered(&run, "200"),
         "{}",
         run.dump()
     );
@@ -278,7 +197,7 @@ fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() 
     // (one more or less where the client's timer and the edge's answer cross).
     assert!(fixed.client("gave up") > 0, "{}", fixed.dump());
     assert!(
-        fixed.outcome("ok") < fixed.edge_answered("200"),
+        fixed.outcome("ok") < edge_answered(&fixed, "200"),
         "{}",
         fixed.dump()
     );

@@ -552,3 +552,108 @@ impl Drop for Service {
         let _ = self.child.wait();
     }
 }
+
+/// One burst of a stock pair (`node_stock`, `python_stock`): what `budget-top check` reported,
+/// and what the client, the edge and the worker saw.
+pub struct StockRun {
+    pub report: Json,
+    pub client: std::collections::BTreeMap<String, u64>,
+    pub edge: Json,
+    pub worker: Json,
+}
+
+impl StockRun {
+    /// Runs a burst: `budget-top check --budget-header HEADER=ms` listening; `start` starts the
+    /// worker and the edge against its OTLP/HTTP endpoint (worker first, given the worker's
+    /// port for the edge); `client` sends the burst to the edge's port and prints its counts.
+    /// The services are stopped once the work that outlived its callers could end.
+    #[track_caller]
+    pub fn burst(
+        header: &str,
+        start: impl FnOnce(&str) -> (Service, Service),
+        client: impl FnOnce(u16) -> Command,
+    ) -> StockRun {
+        let check = listen(&[
+            "check",
+            "--idle",
+            "3s",
+            "--format",
+            "json",
+            "--budget-header",
+            &format!("{header}=ms"),
+        ]);
+        let endpoint = format!("http://{}", check.http);
+        let (worker, edge) = start(&endpoint);
+        let out = client(edge.port).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let client = serde_json::from_slice(&out.stdout).unwrap();
+        // Let the work that outlived its callers end (the fixed timeout is 2 s), then stop
+        // the services: their exporters flush into budget-top, which goes idle.
+        std::thread::sleep(Duration::from_millis(2500));
+        let edge = edge.stop();
+        let worker = worker.stop();
+        let finished = check.wait(Duration::from_secs(60));
+        assert!(matches!(finished.code, Some(0 | 1)), "{}", finished.stderr);
+        StockRun {
+            report: finished.json(),
+            client,
+            edge,
+            worker,
+        }
+    }
+
+    /// Findings of `kind` on `service`.
+    pub fn count(&self, kind: &str, service: &str) -> u64 {
+        self.findings()
+            .filter(|f| f["kind"] == kind && f["service"] == service)
+            .count() as u64
+    }
+
+    pub fn findings(&self) -> impl Iterator<Item = &Json> {
+        self.report["findings"].as_array().unwrap().iter()
+    }
+
+    /// A count the worker printed.
+    pub fn worker(&self, what: &str) -> u64 {
+        self.worker[what].as_u64().unwrap()
+    }
+
+    /// A count the client printed (0 when it saw none).
+    pub fn client(&self, what: &str) -> u64 {
+        self.client.get(what).copied().unwrap_or(0)
+    }
+
+    /// Chains with this outcome.
+    pub fn outcome(&self, what: &str) -> u64 {
+        self.report["summary"]["outcomes"][what].as_u64().unwrap()
+    }
+
+    pub fn wasted(&self) -> i64 {
+        self.report["summary"]["wasted_ms"].as_i64().unwrap()
+    }
+
+    pub fn coverage(&self, what: &str) -> &Json {
+        &self.report["summary"]["coverage"][what]
+    }
+
+    /// The report's edge -> worker.
+    pub fn edge_figures(&self) -> &Json {
+        self.report["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["caller"] == "edge" && e["callee"] == "worker")
+            .unwrap_or_else(|| panic!("no edge -> worker: {}", self.report))
+    }
+
+    pub fn dump(&self) -> String {
+        format!(
+            "client {:?}\nedge {}\nworker {}\nsummary {}\nedges {}",
+            self.client, self.edge, self.worker, self.report["summary"], self.report["edges"]
+        )
+    }
+}

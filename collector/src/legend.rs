@@ -1,0 +1,192 @@
+//! The words every picture of a chain shares: what each finding kind means, and what each mark
+//! of a waterfall stands for. The screen (its legend, its detail popup, the waterfall's
+//! explanation) and the HTML report read them from here, so the page and the terminal never
+//! explain one thing two ways.
+//!
+//! Strings here may carry what a span sent ([`facts`]' `error.type`): each picture cleans them
+//! as it cleans any span string.
+
+use deadline_budget::analysis::{BudgetSource, FindingKind, Span};
+use deadline_budget::semconv;
+
+/// A finding kind in plain words: what happened and why it matters.
+pub fn meaning(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::BudgetReset => {
+            "Reset: a service forwarded more time than it had left, so the next one works to a deadline nobody is waiting for."
+        }
+        FindingKind::BudgetDropped => {
+            "Dropped: the budget was not passed on, so everything downstream works with no deadline at all."
+        }
+        FindingKind::RanAfterExpiry => {
+            "Ran after expiry: work started when the budget was already gone; its result can only be thrown away."
+        }
+        FindingKind::OrphanedWork => {
+            "Orphaned work: this hop kept working after its caller had stopped waiting; that time was spent for nobody."
+        }
+        FindingKind::ShedExpired => {
+            "Shed (expired): a queued request was dropped because its deadline had passed. The right behaviour."
+        }
+        FindingKind::ShedFull => {
+            "Shed (full): rejected at once because the queue was full, instead of waiting uselessly. The right behaviour."
+        }
+        FindingKind::QueuePressure => {
+            "Queue pressure: waiting in the queue took more than half of the budget this hop received."
+        }
+        FindingKind::RetryOverBudget => {
+            "Retry over budget: the retries together asked for more time than remained, or one started after the deadline."
+        }
+        FindingKind::ClockSkew => {
+            "Clock skew: an absolute deadline and the relative budget disagree by over a second, or a child starts before its parent."
+        }
+        FindingKind::TimeoutInverted => {
+            "Timeout inverted: this call's timeout reaches past the moment everyone above stops waiting; had the callee been slow, the hop would wait for an answer nobody reads."
+        }
+        FindingKind::TimeoutOversized => {
+            "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
+        }
+    }
+}
+
+/// What a mark draws, so each picture can give it its own style (a colour on the screen, a
+/// colour and a pattern on the page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkRole {
+    /// The budget a hop received or a call forwarded.
+    Budget,
+    /// Queue wait, what remained at a call, a shed.
+    Queue,
+    /// Work inside the budget.
+    Work,
+    /// Work done for nobody, a budget forwarded that did not exist.
+    Late,
+    /// A call.
+    Call,
+    /// Secondary marks (the original caller's deadline).
+    Dim,
+}
+
+/// One mark of the waterfall: its glyph on the screen, its role, and what it means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The screen's glyph (the page draws the same shape and prints the glyph in its legend).
+    pub glyph: &'static str,
+    /// What it draws.
+    pub role: MarkRole,
+    /// What it means, in words.
+    pub text: &'static str,
+}
+
+/// Every mark of the waterfall, in the legend's order.
+pub const MARKS: [Mark; 10] = [
+    Mark {
+        glyph: "╌┃",
+        role: MarkRole::Budget,
+        text: "the budget a hop received, up to its deadline",
+    },
+    Mark {
+        glyph: "░",
+        role: MarkRole::Queue,
+        text: "time the request waited in the hop's queue",
+    },
+    Mark {
+        glyph: "█",
+        role: MarkRole::Work,
+        text: "work inside the budget",
+    },
+    Mark {
+        glyph: "▓",
+        role: MarkRole::Late,
+        text: "dead work: done after everyone above had stopped waiting",
+    },
+    Mark {
+        glyph: "━",
+        role: MarkRole::Call,
+        text: "a call to the next service",
+    },
+    Mark {
+        glyph: "┄",
+        role: MarkRole::Budget,
+        text: "the budget the call forwarded (red: more than remained)",
+    },
+    Mark {
+        glyph: "│",
+        role: MarkRole::Queue,
+        text: "what remained when the call was sent",
+    },
+    Mark {
+        glyph: "✕",
+        role: MarkRole::Late,
+        text: "the call forwarded no budget (dropped)",
+    },
+    Mark {
+        glyph: "⊘",
+        role: MarkRole::Queue,
+        text: "shed or refused: the request was turned away on purpose",
+    },
+    Mark {
+        glyph: "┊",
+        role: MarkRole::Dim,
+        text: "the original caller's deadline",
+    },
+];
+
+/// What the figures beside each row say.
+pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)";
+
+/// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
+pub fn carrier_tag(source: BudgetSource) -> &'static str {
+    match source {
+        BudgetSource::GrpcTimeout => "grpc",
+        BudgetSource::ConnectTimeoutMs => "conn",
+        BudgetSource::XRequestDeadline => "abs",
+        BudgetSource::XEnvoyExpectedRqTimeoutMs => "envoy",
+        BudgetSource::Header(_) => "hdr",
+        BudgetSource::XBudgetMs
+        | BudgetSource::Default
+        | BudgetSource::Invalid
+        | BudgetSource::None => "",
+    }
+}
+
+/// The span's budget facts that are present, under the contract's attribute names, as the
+/// analysis read them.
+pub fn facts(span: &Span) -> Vec<(&'static str, String)> {
+    let b = &span.budget;
+    let mut out = Vec::new();
+    let mut num = |k: &'static str, v: Option<i64>| {
+        if let Some(v) = v {
+            out.push((k, format!("{v} ms")));
+        }
+    };
+    num(semconv::RECEIVED_MS, b.received_ms);
+    num(semconv::DEFAULT_MS, b.default_ms);
+    num(semconv::QUEUE_WAIT_MS, b.queue_wait_ms);
+    num(semconv::REMAINING_AT_START_MS, b.remaining_at_start_ms);
+    num(semconv::REMAINING_MS, b.remaining_ms);
+    num(semconv::FORWARDED_MS, b.forwarded_ms);
+    num(semconv::TIMEOUT_MS, b.timeout_ms);
+    num(semconv::SLA_MS, b.sla_ms);
+    if let Some(s) = b.source {
+        out.push((semconv::SOURCE, s.as_str().to_string()));
+    }
+    if let Some(o) = b.outcome {
+        out.push((semconv::OUTCOME, o.as_str().to_string()));
+    }
+    if let Some(a) = b.attempt {
+        out.push((semconv::ATTEMPT, a.to_string()));
+    }
+    if let Some(d) = b.deadline_unix_ms {
+        out.push(("deadline (absolute, Unix ms)", d.to_string()));
+    }
+    if let Some(v) = b.http_status {
+        out.push(("http.response.status_code", v.to_string()));
+    }
+    if let Some(v) = b.rpc_status {
+        out.push(("rpc status code", v.to_string()));
+    }
+    if let Some(v) = &b.error_type {
+        out.push(("error.type", v.to_string()));
+    }
+    out
+}
