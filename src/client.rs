@@ -160,6 +160,42 @@ impl CallOptions {
         })
     }
 
+    /// [`CallOptions::plan`], with the CLIENT span's `budget.*` attributes recorded on `span`
+    /// (the SLA, what remained, the timeout, and `refused` when the call is not worth making).
+    /// The one place both clients (`BudgetClient`, the tonic layer) write them.
+    pub(crate) fn plan_on_span(
+        &self,
+        deadline: Option<Deadline>,
+        span: &tracing::Span,
+    ) -> Result<CallPlan, CallError> {
+        if let Some(sla) = self.sla {
+            record(span, crate::semconv::SLA_MS, saturating_ms(sla));
+        }
+        match self.plan(deadline) {
+            Ok(plan) => {
+                if let Some(remaining) = plan.remaining {
+                    record(span, crate::semconv::REMAINING_MS, remaining);
+                }
+                if let Some(timeout) = plan.timeout {
+                    record(span, crate::semconv::TIMEOUT_MS, saturating_ms(timeout));
+                }
+                Ok(plan)
+            }
+            Err(refused) => {
+                if let CallError::Refused { remaining_ms, .. } = &refused {
+                    record(span, crate::semconv::REMAINING_MS, *remaining_ms);
+                }
+                record(
+                    span,
+                    crate::semconv::TIMEOUT_MS,
+                    deadline.map_or(0, |d| saturating_ms(d.call_timeout(self.sla, self.margin))),
+                );
+                record(span, crate::semconv::OUTCOME, Outcome::Refused.as_str());
+                Err(refused)
+            }
+        }
+    }
+
     fn forwarded(&self, timeout: Option<Duration>) -> Option<Duration> {
         match self.forward {
             Forward::Budget => timeout,
@@ -331,32 +367,8 @@ where
             budget.attempt = i64::from(options.attempt),
             budget.outcome = Empty,
         );
-        if let Some(sla) = options.sla {
-            record(&span, crate::semconv::SLA_MS, saturating_ms(sla));
-        }
-
-        let plan = match options.plan(deadline) {
-            Ok(plan) => plan,
-            Err(refused) => {
-                if let CallError::Refused { remaining_ms, .. } = &refused {
-                    record(&span, crate::semconv::REMAINING_MS, *remaining_ms);
-                }
-                record(
-                    &span,
-                    crate::semconv::TIMEOUT_MS,
-                    deadline.map_or(0, |d| {
-                        saturating_ms(d.call_timeout(options.sla, options.margin))
-                    }),
-                );
-                record(&span, crate::semconv::OUTCOME, Outcome::Refused.as_str());
-                return Err(refused);
-            }
-        };
-        if let Some(remaining) = plan.remaining {
-            record(&span, crate::semconv::REMAINING_MS, remaining);
-        }
+        let plan = options.plan_on_span(deadline, &span)?;
         if let Some(timeout) = plan.timeout {
-            record(&span, crate::semconv::TIMEOUT_MS, saturating_ms(timeout));
             *request.timeout_mut() = Some(timeout);
         }
         let headers = request.headers_mut();

@@ -53,7 +53,7 @@ use tracing::field::Empty;
 use crate::analysis::Outcome;
 use crate::budget::{Deadline, saturating_ms};
 use crate::carrier;
-use crate::client::{BoxError, CallError, CallOptions};
+use crate::client::{BoxError, CallOptions};
 use crate::server::record;
 use crate::trace_context;
 
@@ -267,24 +267,9 @@ where
             _ => options,
         };
         let deadline = options.deadline.or_else(Deadline::current);
-        if let Some(sla) = options.sla {
-            record(&span, crate::semconv::SLA_MS, saturating_ms(sla));
-        }
-
-        let plan = match options.plan(deadline) {
+        let plan = match options.plan_on_span(deadline, &span) {
             Ok(plan) => plan,
             Err(refused) => {
-                if let CallError::Refused { remaining_ms, .. } = &refused {
-                    record(&span, crate::semconv::REMAINING_MS, *remaining_ms);
-                }
-                record(
-                    &span,
-                    crate::semconv::TIMEOUT_MS,
-                    deadline.map_or(0, |d| {
-                        saturating_ms(d.call_timeout(options.sla, options.margin))
-                    }),
-                );
-                record(&span, crate::semconv::OUTCOME, Outcome::Refused.as_str());
                 return ResponseFuture {
                     state: State::Refused {
                         error: Some(status(tonic::Code::DeadlineExceeded, refused.to_string())),
@@ -292,12 +277,6 @@ where
                 };
             }
         };
-        if let Some(remaining) = plan.remaining {
-            record(&span, crate::semconv::REMAINING_MS, remaining);
-        }
-        if let Some(timeout) = plan.timeout {
-            record(&span, crate::semconv::TIMEOUT_MS, saturating_ms(timeout));
-        }
         if let Some(forwarded) = plan.forwarded {
             let value = carrier::format_grpc_timeout(forwarded);
             if let Ok(value) = HeaderValue::from_str(&value) {

@@ -173,10 +173,14 @@ pub struct State {
     pub spans_dropped: u64,
     /// Requests the receivers refused before reading them (overload): their spans are unknown.
     pub requests_refused_unread: u64,
+    /// Metrics and logs requests the receivers answered and dropped.
+    pub requests_ignored: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
     /// The most spans a fresh store holds (for [`State::start_over`]).
     pub max_spans: usize,
+    /// The most raw attribute bytes a fresh store holds (for [`State::start_over`]).
+    pub max_attribute_bytes: usize,
     /// Traces held when the screen last started over: their late spans are dropped, so the
     /// previous scenario's chains do not come back piece by piece.
     stale: std::collections::HashSet<TraceId>,
@@ -193,6 +197,8 @@ pub struct Refused {
     pub spans: u64,
     /// Requests refused before they were read (their spans are unknown).
     pub requests_unread: u64,
+    /// Metrics and logs requests answered with success and dropped.
+    pub requests_ignored: u64,
 }
 
 impl Refused {
@@ -202,6 +208,7 @@ impl Refused {
         Refused {
             spans: counts.spans_refused,
             requests_unread: counts.requests_refused_unread,
+            requests_ignored: counts.requests_ignored,
         }
     }
 }
@@ -233,8 +240,10 @@ impl State {
             http_addr: None,
             spans_dropped: 0,
             requests_refused_unread: 0,
+            requests_ignored: 0,
             demo: None,
             max_spans: budget_top::store::DEFAULT_MAX_SPANS,
+            max_attribute_bytes: budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,
@@ -282,7 +291,9 @@ impl State {
         );
         self.held.clear();
         self.held_spans = 0;
-        self.data = ScreenData::new(Store::new(self.max_spans));
+        self.data = ScreenData::new(
+            Store::new(self.max_spans).with_attribute_budget(self.max_attribute_bytes),
+        );
         self.ui.selected = 0;
         self.ui.selected_id = None;
         self.ui.span_row = 0;
@@ -361,10 +372,15 @@ impl State {
     /// Set what the receivers refused (the screen adds the spans it dropped while paused).
     pub fn set_ingest_refused(&mut self, refused: Refused) -> bool {
         let total = refused.spans + self.paused_drops;
-        let changed =
-            (total, refused.requests_unread) != (self.spans_dropped, self.requests_refused_unread);
+        let changed = (total, refused.requests_unread, refused.requests_ignored)
+            != (
+                self.spans_dropped,
+                self.requests_refused_unread,
+                self.requests_ignored,
+            );
         self.spans_dropped = total;
         self.requests_refused_unread = refused.requests_unread;
+        self.requests_ignored = refused.requests_ignored;
         changed
     }
 
@@ -959,6 +975,9 @@ pub struct LiveConfig {
     pub http_addr: Option<SocketAddr>,
     /// The most spans held (oldest chains evicted first); 0 for the store's default.
     pub max_spans: usize,
+    /// The most raw attribute bytes held for the detail view (`--max-attribute-bytes`); 0 for
+    /// the store's default.
+    pub max_attribute_bytes: usize,
 }
 
 /// Take over the terminal, run the screen on span batches from `spans`, and restore the
@@ -973,8 +992,15 @@ pub async fn run_live(
     } else {
         config.max_spans
     };
-    let mut state = State::new(ScreenData::new(Store::new(max)), config.mode);
+    let attribute_bytes = if config.max_attribute_bytes == 0 {
+        budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES
+    } else {
+        config.max_attribute_bytes
+    };
+    let store = Store::new(max).with_attribute_budget(attribute_bytes);
+    let mut state = State::new(ScreenData::new(store), config.mode);
     state.max_spans = max;
+    state.max_attribute_bytes = attribute_bytes;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
     let mut term = crate::term::Term::enter()?;
@@ -1051,15 +1077,15 @@ fn feed_recording(
     use budget_top::ingest::decode;
     let mut lines = budget_top::check::open_lines(file).map_err(|e| e.0)?;
     let mut interner = decode::Interner::with_carriers(carriers);
-    let mut line = String::new();
+    let (mut bytes, mut line) = (Vec::new(), String::new());
     let (mut number, mut sent) = (0usize, 0u64);
     loop {
-        line.clear();
         number += 1;
-        match lines.read_line(&mut line) {
-            Ok(0) => return Ok(sent),
+        match budget_top::check::read_line(&mut *lines, &mut bytes, &mut line, file, number) {
+            Ok((0, _)) => return Ok(sent),
+            // Repaired UTF-8 is shown as U+FFFD; stderr is the screen here, so no warning.
             Ok(_) => {}
-            Err(e) => return Err(format!("{}: line {number}: {e}", file.display())),
+            Err(e) => return Err(e.0),
         }
         let Some(mut request) =
             budget_top::check::parse_line(file, number, &line).map_err(|e| e.0)?

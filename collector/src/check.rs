@@ -44,10 +44,32 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         }
         None => Some(listen(&args, &mut store, carriers, keep_attributes).await?),
     };
+    if store.counters().spans_held == 0 && store.counters().chains_evicted == 0 {
+        match &args.input {
+            Some(path) => eprintln!(
+                "warning: {}: no span was read (the input is empty or has no valid span); the report covers nothing",
+                path.display()
+            ),
+            None => {
+                eprintln!("warning: no span arrived while listening; the report covers nothing")
+            }
+        }
+        if args.fail_on.contains(&FailOn::Empty) {
+            print_report(
+                &mut store,
+                args.format,
+                &args.fail_on,
+                ingest_counts,
+                max_spans,
+                args.html.as_deref(),
+            )?;
+            return Ok(1);
+        }
+    }
     print_report(
         &mut store,
         args.format,
-        args.fail_on,
+        &args.fail_on,
         ingest_counts,
         max_spans,
         args.html.as_deref(),
@@ -60,7 +82,7 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
 pub fn print_report(
     store: &mut Store,
     format: Format,
-    fail_on: FailOn,
+    fail_on: &[FailOn],
     ingest_counts: Option<IngestCounts>,
     max_spans: usize,
     html: Option<&Path>,
@@ -71,6 +93,12 @@ pub fn print_report(
         eprintln!(
             "warning: {} chain(s) ({} spans) evicted and {} span(s) not kept to stay under --max-spans {max_spans}; the report covers the rest",
             counters.chains_evicted, counters.spans_evicted, counters.spans_over_limit
+        );
+    }
+    if counters.spans_conflicting > 0 {
+        eprintln!(
+            "warning: {} span(s) arrived again with the same id and different contents; the copy kept is the one that ends later, then has more budget facts (the same whatever the order they came in)",
+            counters.spans_conflicting
         );
     }
     let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
@@ -102,12 +130,13 @@ pub fn print_report(
     stdout
         .flush()
         .context("cannot write the report to stdout")?;
+    let fail = FailOn::threshold(fail_on);
     if let Some(path) = html {
-        let page = report_html::render(store, &report, ingest_counts.as_ref(), fail_on.severity());
+        let page = report_html::render(store, &report, ingest_counts.as_ref(), fail);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
     }
-    Ok(u8::from(report.fails(fail_on.severity())))
+    Ok(u8::from(report.fails(fail)))
 }
 
 /// The JSON report of CONVENTIONS section 4; when listening, an extra `ingest` object says
@@ -151,16 +180,42 @@ pub fn parse_line(
     number: usize,
     line: &str,
 ) -> Result<Option<ExportTraceServiceRequest>, InputError> {
-    let line = line.trim();
+    // A byte-order mark (some Windows editors write one) is not JSON, and says nothing.
+    let line = line.trim().trim_start_matches('\u{feff}');
     if line.is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(line).map(Some).map_err(|e| {
+    ingest::json::parse_request(line.as_bytes())
+        .map(Some)
+        .map_err(|e| {
+            InputError(format!(
+                "{}: line {number}: invalid OTLP/JSON ExportTraceServiceRequest: {e}",
+                path.display()
+            ))
+        })
+}
+
+/// Reads one line of a recording (up to and with its newline) into `line`; returns the bytes
+/// read (0 at the end) and, when the line was not valid UTF-8, what was repaired: it is kept
+/// with U+FFFD in place of the bad bytes, the rule of the receivers.
+pub fn read_line(
+    lines: &mut dyn std::io::BufRead,
+    bytes: &mut Vec<u8>,
+    line: &mut String,
+    path: &Path,
+    number: usize,
+) -> Result<(usize, Option<String>), InputError> {
+    bytes.clear();
+    line.clear();
+    let n = lines.read_until(b'\n', bytes).map_err(|e| {
         InputError(format!(
-            "{}: line {number}: invalid OTLP/JSON ExportTraceServiceRequest: {e}",
+            "{}: line {number}: cannot read: {e}",
             path.display()
         ))
-    })
+    })?;
+    let (text, repairs) = ingest::utf8::repair_json(bytes);
+    line.push_str(&String::from_utf8_lossy(&text));
+    Ok((n, repairs.message()))
 }
 
 /// Reads every line of `path` into the store (with each span's attributes when
@@ -174,19 +229,16 @@ pub fn read_file(
 ) -> Result<(), InputError> {
     let mut lines = open_lines(path)?;
     let mut interner = decode::Interner::with_carriers(carriers);
-    let mut line = String::new();
+    let (mut bytes, mut line) = (Vec::new(), String::new());
     let mut number = 0;
     loop {
-        line.clear();
         number += 1;
-        let n = lines.read_line(&mut line).map_err(|e| {
-            InputError(format!(
-                "{}: line {number}: cannot read: {e}",
-                path.display()
-            ))
-        })?;
+        let (n, repaired) = read_line(&mut *lines, &mut bytes, &mut line, path, number)?;
         if n == 0 {
             return Ok(());
+        }
+        if let Some(message) = repaired {
+            eprintln!("warning: {}: line {number}: {message}", path.display());
         }
         let Some(mut request) = parse_line(path, number, &line)? else {
             continue;

@@ -28,6 +28,11 @@ pub struct Cli {
     /// Chains held at most, counted in spans; the oldest chains go first.
     #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N")]
     pub max_spans: usize,
+    /// Raw span attributes the live screen holds for its detail popup, in bytes, all chains
+    /// together (as much again may wait to be taken in); past it the oldest chains'
+    /// attributes are dropped first. Each span keeps at most 16 KiB, each value 4 KiB.
+    #[arg(long, default_value_t = store::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES")]
+    pub max_attribute_bytes: usize,
     /// A budget header of your own, read from captured headers before the built-in carriers
     /// (repeatable, in order). FORM: ms, s, deadline-ms, deadline-s or grpc.
     #[arg(long = "budget-header", global = true, value_name = "NAME=FORM", value_parser = parse_budget_header)]
@@ -71,6 +76,10 @@ pub struct Listen {
     /// Spans waiting for the store; past it requests are refused (RESOURCE_EXHAUSTED / 503)
     #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_QUEUED_SPANS)]
     pub max_queued_spans: usize,
+    /// Connections held open per receiver; past it a new connection is served at once and
+    /// the one idle longest (or still sending its first request) is closed to make room
+    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Allow --grpc/--http on an address other than loopback (other machines can then send
     /// spans); without it such an address is refused
     #[arg(long)]
@@ -86,6 +95,7 @@ impl Listen {
             max_body: self.max_body,
             max_inflight: self.max_inflight,
             max_queued_spans: self.max_queued_spans,
+            max_connections: self.max_connections,
             allow_remote: self.allow_remote,
             ..ingest::IngestConfig::default()
         }
@@ -123,9 +133,10 @@ pub struct CheckArgs {
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Exit 1 when a finding reaches this severity.
-    #[arg(long, value_enum, default_value_t = FailOn::Error)]
-    pub fail_on: FailOn,
+    /// Exit 1 when a finding reaches this severity; `empty` (alone or in a list, e.g.
+    /// `warning,empty`) also fails when no span was read, so a gate cannot pass on nothing.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "error")]
+    pub fail_on: Vec<FailOn>,
     /// Also write the report as one self-contained HTML page to FILE: the summary and exit
     /// status, sortable edges and services tables, and the worst chains of each finding kind
     /// drawn as waterfalls (readable offline; nothing loads from the network).
@@ -211,16 +222,28 @@ pub enum FailOn {
     Warning,
     /// Any finding.
     Info,
+    /// No span read at all (an empty file or stdin, or nothing arrived); with no severity
+    /// beside it, errors fail too.
+    Empty,
 }
 
 impl FailOn {
-    /// The lowest severity that fails.
+    /// The lowest severity that fails (`empty` alone keeps the default, errors).
     pub fn severity(self) -> Severity {
         match self {
-            FailOn::Error => Severity::Error,
+            FailOn::Error | FailOn::Empty => Severity::Error,
             FailOn::Warning => Severity::Warning,
             FailOn::Info => Severity::Info,
         }
+    }
+
+    /// The lowest severity any of `list` fails on.
+    pub fn threshold(list: &[FailOn]) -> Severity {
+        list.iter()
+            .filter(|f| **f != FailOn::Empty)
+            .map(|f| f.severity())
+            .min()
+            .unwrap_or(Severity::Error)
     }
 }
 
@@ -253,7 +276,18 @@ mod tests {
         assert_eq!(args.html, Some(PathBuf::from("report.html")));
         assert_eq!(args.idle, Some(Duration::from_secs(3)));
         assert_eq!(args.format, Format::Json);
-        assert_eq!(args.fail_on.severity(), Severity::Warning);
+        assert_eq!(FailOn::threshold(&args.fail_on), Severity::Warning);
+        let parse = |list: &str| {
+            let cli = Cli::try_parse_from(["budget-top", "check", "--fail-on", list]).unwrap();
+            let Some(Command::Check(args)) = cli.command else {
+                panic!("not check");
+            };
+            args.fail_on
+        };
+        assert_eq!(parse("empty"), vec![FailOn::Empty]);
+        assert_eq!(FailOn::threshold(&parse("empty")), Severity::Error);
+        assert_eq!(parse("info,empty"), vec![FailOn::Info, FailOn::Empty]);
+        assert_eq!(FailOn::threshold(&parse("info,empty")), Severity::Info);
         assert!(
             Cli::try_parse_from(["budget-top", "check", "--input", "x", "--idle", "3s"]).is_err()
         );

@@ -130,7 +130,7 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
     check::print_report(
         &mut store,
         args.format,
-        args.fail_on,
+        &[args.fail_on],
         Some(ingest_counts),
         max_spans,
         args.html.as_deref(),
@@ -174,6 +174,7 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
         max_spans,
+        max_attribute_bytes: 0,
     };
     let Ingest {
         receiver,

@@ -43,7 +43,9 @@ fn main() -> ExitCode {
                     .map(|()| 0)
             }
             // The live screen (screen engineer's `app`), fed by the receivers.
-            None => live(cli.listen, cli.max_spans, carriers).await.map(|()| 0),
+            None => live(cli.listen, cli.max_spans, cli.max_attribute_bytes, carriers)
+                .await
+                .map(|()| 0),
         }
     });
     match result {
@@ -60,10 +62,13 @@ fn main() -> ExitCode {
 async fn live(
     listen: budget_top::cli::Listen,
     max_spans: usize,
+    max_attribute_bytes: usize,
     carriers: std::sync::Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
     let mut config = listen.ingest_config();
     config.carriers = carriers;
+    // What may wait in the channel is bounded like what the store holds.
+    config.max_queued_attribute_bytes = max_attribute_bytes;
     let ingest = budget_top::ingest::start(config).await?;
     let stats = ingest.stats.clone();
     let (demo_control, start_demo, demo_driver) = match demo::for_live_screen(ingest.grpc_addr) {
@@ -81,6 +86,7 @@ async fn live(
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
         max_spans,
+        max_attribute_bytes,
     };
     let result = app::run_live(config, ingest.receiver, controls).await;
     ingest.shutdown_token.cancel();

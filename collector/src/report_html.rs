@@ -817,6 +817,14 @@ impl Page<'_> {
             );
             attribute_rows(&mut self.out, &attributes);
         }
+        // Values cut, attributes not kept, or all dropped for the store's byte budget.
+        if let Some(note) = self.store.attribute_note(a.trace_id, span.span_id) {
+            let _ = writeln!(
+                self.out,
+                "<tr><td colspan=\"2\" class=\"cut\">{}</td></tr>",
+                Esc(&note)
+            );
+        }
         if !on_row.is_empty() {
             self.out
                 .push_str("<tr class=\"sub\"><th colspan=\"2\">findings</th></tr>\n");

@@ -71,6 +71,18 @@ pub fn render(
             i.spans_rejected,
             i.requests_rejected
         );
+        let _ = writeln!(
+            out,
+            "ignored {} requests (metrics and logs: answered with success, dropped)",
+            i.requests_ignored
+        );
+        if i.connections_evicted + i.connections_refused > 0 {
+            let _ = writeln!(
+                out,
+                "connections: {} closed to make room past --max-connections (idle or unfinished), {} refused (all busy)",
+                i.connections_evicted, i.connections_refused
+            );
+        }
     }
 
     let mut by_chain: BTreeMap<TraceId, Vec<&Finding>> = BTreeMap::new();
@@ -241,18 +253,40 @@ pub fn clean(s: &str) -> String {
 }
 
 /// Characters that change how the text around them reads without showing themselves: the
-/// bidirectional embeddings, overrides, isolates and marks, and the zero-width ones.
+/// bidirectional embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069), and
+/// the zero-width and other invisible format characters (U+200B-U+200F, U+2060-U+206F, U+FEFF,
+/// the soft hyphen, variation selectors, tags...), which take no cell: they misalign columns
+/// and make one name look like another.
 pub fn hidden(c: char) -> bool {
     matches!(
         c,
-        '\u{061c}'
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{061c}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{17b4}'
+            | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
             | '\u{200b}'..='\u{200f}'
             | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{180e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
             | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
     )
+}
+
+/// Whether a character from a span must not reach a terminal as it is: a control character
+/// (escape sequences, newlines, tabs move the cursor) or a [`hidden`] one. The screen removes
+/// them; the text report turns control characters into spaces and removes the hidden ones.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control() || hidden(c)
 }
 
 #[cfg(test)]
@@ -272,5 +306,23 @@ mod tests {
         assert_eq!(clean("a\u{202e}gpj.exe\u{202c}"), "agpj.exe");
         assert_eq!(clean("or\u{200b}ders\u{2066}\u{feff}"), "orders");
         assert_eq!(clean("ملف"), "ملف");
+        assert_eq!(
+            clean("svc\u{202e}nimda\u{202c}\u{200b}x\u{feff}\u{2066}y\u{2069}\u{e0041}\u{00ad}"),
+            "svcnimdaxy"
+        );
+        // Every kept character takes the cells its width says.
+        for c in [
+            '\u{200d}',
+            '\u{2060}',
+            '\u{00ad}',
+            '\u{e0041}',
+            '\u{061c}',
+            '\u{1b}',
+        ] {
+            assert!(is_unsafe_char(c), "{c:?}");
+        }
+        for c in ['é', '→', '日', ' ', '-', 'م'] {
+            assert!(!is_unsafe_char(c), "{c:?}");
+        }
     }
 }

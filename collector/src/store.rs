@@ -25,6 +25,15 @@ use crate::ingest::decode::RawAttributes;
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
 
+/// The default for `--max-attribute-bytes`: raw attributes held for the detail view, all
+/// chains together (the screen's only memory that grows with what spans carry, not with how
+/// many there are).
+pub const DEFAULT_MAX_ATTRIBUTE_BYTES: usize = 256 * 1024 * 1024;
+
+/// What one span's raw attributes cost beyond their bytes: the map slot (span id, the boxed
+/// bytes' pointer and length, the counts) and the allocation's header, rounded up.
+const ATTRIBUTE_ENTRY_COST: usize = 64;
+
 /// One line of the chain list: a chain's latest summary.
 #[derive(Clone, Copy, Debug)]
 pub struct ChainEntry<'a> {
@@ -51,6 +60,13 @@ pub struct StoreCounters {
     pub spans_evicted: u64,
     /// Spans not kept because their chain alone already held `max_spans`.
     pub spans_over_limit: u64,
+    /// Spans that arrived again with the same id but different contents: the copy kept is
+    /// chosen by content (see `Chain::insert`), whatever the order they came in.
+    pub spans_conflicting: u64,
+    /// Raw attribute bytes held for the detail view (with each span's entry cost).
+    pub attribute_bytes: u64,
+    /// Chains whose raw attributes were dropped, oldest first, to stay under the budget.
+    pub attribute_chains_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -61,6 +77,12 @@ struct Entry {
     // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
     #[allow(clippy::box_collection)]
     attributes: Option<Box<HashMap<SpanId, RawAttributes>>>,
+    /// What `attributes` costs, counted in [`StoreCounters::attribute_bytes`].
+    attribute_bytes: usize,
+    /// Spans at positions below this had their raw attributes dropped for the budget.
+    attributes_dropped_below: u32,
+    /// The chain's place in [`Store::attribute_order`]; 0 when it is not there.
+    attribute_seq: u64,
     analysis: Option<Arc<ChainAnalysis>>,
     dirty: bool,
 }
@@ -95,6 +117,13 @@ pub struct Store {
     /// When `timeouts` was last compared with the edges (analyses since).
     timeouts_checked: usize,
     dirty: Vec<TraceId>,
+    /// The most raw attribute bytes held; past it the oldest chains' attributes go first.
+    max_attribute_bytes: usize,
+    /// Chains holding raw attributes, in the order they first got some (oldest first), with
+    /// the sequence number that tells a chain from a later one of the same trace id.
+    attribute_order: VecDeque<(TraceId, u64)>,
+    /// The last sequence number given in `attribute_order`.
+    attribute_seq: u64,
 }
 
 /// Chains analysed between two looks at the edges' inferred timeouts in the live loop.
@@ -119,7 +148,16 @@ impl Store {
             timeouts: EdgeTimeouts::default(),
             timeouts_checked: 0,
             dirty: Vec::new(),
+            max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES,
+            attribute_order: VecDeque::new(),
+            attribute_seq: 0,
         }
+    }
+
+    /// The same store holding at most `bytes` of raw attributes (`--max-attribute-bytes`).
+    pub fn with_attribute_budget(mut self, bytes: usize) -> Self {
+        self.max_attribute_bytes = bytes;
+        self
     }
 
     /// The same store with other analysis options.
@@ -169,17 +207,65 @@ impl Store {
                 self.counters.spans_held += 1;
             }
             Inserted::Replaced => self.counters.spans_duplicate += 1,
+            Inserted::Conflicting => {
+                self.counters.spans_duplicate += 1;
+                self.counters.spans_conflicting += 1;
+            }
             Inserted::OtherTrace => return,
         }
         if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
-            entry
+            let cost = attrs.bytes_held() + ATTRIBUTE_ENTRY_COST;
+            let old = entry
                 .attributes
                 .get_or_insert_default()
-                .insert(span_id, attrs);
+                .insert(span_id, attrs)
+                .map_or(0, |old| old.bytes_held() + ATTRIBUTE_ENTRY_COST);
+            entry.attribute_bytes = entry.attribute_bytes + cost - old;
+            self.counters.attribute_bytes =
+                self.counters.attribute_bytes + cost as u64 - old as u64;
+            if entry.attribute_seq == 0 {
+                self.attribute_seq += 1;
+                entry.attribute_seq = self.attribute_seq;
+                self.attribute_order
+                    .push_back((trace_id, self.attribute_seq));
+            }
         }
         if !entry.dirty {
             entry.dirty = true;
             self.dirty.push(trace_id);
+        }
+        self.trim_attributes();
+        // Chains evicted with attributes leave their place behind: sweep now and then, so the
+        // queue stays within a few times the chains held.
+        if self.attribute_order.len() > self.chains.len() * 2 + 1024 {
+            let chains = &self.chains;
+            self.attribute_order
+                .retain(|(id, seq)| chains.get(id).is_some_and(|e| e.attribute_seq == *seq));
+        }
+    }
+
+    /// Drops the raw attributes of the chains that got theirs first until what is held fits
+    /// `max_attribute_bytes`. The spans stay; the detail view says their attributes were
+    /// dropped.
+    fn trim_attributes(&mut self) {
+        while self.counters.attribute_bytes as usize > self.max_attribute_bytes {
+            let Some((oldest, seq)) = self.attribute_order.pop_front() else {
+                return;
+            };
+            let Some(entry) = self
+                .chains
+                .get_mut(&oldest)
+                .filter(|e| e.attribute_seq == seq)
+            else {
+                continue; // evicted since (perhaps a new chain of that trace id took its place)
+            };
+            entry.attribute_seq = 0;
+            if entry.attributes.take().is_some() {
+                self.counters.attribute_bytes -= entry.attribute_bytes as u64;
+                self.counters.attribute_chains_dropped += 1;
+                entry.attribute_bytes = 0;
+                entry.attributes_dropped_below = entry.chain.len() as u32;
+            }
         }
     }
 
@@ -192,6 +278,9 @@ impl Store {
             Box::new(Entry {
                 chain: Chain::new(trace_id),
                 attributes: None,
+                attribute_bytes: 0,
+                attributes_dropped_below: 0,
+                attribute_seq: 0,
                 analysis: None,
                 dirty: false,
             }),
@@ -226,6 +315,7 @@ impl Store {
             return;
         };
         let n = entry.chain.len() as u64;
+        self.counters.attribute_bytes -= entry.attribute_bytes as u64;
         self.counters.spans_held -= n;
         self.counters.chains_held -= 1;
         self.counters.chains_evicted += 1;
@@ -372,6 +462,34 @@ impl Store {
             .map(RawAttributes::decode)
     }
 
+    /// What the detail view should say about a span's raw attributes beyond showing them:
+    /// values cut, attributes not kept, or all of them dropped for the store's budget.
+    pub fn attribute_note(&self, trace_id: TraceId, span_id: SpanId) -> Option<String> {
+        let entry = self.chains.get(&trace_id)?;
+        if let Some(attrs) = entry.attributes.as_ref().and_then(|a| a.get(&span_id)) {
+            let mut parts = Vec::new();
+            if attrs.cut() > 0 {
+                parts.push(format!(
+                    "{} value(s) cut to {} KiB",
+                    attrs.cut(),
+                    crate::ingest::decode::MAX_VALUE_BYTES / 1024
+                ));
+            }
+            if attrs.dropped() > 0 {
+                parts.push(format!(
+                    "{} attribute(s) not kept (a span keeps {} KiB of attributes)",
+                    attrs.dropped(),
+                    crate::ingest::decode::MAX_SPAN_ATTRIBUTE_BYTES / 1024
+                ));
+            }
+            return (!parts.is_empty()).then(|| parts.join("; "));
+        }
+        let position = entry.chain.spans().position(|s| s.span_id == span_id)?;
+        (position < entry.attributes_dropped_below as usize).then(|| {
+            "attributes dropped to stay under --max-attribute-bytes (oldest chains first)".into()
+        })
+    }
+
     /// Caller -> callee aggregates over every analysed chain held, by (caller, callee).
     pub fn edges(&self) -> Vec<&EdgeAggregate> {
         self.edges.sorted()
@@ -453,5 +571,48 @@ impl Store {
             findings,
             edges: self.edge_reports(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deadline_budget::analysis::{BudgetFacts, SpanKind, SpanStatus};
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
+
+    fn span(t: u32) -> Span {
+        let mut trace = [1u8; 16];
+        trace[..4].copy_from_slice(&t.to_be_bytes());
+        Span {
+            trace_id: TraceId(trace),
+            span_id: SpanId([2; 8]),
+            parent_span_id: None,
+            service: Arc::from("svc"),
+            name: Arc::from("op"),
+            kind: SpanKind::Server,
+            start_unix_nano: 1,
+            end_unix_nano: 2,
+            status: SpanStatus::Unset,
+            budget: BudgetFacts::default(),
+        }
+    }
+
+    #[test]
+    fn chains_evicted_with_attributes_leave_no_trace_behind() {
+        let attrs = RawAttributes::from_key_values(&[KeyValue {
+            key: "k".into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue("v".into())),
+            }),
+            ..Default::default()
+        }]);
+        let mut store = Store::new(5);
+        for t in 0..20_000 {
+            store.insert_span(span(t), Some(attrs.clone()));
+            assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
+        }
+        let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
+        assert_eq!(store.counters().attribute_bytes, held as u64);
+        assert_eq!(held, 5 * (attrs.bytes_held() + ATTRIBUTE_ENTRY_COST));
     }
 }

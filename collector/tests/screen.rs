@@ -389,6 +389,43 @@ fn the_detail_popup_scrolls_through_long_attributes() {
     assert_eq!(state.ui.popup_scroll, 0);
 }
 
+/// Issue 14, item 1: a megabyte attribute is kept cut to 4 KiB with a marker, and the popup
+/// says what was cut.
+#[test]
+fn the_detail_popup_says_when_an_attribute_value_was_cut() {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+    let mut state = empty_state();
+    let mut chain = ChainBuilder::new(701, 14_000);
+    chain.edge(1, "checkout", "POST /buy", 0, 5, 100);
+    let attributes = vec![KeyValue {
+        key: "db.statement".into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue("s".repeat(1 << 20))),
+        }),
+        ..KeyValue::default()
+    }];
+    state.data.add_batch(
+        budget_top::ingest::Batch {
+            spans: chain.spans,
+            attributes: vec![budget_top::ingest::decode::RawAttributes::from_key_values(
+                &attributes,
+            )],
+            raw: None,
+        },
+        NOW_NS,
+    );
+    state.settle();
+    key(&mut state, KeyCode::Enter);
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.overlay, Overlay::Detail);
+    let area = ratatui::layout::Rect::new(0, 0, 120, 40);
+    state.ui.popup_scroll = u16::MAX;
+    state.clamp_popup_scroll(area);
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("more bytes cut]"), "{text}");
+    assert!(text.contains("(1 value(s) cut to 4 KiB)"), "{text}");
+}
+
 #[test]
 fn empty_state_tells_the_user_what_to_set() {
     let mut state = empty_state();
@@ -455,6 +492,17 @@ fn control_characters_from_spans_never_reach_the_screen() {
         );
     }
     assert!(screen_text(&terminal).contains("evil[2J[31msvc"));
+    // Nor bidirectional overrides or zero-width characters.
+    for cell in buf.content() {
+        assert!(
+            !cell
+                .symbol()
+                .chars()
+                .any(budget_top::report_text::is_unsafe_char),
+            "{:?}",
+            cell.symbol()
+        );
+    }
 }
 
 #[test]
@@ -568,6 +616,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
         refused: Some(Box::new(|| app::Refused {
             spans: 7,
             requests_unread: 3,
+            requests_ignored: 2,
         })),
         ..app::Controls::default()
     };
@@ -600,6 +649,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     let text = screen_text(&terminal);
     assert!(text.contains("7 dropped"), "{text}");
     assert!(text.contains("3 requests refused"), "{text}");
+    assert!(text.contains("2 ignored (metrics/logs)"), "{text}");
     assert!(text.contains("gateway POST /checkout"), "{text}");
 }
 

@@ -126,6 +126,7 @@ fn facts(u: &mut Unstructured) -> Result<BudgetFacts> {
         } else {
             None
         },
+        exception_event: u.arbitrary()?,
     })
 }
 
@@ -209,15 +210,25 @@ fn check(spans: Vec<Span>) {
             .entry(s.trace_id)
             .or_insert_with(|| Chain::new(s.trace_id));
         let fresh = distinct.entry(s.trace_id).or_default().insert(s.span_id);
+        let held = chain.get(s.span_id);
         let got = chain.insert(s.clone());
         assert_eq!(
             got,
             if fresh {
                 Inserted::New
-            } else {
+            } else if held.as_ref() == Some(s) {
                 Inserted::Replaced
+            } else {
+                Inserted::Conflicting
             }
         );
+        // The copy kept does not depend on the order copies arrive in.
+        if let Some(held) = held.filter(|h| h != s) {
+            let mut reverse = Chain::new(s.trace_id);
+            reverse.insert(s.clone());
+            reverse.insert(held);
+            assert_eq!(reverse.get(s.span_id), chain.get(s.span_id));
+        }
         // A span of another trace is ignored.
         let mut other = s.clone();
         other.trace_id = TraceId([9; 16]);

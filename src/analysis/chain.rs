@@ -23,9 +23,14 @@ use super::model::{
 pub enum Inserted {
     /// A span the chain did not have yet.
     New,
-    /// A span with an id the chain already had: the new copy replaced the old one (an exporter
-    /// that re-sends a batch sends the same span; a later copy is never less complete).
+    /// A span with an id the chain already had, with the same contents (an exporter that
+    /// re-sends a batch sends the same span): nothing changed.
     Replaced,
+    /// A span with an id the chain already had but different contents. The copy kept is
+    /// chosen by content, so the chain is the same whatever order the copies came in: the one
+    /// that ends later (a finished span over a partial one), then the one with more budget
+    /// facts, then the greater by its full contents.
+    Conflicting,
     /// The span belongs to another trace; the chain ignored it.
     OtherTrace,
 }
@@ -189,8 +194,9 @@ impl Chain {
         self.trace_id
     }
 
-    /// Add a span. A span id seen before replaces the earlier copy in place (its position in
-    /// arrival order is kept); a span of another trace is ignored.
+    /// Add a span. A span id seen before with other contents replaces the earlier copy in
+    /// place (its position in arrival order is kept) when it wins by content (see
+    /// [`Inserted::Conflicting`]); a span of another trace is ignored.
     ///
     /// The chain holds the span packed: the trace id once for the whole chain, and only the
     /// budget facts the span has (a SERVER span has about five of the twelve), so a chain of
@@ -198,6 +204,29 @@ impl Chain {
     pub fn insert(&mut self, span: Span) -> Inserted {
         if span.trace_id != self.trace_id {
             return Inserted::OtherTrace;
+        }
+        let at = self.position(span.span_id);
+        let held = at.map(|i| self.unpack(i as usize));
+        if let Some(held) = &held {
+            if *held == span {
+                return Inserted::Replaced;
+            }
+            // The winner by content, whatever the arrival order (last-one-wins moved the blame
+            // with the order batches happened to arrive in).
+            let rank = |s: &Span| {
+                let facts = facts_of(&s.budget).iter().flatten().count()
+                    + usize::from(s.budget.source.is_some())
+                    + usize::from(s.budget.outcome.is_some())
+                    + usize::from(s.budget.error_type.is_some());
+                (s.end_unix_nano, facts)
+            };
+            let keep_held = match rank(held).cmp(&rank(&span)) {
+                std::cmp::Ordering::Equal => format!("{held:?}") > format!("{span:?}"),
+                order => order == std::cmp::Ordering::Greater,
+            };
+            if keep_held {
+                return Inserted::Conflicting;
+            }
         }
         let Span {
             span_id,
@@ -243,7 +272,7 @@ impl Chain {
         };
         let count = packed.fact_count();
         let present_values = facts.into_iter().flatten();
-        match self.position(span_id) {
+        match at {
             Some(i) => {
                 let old = &self.spans[i as usize];
                 let old_count = old.fact_count();
@@ -267,7 +296,7 @@ impl Chain {
                 if self.garbage as usize > self.values.len() / 2 {
                     self.compact_values();
                 }
-                Inserted::Replaced
+                Inserted::Conflicting
             }
             None => {
                 let i = self.spans.len() as u32;

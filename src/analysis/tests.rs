@@ -220,20 +220,36 @@ fn parent_arriving_after_child_gives_the_same_analysis() {
 }
 
 #[test]
-fn a_span_listed_twice_counts_once_and_the_later_copy_wins() {
+fn a_span_listed_twice_counts_once_and_the_copy_kept_does_not_depend_on_arrival_order() {
     let mut chain = Chain::new(trace());
     for s in healthy() {
         assert_eq!(chain.insert(s), Inserted::New);
     }
+    // A copy that ends later (the finished span after a partial one) wins, in either order.
     let mut again = healthy()[3].clone();
     again.budget.forwarded_ms = Some(5000);
-    assert_eq!(chain.insert(again), Inserted::Replaced);
+    again.end_unix_nano += 1;
+    assert_eq!(chain.insert(again.clone()), Inserted::Conflicting);
+    assert_eq!(chain.insert(healthy()[3].clone()), Inserted::Conflicting);
+    assert_eq!(chain.get(sid(4)).as_ref(), Some(&again));
     assert_eq!(chain.insert(healthy()[0].clone()), Inserted::Replaced);
     assert_eq!(chain.len(), 8);
     let a = chain.analyse(&Options::default());
     assert_eq!(a.summary.spans, 8);
     assert_eq!(a.rows.len(), 8);
     assert_eq!(kinds(&a), vec![(FindingKind::BudgetReset, sid(4))]);
+    // Same end, same facts, other contents: still one winner whatever the order.
+    let mut other = healthy()[3].clone();
+    other.budget.forwarded_ms = Some(7);
+    for (first, second) in [(&healthy()[3], &other), (&other, &healthy()[3])] {
+        let mut chain = Chain::new(trace());
+        assert_eq!(chain.insert(first.clone()), Inserted::New);
+        assert_eq!(chain.insert(second.clone()), Inserted::Conflicting);
+        let mut reverse = Chain::new(trace());
+        reverse.insert(second.clone());
+        reverse.insert(first.clone());
+        assert_eq!(chain.get(sid(4)), reverse.get(sid(4)));
+    }
     let mut other = healthy()[0].clone();
     other.trace_id = TraceId([1; 16]);
     assert_eq!(chain.insert(other), Inserted::OtherTrace);
@@ -1041,10 +1057,35 @@ mod properties {
             // they replace) and the compaction that follows must all be invisible.
             let mut chain = Chain::new(trace());
             let mut expected: Vec<Span> = Vec::new();
+            // The copy a chain keeps of a span id (Inserted::Conflicting): the one that ends
+            // later, then the one with more facts, then the greater by its contents.
+            let rank = |s: &Span| {
+                let b = &s.budget;
+                let facts = [
+                    b.received_ms, b.default_ms, b.queue_wait_ms, b.remaining_at_start_ms,
+                    b.remaining_ms, b.forwarded_ms, b.timeout_ms, b.sla_ms, b.attempt,
+                    b.deadline_unix_ms, b.http_status, b.rpc_status,
+                ]
+                .iter()
+                .flatten()
+                .count()
+                    + usize::from(b.source.is_some())
+                    + usize::from(b.outcome.is_some())
+                    + usize::from(b.error_type.is_some());
+                (s.end_unix_nano, facts)
+            };
             for s in spans {
                 chain.insert(s.clone());
                 match expected.iter_mut().find(|e| e.span_id == s.span_id) {
-                    Some(e) => *e = s,
+                    Some(e) => {
+                        let new_wins = match rank(&s).cmp(&rank(e)) {
+                            std::cmp::Ordering::Equal => format!("{s:?}") > format!("{e:?}"),
+                            order => order == std::cmp::Ordering::Greater,
+                        };
+                        if new_wins {
+                            *e = s;
+                        }
+                    }
                     None => expected.push(s),
                 }
             }

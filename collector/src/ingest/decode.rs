@@ -25,6 +25,13 @@ use prost::Message as _;
 const MAX_NAME_BYTES: usize = 512;
 /// Most raw attributes kept per span for the detail view.
 const MAX_KEPT_ATTRIBUTES: usize = 256;
+/// A kept attribute value longer than this (a string's or bytes' length; an array's or a
+/// list's encoded size) is cut, with a marker, as the SDKs' attribute value length limit does:
+/// the detail view has no use for a 4 MB blob, and it would cost 4 MB per span.
+pub const MAX_VALUE_BYTES: usize = 4 * 1024;
+/// The most attribute bytes (encoded) kept for one span; attributes past it are not kept and
+/// counted, the ones that still fit after them are.
+pub const MAX_SPAN_ATTRIBUTE_BYTES: usize = 16 * 1024;
 /// The interner forgets everything past this many distinct strings, so hostile input
 /// (a new name per span) cannot grow it without bound.
 const MAX_INTERNED: usize = 65_536;
@@ -81,41 +88,69 @@ fn truncate(s: &str, max: usize) -> &str {
 /// One span's attributes as received, kept for the detail view: their protobuf encoding (each
 /// `KeyValue` as a length-delimited field 1, as in a `KeyValueList`), decoded only when a person
 /// opens the span. Holding bytes instead of decoded `KeyValue`s (a `String` per key and value)
-/// takes about a third of the memory. Equal when they decode to the same attributes.
+/// takes about a third of the memory. Equal when they decode to the same attributes and say the
+/// same about what was cut or not kept.
+///
+/// What is kept is bounded: at most [`MAX_KEPT_ATTRIBUTES`] attributes and
+/// [`MAX_SPAN_ATTRIBUTE_BYTES`] a span, each value at most [`MAX_VALUE_BYTES`] (cut with a
+/// visible marker); [`RawAttributes::cut`] and [`RawAttributes::dropped`] say how many values
+/// were cut and how many attributes were not kept.
 #[derive(Clone, Default)]
-pub struct RawAttributes(Box<[u8]>);
+pub struct RawAttributes {
+    bytes: Box<[u8]>,
+    cut: u16,
+    dropped: u16,
+}
 
 impl RawAttributes {
-    /// Encodes decoded attributes.
+    /// Keeps decoded attributes (within the caps).
     pub fn from_key_values(attributes: &[KeyValue]) -> Self {
-        let mut out = Vec::new();
+        let mut keeper = Keeper::default();
         for kv in attributes {
-            prost::encoding::message::encode(1, kv, &mut out);
+            keeper.offer(kv, None);
         }
-        RawAttributes(out.into_boxed_slice())
+        keeper.finish()
     }
 
-    /// Takes the encoded `KeyValue`s as they were on the wire (each already checked to decode).
-    fn from_encoded<'a>(attributes: impl Iterator<Item = &'a [u8]>) -> Self {
-        let mut out = Vec::new();
-        for kv in attributes {
-            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut out);
-            prost::encoding::encode_varint(kv.len() as u64, &mut out);
-            out.extend_from_slice(kv);
+    /// The same attributes with none kept (all counted as not kept): what a span keeps when
+    /// the screen's attribute budget has no room for it.
+    pub fn without_values(&self) -> Self {
+        let held = wire::fields(&self.bytes).count();
+        RawAttributes {
+            bytes: Box::default(),
+            cut: 0,
+            dropped: self
+                .dropped
+                .saturating_add(u16::try_from(held).unwrap_or(u16::MAX)),
         }
-        RawAttributes(out.into_boxed_slice())
     }
 
-    /// Whether there is no attribute.
+    /// Whether there is nothing to show: no attribute kept and none left out.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.bytes.is_empty() && self.dropped == 0
+    }
+
+    /// Bytes held for the kept attributes.
+    pub fn bytes_held(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// How many kept values were cut to [`MAX_VALUE_BYTES`].
+    pub fn cut(&self) -> u16 {
+        self.cut
+    }
+
+    /// How many attributes were not kept (past the count or byte cap of a span, or the
+    /// screen's budget).
+    pub fn dropped(&self) -> u16 {
+        self.dropped
     }
 
     /// The attributes, decoded. Bytes that do not decode (never the case for what the
     /// receivers kept: they were checked) give the attributes before them.
     pub fn decode(&self) -> Vec<KeyValue> {
         let mut out = Vec::new();
-        for field in wire::fields(&self.0) {
+        for field in wire::fields(&self.bytes) {
             let Ok((1, wire::Field::Len(kv))) = field else {
                 break;
             };
@@ -130,14 +165,112 @@ impl RawAttributes {
 
 impl PartialEq for RawAttributes {
     fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0 || self.decode() == other.decode()
+        (self.cut, self.dropped) == (other.cut, other.dropped)
+            && (self.bytes == other.bytes || self.decode() == other.decode())
     }
 }
 
 impl std::fmt::Debug for RawAttributes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.decode()).finish()
+        f.debug_struct("RawAttributes")
+            .field("attributes", &self.decode())
+            .field("cut", &self.cut)
+            .field("dropped", &self.dropped)
+            .finish()
     }
+}
+
+/// Builds one span's [`RawAttributes`] within the caps. Sizes are measured on the decoded
+/// attribute (not on how the wire happened to encode it), so both decode paths keep the same.
+#[derive(Debug, Default)]
+struct Keeper {
+    out: Vec<u8>,
+    /// Encoded size of what is kept, as prost would encode it.
+    used: usize,
+    kept: usize,
+    cut: u16,
+    dropped: u16,
+}
+
+impl Keeper {
+    /// Offers one attribute; `raw` is its encoding on the wire when that is what to keep (it
+    /// decodes to `kv`), `None` to encode `kv`.
+    fn offer(&mut self, kv: &KeyValue, raw: Option<&[u8]>) {
+        if self.kept >= MAX_KEPT_ATTRIBUTES {
+            self.dropped = self.dropped.saturating_add(1);
+            return;
+        }
+        let cut = cut_value(kv);
+        let kv = cut.as_ref().unwrap_or(kv);
+        let size = kv.encoded_len();
+        if self.used + size > MAX_SPAN_ATTRIBUTE_BYTES {
+            self.dropped = self.dropped.saturating_add(1);
+            return;
+        }
+        self.used += size;
+        self.kept += 1;
+        prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut self.out);
+        match (raw, &cut) {
+            (Some(raw), None) => {
+                prost::encoding::encode_varint(raw.len() as u64, &mut self.out);
+                self.out.extend_from_slice(raw);
+            }
+            _ => {
+                prost::encoding::encode_varint(size as u64, &mut self.out);
+                kv.encode_raw(&mut self.out);
+            }
+        }
+        if cut.is_some() {
+            self.cut = self.cut.saturating_add(1);
+        }
+    }
+
+    /// Counts one attribute not kept.
+    fn drop_one(&mut self) {
+        self.dropped = self.dropped.saturating_add(1);
+    }
+
+    fn finish(self) -> RawAttributes {
+        RawAttributes {
+            bytes: self.out.into_boxed_slice(),
+            cut: self.cut,
+            dropped: self.dropped,
+        }
+    }
+}
+
+/// The attribute with its value cut to [`MAX_VALUE_BYTES`], or `None` when it fits. A string
+/// keeps its head and says how much was cut; bytes, an array or a list too large become a
+/// string that says what was there.
+fn cut_value(kv: &KeyValue) -> Option<KeyValue> {
+    let value = kv.value.as_ref()?.value.as_ref()?;
+    let replacement = match value {
+        Value::StringValue(s) if s.len() > MAX_VALUE_BYTES => {
+            let head = truncate(s, MAX_VALUE_BYTES);
+            format!("{head}… [{} more bytes cut]", s.len() - head.len())
+        }
+        Value::BytesValue(b) if b.len() > MAX_VALUE_BYTES => {
+            format!("[{} bytes: not kept]", b.len())
+        }
+        Value::ArrayValue(a) if a.encoded_len() > MAX_VALUE_BYTES => format!(
+            "[array of {} values, {} bytes: not kept]",
+            a.values.len(),
+            a.encoded_len()
+        ),
+        Value::KvlistValue(l) if l.encoded_len() > MAX_VALUE_BYTES => format!(
+            "[list of {} attributes, {} bytes: not kept]",
+            l.values.len(),
+            l.encoded_len()
+        ),
+        _ => return None,
+    };
+    Some(KeyValue {
+        key: kv.key.clone(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(replacement)),
+        }),
+        ..Default::default()
+    })
 }
 
 /// What one request decoded to.
@@ -151,12 +284,69 @@ pub struct Decoded {
     pub rejected: u64,
     /// Why the first rejected span was rejected.
     pub first_error: Option<String>,
+    /// Strings that were not valid UTF-8, kept with U+FFFD in place of each bad sequence (the
+    /// span is kept): see [`Utf8Repairs`].
+    pub repaired: Utf8Repairs,
+}
+
+/// Strings of a request that were not valid UTF-8. The rule, the same for every command and
+/// both protocols: the string is kept with U+FFFD (the replacement character) in place of each
+/// invalid sequence, the span is kept, and the answer's `partial_success` says so (with
+/// `rejected_spans` 0 when nothing else was wrong). The OTLP specification leaves the choice to
+/// the receiver; rejecting a whole batch for one bad attribute lost the good spans with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Utf8Repairs {
+    /// How many strings (or, for a JSON body, places in the body) were repaired.
+    pub count: u64,
+    /// Which was the first, e.g. `span "GET /x": attribute "http.url"`.
+    pub first: Option<String>,
+}
+
+impl Utf8Repairs {
+    /// Counts one repaired string; `what` says where (called only for the first one).
+    pub fn add(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(what());
+        }
+    }
+
+    /// Adds the repairs counted elsewhere (e.g. before the request was decoded).
+    pub fn merge(&mut self, other: Utf8Repairs) {
+        self.count += other.count;
+        if self.first.is_none() {
+            self.first = other.first;
+        }
+    }
+
+    /// The sentence for `partial_success`, when there was something to repair.
+    pub fn message(&self) -> Option<String> {
+        (self.count > 0).then(|| {
+            format!(
+                "{} string(s) not valid UTF-8, kept with U+FFFD in place of the invalid bytes (first: {})",
+                self.count,
+                self.first.as_deref().unwrap_or("?")
+            )
+        })
+    }
 }
 
 impl Decoded {
     /// Spans in the request, valid or not.
     pub fn total(&self) -> u64 {
         self.spans.len() as u64 + self.rejected
+    }
+
+    /// What `partial_success.error_message` says: why spans were rejected, and which strings
+    /// were repaired; empty when there is nothing to say.
+    pub fn message(&self) -> String {
+        let parts: Vec<String> = self
+            .first_error
+            .iter()
+            .cloned()
+            .chain(self.repaired.message())
+            .collect();
+        parts.join("; ")
     }
 
     fn push(&mut self, span: Result<Span, String>) -> bool {
@@ -195,8 +385,8 @@ pub fn decode_request(
         for scope_spans in &mut resource_spans.scope_spans {
             for span in &mut scope_spans.spans {
                 if out.push(decode_span(span, &service, interner, &carriers)) && keep_attributes {
-                    let kept = &span.attributes[..span.attributes.len().min(MAX_KEPT_ATTRIBUTES)];
-                    out.attributes.push(RawAttributes::from_key_values(kept));
+                    out.attributes
+                        .push(RawAttributes::from_key_values(&span.attributes));
                 }
             }
         }
@@ -282,6 +472,14 @@ impl SpanParts<'_> {
                 self.span_id.len()
             )
         })?;
+        // Invalid by the OTLP specification; a child naming it as its parent would be taken
+        // for a root (an all-zero parent means "none") and its edge would vanish.
+        if span_id == [0; 8] {
+            return Err(format!(
+                "span {:?}: span_id is all zero",
+                truncate(name, 64)
+            ));
+        }
         let parent_span_id = match <[u8; 8]>::try_from(self.parent_span_id) {
             // An all-zero parent is how some exporters say "no parent".
             Ok(id) => (id != [0; 8]).then_some(SpanId(id)),
@@ -605,8 +803,11 @@ pub struct ProtobufError(&'static str);
 /// (no allocation per attribute, no copy of a string the analysis does not keep). With
 /// `keep_attributes`, only each valid span's attributes are decoded into `KeyValue`s.
 ///
-/// Stricter checks than the analysis needs are not made on fields it skips (prost would also
-/// reject invalid UTF-8 in, say, an event name); malformed framing is an error.
+/// Strings are read as [`Utf8Repairs`] says: the service name, the span name and every
+/// attribute's key and (top-level) string value are checked, and a string that is not UTF-8 is
+/// kept with U+FFFD in place of its bad bytes, and counted. Fields the analysis skips (event
+/// names, links, status messages) are not checked (prost would reject invalid UTF-8 there);
+/// malformed framing is an error.
 pub fn decode_protobuf(
     body: &[u8],
     interner: &mut Interner,
@@ -625,8 +826,21 @@ pub fn decode_protobuf(
         let (1, Field::Len(resource_spans)) = field? else {
             continue;
         };
-        let service = service_name(resource_spans)?;
-        let service = interner.intern(service.unwrap_or("unknown_service"));
+        let service = match service_name(resource_spans)? {
+            Some(name) => {
+                let name = String::from_utf8_lossy(name);
+                if let std::borrow::Cow::Owned(_) = name {
+                    out.repaired.add(|| {
+                        format!(
+                            "resource attribute \"service.name\" {:?}",
+                            truncate(&name, 64)
+                        )
+                    });
+                }
+                interner.intern(&name)
+            }
+            None => interner.intern("unknown_service"),
+        };
         for field in fields(resource_spans) {
             let (2, Field::Len(scope_spans)) = field? else {
                 continue;
@@ -642,18 +856,10 @@ pub fn decode_protobuf(
                     interner,
                     &carriers,
                     keep_attributes.then_some(&mut kept),
+                    &mut out.repaired,
                 )?;
                 if out.push(decoded) && keep_attributes {
-                    let kept = &kept[..kept.len().min(MAX_KEPT_ATTRIBUTES)];
-                    // Checked now, as prost would, so the detail view never meets bad bytes.
-                    for bytes in kept {
-                        scratch.clear();
-                        scratch
-                            .merge(*bytes)
-                            .map_err(|_| ProtobufError("an attribute is malformed"))?;
-                    }
-                    out.attributes
-                        .push(RawAttributes::from_encoded(kept.iter().copied()));
+                    out.attributes.push(keep(&kept, &mut scratch)?);
                 }
             }
         }
@@ -661,9 +867,36 @@ pub fn decode_protobuf(
     Ok(out)
 }
 
+/// One span's attributes (their bytes on the wire) kept within the caps. Each is checked now,
+/// as prost would, so the detail view never meets bad bytes; one with invalid UTF-8 is kept
+/// repaired (it was counted when the span was read).
+fn keep(kept: &[&[u8]], scratch: &mut KeyValue) -> Result<RawAttributes, ProtobufError> {
+    let mut keeper = Keeper::default();
+    for (i, bytes) in kept.iter().enumerate() {
+        if i >= MAX_KEPT_ATTRIBUTES {
+            keeper.drop_one();
+            continue;
+        }
+        scratch.clear();
+        if scratch.merge(*bytes).is_ok() {
+            keeper.offer(&*scratch, Some(bytes));
+            continue;
+        }
+        let repaired = super::utf8::repair(bytes, super::utf8::Message::KeyValue)
+            .ok_or(ProtobufError("an attribute is malformed"))?;
+        scratch.clear();
+        scratch
+            .merge(repaired.bytes.as_slice())
+            .map_err(|_| ProtobufError("an attribute is malformed"))?;
+        keeper.offer(&*scratch, Some(&repaired.bytes));
+    }
+    Ok(keeper.finish())
+}
+
 /// The first `service.name` attribute of a `ResourceSpans`' resource, when it is a string
-/// (as prost merges repeated `resource` fields: their attributes in order).
-fn service_name(resource_spans: &[u8]) -> Result<Option<&str>, ProtobufError> {
+/// (as prost merges repeated `resource` fields: their attributes in order), as bytes: it is
+/// checked for UTF-8 by the caller.
+fn service_name(resource_spans: &[u8]) -> Result<Option<&[u8]>, ProtobufError> {
     use wire::{Field, fields};
     for field in fields(resource_spans) {
         let (1, Field::Len(resource)) = field? else {
@@ -675,7 +908,10 @@ fn service_name(resource_spans: &[u8]) -> Result<Option<&str>, ProtobufError> {
             };
             let (key, value) = key_value(kv)?;
             if key == b"service.name" {
-                return Ok(value.str());
+                return Ok(match value {
+                    ValueRef::Str(s) => Some(s),
+                    _ => None,
+                });
             }
         }
     }
@@ -688,19 +924,26 @@ fn decode_span_bytes<'a>(
     interner: &mut Interner,
     carriers: &'a Carriers,
     mut kept: Option<&mut Vec<&'a [u8]>>,
+    repaired: &mut Utf8Repairs,
 ) -> Result<Result<Span, String>, ProtobufError> {
     use wire::{Field, fields};
     let mut parts = SpanParts::default();
     let mut facts = FactsReader::new(carriers);
+    let mut lossy_name: Option<String> = None;
+    // Attributes whose key or string value is not UTF-8, named once the span's name is known.
+    let mut bad_attributes: Vec<&'a [u8]> = Vec::new();
     for field in fields(span) {
         match field? {
             (1, Field::Len(b)) => parts.trace_id = b,
             (2, Field::Len(b)) => parts.span_id = b,
             (4, Field::Len(b)) => parts.parent_span_id = b,
-            (5, Field::Len(b)) => {
-                parts.name = std::str::from_utf8(b)
-                    .map_err(|_| ProtobufError("a span name is not UTF-8"))?;
-            }
+            (5, Field::Len(b)) => match std::str::from_utf8(b) {
+                Ok(name) => {
+                    parts.name = name;
+                    lossy_name = None;
+                }
+                Err(_) => lossy_name = Some(String::from_utf8_lossy(b).into_owned()),
+            },
             (6, Field::Varint(v)) => parts.kind = v as i32,
             (7, Field::Fixed64(v)) => parts.start_unix_nano = v,
             (8, Field::Fixed64(v)) => parts.end_unix_nano = v,
@@ -714,6 +957,9 @@ fn decode_span_bytes<'a>(
                         ValueBytes::Many => key_value(kv)?.1,
                     };
                     facts.set(slot, value);
+                }
+                if !utf8_attribute(key, value, kv) {
+                    bad_attributes.push(key);
                 }
                 if let Some(kept) = kept.as_deref_mut() {
                     kept.push(kv);
@@ -744,7 +990,52 @@ fn decode_span_bytes<'a>(
             _ => {}
         }
     }
+    if let Some(name) = &lossy_name {
+        parts.name = name;
+        repaired.add(|| format!("span name {:?}", truncate(name, 64)));
+    }
+    for key in bad_attributes {
+        repaired.add(|| {
+            format!(
+                "span {:?}: attribute {:?}",
+                truncate(parts.name, 64),
+                truncate(&String::from_utf8_lossy(key), 64)
+            )
+        });
+    }
     Ok(parts.build(facts, service, interner))
+}
+
+/// Whether an attribute's key and string value (when it is one) are valid UTF-8. A value is
+/// only peeked at (its own fields, not an array's elements); what does not parse is left to
+/// the reader that needs it.
+fn utf8_attribute(key: &[u8], value: ValueBytes<'_>, kv: &[u8]) -> bool {
+    use wire::{Field, fields};
+    /// The `string_value` an `AnyValue` ends up with (the last oneof field wins).
+    fn string_is_utf8(any: &[u8]) -> bool {
+        let mut last = None;
+        for field in fields(any) {
+            match field {
+                Ok((1, Field::Len(s))) => last = Some(s),
+                Ok((2..=8, _)) => last = None,
+                Ok(_) => {}
+                Err(_) => return true,
+            }
+        }
+        last.is_none_or(|s| std::str::from_utf8(s).is_ok())
+    }
+    if std::str::from_utf8(key).is_err() {
+        return false;
+    }
+    match value {
+        ValueBytes::None => true,
+        ValueBytes::One(any) => string_is_utf8(any),
+        // Repeated value fields (rare): every one is checked.
+        ValueBytes::Many => fields(kv).all(|field| match field {
+            Ok((2, Field::Len(any))) => string_is_utf8(any),
+            _ => true,
+        }),
+    }
 }
 
 /// Where a `KeyValue`'s value sits, without reading it yet.
@@ -837,7 +1128,7 @@ fn any_value<'a>(any: &'a [u8], mut value: ValueRef<'a>) -> Result<ValueRef<'a>,
 }
 
 /// Just enough of the protobuf wire format to walk a message's fields in place.
-mod wire {
+pub(super) mod wire {
     use super::ProtobufError;
 
     /// One field's payload.
@@ -941,6 +1232,11 @@ mod wire {
     }
 
     impl<'a> Fields<'a> {
+        /// What is left to read: the bytes after the fields read so far.
+        pub fn rest(&self) -> &'a [u8] {
+            self.buf
+        }
+
         #[inline]
         fn field(&mut self) -> Result<(u32, Field<'a>), ProtobufError> {
             let key = varint(&mut self.buf)?;
@@ -1384,6 +1680,129 @@ mod hostile_tests {
         assert_eq!(decoded.attributes[0].decode().len(), MAX_KEPT_ATTRIBUTES);
     }
 
+    fn string(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(value.into())),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn good_span(attributes: Vec<KeyValue>) -> otlp::Span {
+        otlp::Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            name: "GET /x".into(),
+            kind: 2,
+            attributes,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_all_zero_span_id_is_rejected_like_other_invalid_ids() {
+        let span = otlp::Span {
+            span_id: vec![0; 8],
+            ..good_span(vec![])
+        };
+        let body = one_span(span, "svc").encode_to_vec();
+        let decoded = decode_protobuf(&body, &mut Interner::default(), false).unwrap();
+        assert_eq!((decoded.spans.len(), decoded.rejected), (0, 1));
+        assert!(
+            decoded.first_error.unwrap().contains("span_id is all zero"),
+            "the message names the field"
+        );
+    }
+
+    #[test]
+    fn kept_attributes_are_bounded_per_value_and_per_span_and_say_so() {
+        let mut attributes = vec![
+            string("budget.source", "default"),
+            string("blob", &"é".repeat(2_000_000)), // 4 MB
+        ];
+        // 30 values of 1 KiB: the span's 16 KiB budget keeps the first ones, then one fits no
+        // more; the small attribute after them still does.
+        attributes.extend((0..30).map(|i| string(&format!("k{i}"), &"x".repeat(1024))));
+        attributes.push(string("last", "small"));
+        let request = one_span(good_span(attributes), "svc");
+        let body = request.encode_to_vec();
+        let fast = decode_protobuf(&body, &mut Interner::default(), true).unwrap();
+        let slow = decode_request(&mut request.clone(), &mut Interner::default(), true);
+        assert_eq!(fast.attributes, slow.attributes, "both paths keep the same");
+        let kept = &fast.attributes[0];
+        let values = kept.decode();
+        let blob = values.iter().find(|kv| kv.key == "blob").unwrap();
+        let Some(Value::StringValue(blob)) = blob.value.as_ref().and_then(|v| v.value.as_ref())
+        else {
+            panic!("the blob is kept as a string");
+        };
+        assert!(blob.len() < MAX_VALUE_BYTES + 64, "{}", blob.len());
+        assert!(
+            blob.ends_with("… [3995904 more bytes cut]"),
+            "{}",
+            &blob[blob.len() - 40..]
+        );
+        assert_eq!(kept.cut(), 1);
+        assert!(kept.bytes_held() <= MAX_SPAN_ATTRIBUTE_BYTES + 64);
+        assert!(kept.dropped() > 0);
+        assert_eq!(values.len() + usize::from(kept.dropped()), 33);
+        assert!(values.iter().any(|kv| kv.key == "last"));
+        // The facts were read from every attribute, kept or not.
+        assert_eq!(fast.spans[0].budget.source, Some(BudgetSource::Default));
+    }
+
+    /// The bytes of `request` with `from` (which must occur once) replaced by `to`, same length.
+    fn patched(request: &ExportTraceServiceRequest, from: &[u8], to: &[u8]) -> Vec<u8> {
+        let mut body = request.encode_to_vec();
+        let at = body.windows(from.len()).position(|w| w == from).unwrap();
+        body[at..at + to.len()].copy_from_slice(to);
+        body
+    }
+
+    #[test]
+    fn invalid_utf8_is_kept_with_replacement_characters_and_counted_on_every_path() {
+        let request = one_span(good_span(vec![string("http.url", "/p?q=ok")]), "orders");
+        let cases: [(&[u8], &[u8], &str); 3] = [
+            (b"orders", b"ord\xffrs", "service.name"),
+            (b"GET /x", b"GET \xff", "span name"),
+            (b"/p?q=ok", b"/p?q=\xfe", "attribute \"http.url\""),
+        ];
+        for (from, to, what) in cases {
+            let body = patched(&request, from, to);
+            assert!(ExportTraceServiceRequest::decode(body.as_slice()).is_err());
+            for keep in [false, true] {
+                let fast = decode_protobuf(&body, &mut Interner::default(), keep)
+                    .unwrap_or_else(|e| panic!("{what}, keep {keep}: {e}"));
+                assert_eq!((fast.spans.len(), fast.rejected), (1, 0), "{what}");
+                assert_eq!(fast.repaired.count, 1, "{what}");
+                let message = fast.message();
+                assert!(
+                    message.contains("U+FFFD") && message.contains(what),
+                    "{message}"
+                );
+                // record's path: repair, then prost, then the same spans.
+                let repaired =
+                    super::super::utf8::repair(&body, super::super::utf8::Message::Request)
+                        .unwrap();
+                assert_eq!(repaired.count, 1);
+                let mut request =
+                    ExportTraceServiceRequest::decode(repaired.bytes.as_slice()).unwrap();
+                let slow = decode_request(&mut request, &mut Interner::default(), keep);
+                assert_eq!(fast.spans, slow.spans, "{what}");
+                assert_eq!(fast.attributes, slow.attributes, "{what}");
+            }
+        }
+        let fast = decode_protobuf(
+            &patched(&request, b"GET /x", b"GET \xff"),
+            &mut Interner::default(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(&*fast.spans[0].name, "GET \u{fffd}x");
+    }
+
     #[test]
     fn the_interner_stays_bounded_under_ten_thousand_services_per_name() {
         let mut interner = Interner::default();
@@ -1556,6 +1975,7 @@ mod properties {
                     s.trace_id.len() == 16
                         && s.trace_id.iter().any(|b| *b != 0)
                         && s.span_id.len() == 8
+                        && s.span_id.iter().any(|b| *b != 0)
                         && matches!(s.parent_span_id.len(), 0 | 8)
                 })
                 .count();

@@ -1,14 +1,25 @@
-//! OTLP/gRPC: `TraceService/Export`, gzip accepted, throttled with RESOURCE_EXHAUSTED.
+//! OTLP/gRPC: `TraceService/Export`, gzip accepted, throttled with RESOURCE_EXHAUSTED (and
+//! retry info); `MetricsService/Export` and `LogsService/Export` answered OK and dropped.
 //!
 //! The request message is taken as bytes (a pass-through codec) and read in place by
 //! [`decode::decode_protobuf`](super::decode::decode_protobuf): building prost's request tree
 //! (a `String` per attribute key and value) cost more than everything else ingest does.
+//!
+//! A request that can never succeed gets `INVALID_ARGUMENT`, which no SDK retries, and is
+//! counted as rejected: a malformed message, and one refused while it was read (over
+//! `--max-body`, before or after gzip, or corrupt compression), which tonic answers with
+//! `OUT_OF_RANGE` or `RESOURCE_EXHAUSTED` without retry info: the OTLP specification lists the
+//! first as retryable, and the stock Python exporter retries both.
 
 use std::convert::Infallible;
+use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Buf as _, Bytes};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceResponse,
 };
@@ -20,6 +31,7 @@ use tonic::codec::{
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt as _};
 
+use super::limit::ConnectionTag;
 use super::{Admission, RETRY_AFTER, Shared};
 
 /// The gRPC service name of OTLP trace export.
@@ -62,35 +74,80 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         if request.uri().path() != EXPORT {
+            self.shared.reject_request();
             return Box::pin(async {
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
             });
         }
+        let busy = request
+            .extensions()
+            .get::<ConnectionTag>()
+            .map(ConnectionTag::busy);
         // Refused before the message is read: the cheap answer to load past capacity.
         let Some(permit) = self.shared.begin() else {
             return Box::pin(async { Ok(throttled().into_http()) });
         };
         let export = Export {
             shared: self.shared.clone(),
+            ran: Arc::new(AtomicBool::new(false)),
         };
-        let max_body = self.max_body;
+        let (shared, ran, max_body) = (self.shared.clone(), export.ran.clone(), self.max_body);
         Box::pin(async move {
             // Held while the message is read and decoded.
             let _permit = permit;
-            let mut gzip = EnabledCompressionEncodings::default();
-            gzip.enable(CompressionEncoding::Gzip);
-            let mut grpc = tonic::server::Grpc::new(BytesCodec)
-                .apply_compression_config(gzip, gzip)
-                .apply_max_message_size_config(Some(max_body), None);
-            Ok(grpc.unary(export, request).await)
+            let _busy = busy;
+            let response = grpc(BytesCodec, max_body).unary(export, request).await;
+            Ok(refused_unread(response, &ran, &shared, max_body))
         })
     }
+}
+
+/// tonic's server for one unary method: gzip accepted and answered, messages over `max_body`
+/// (before or after decompression) refused as they are read.
+fn grpc<C: Codec>(codec: C, max_body: usize) -> tonic::server::Grpc<C> {
+    let mut gzip = EnabledCompressionEncodings::default();
+    gzip.enable(CompressionEncoding::Gzip);
+    tonic::server::Grpc::new(codec)
+        .apply_compression_config(gzip, gzip)
+        .apply_max_message_size_config(Some(max_body), None)
+}
+
+/// tonic's answer when the method never ran (`ran` unset): it refused the message while
+/// reading it. A request refused that way can never succeed; it is answered
+/// `INVALID_ARGUMENT` (never retried) instead of tonic's `OUT_OF_RANGE` or
+/// `RESOURCE_EXHAUSTED` (retried by SDKs), and counted as rejected.
+fn refused_unread(
+    response: http::Response<tonic::body::Body>,
+    ran: &AtomicBool,
+    shared: &Shared,
+    max_body: usize,
+) -> http::Response<tonic::body::Body> {
+    if ran.load(Ordering::Relaxed) {
+        return response;
+    }
+    let Some(status) = Status::from_header_map(response.headers()) else {
+        return response;
+    };
+    if status.code() == Code::Ok {
+        return response;
+    }
+    shared.reject_request();
+    let message = match status.code() {
+        Code::OutOfRange | Code::ResourceExhausted => format!(
+            "request message is over the limit of {max_body} bytes (--max-body), before or after decompression: {}",
+            status.message()
+        ),
+        _ => format!("could not read the request message: {}", status.message()),
+    };
+    Status::invalid_argument(message).into_http()
 }
 
 /// The `Export` method: the request's protobuf bytes in, the OTLP response out.
 #[derive(Debug)]
 struct Export {
     shared: Arc<Shared>,
+    /// Set when the method runs: the message was read whole.
+    ran: Arc<AtomicBool>,
 }
 
 impl tonic::server::UnaryService<Bytes> for Export {
@@ -98,6 +155,7 @@ impl tonic::server::UnaryService<Bytes> for Export {
     type Future = std::future::Ready<Result<Response<ExportTraceServiceResponse>, Status>>;
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        self.ran.store(true, Ordering::Relaxed);
         std::future::ready(match self.shared.admit_protobuf(request.get_ref()) {
             Ok(Admission::Accepted { rejected, message }) => {
                 Ok(Response::new(response(rejected, message)))
@@ -158,12 +216,171 @@ impl Decoder for BytesCodec {
     }
 }
 
+/// A signal budget-top does not read (metrics, logs): its `Export` is answered with the empty
+/// success response and the request dropped, counted as ignored.
+trait IgnoredSignal: Send + Sync + 'static {
+    /// The gRPC service name.
+    const NAME: &'static str;
+    /// Its `Export` method's path.
+    const EXPORT: &'static str;
+    /// The method's response (sent empty).
+    type Response: prost::Message + Default + Send + Sync + 'static;
+}
+
+#[derive(Debug)]
+struct Metrics;
+
+impl IgnoredSignal for Metrics {
+    const NAME: &'static str = "opentelemetry.proto.collector.metrics.v1.MetricsService";
+    const EXPORT: &'static str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+    type Response = ExportMetricsServiceResponse;
+}
+
+#[derive(Debug)]
+struct Logs;
+
+impl IgnoredSignal for Logs {
+    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const EXPORT: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    type Response = ExportLogsServiceResponse;
+}
+
+/// `MetricsService` or `LogsService`, as a tower service.
+#[derive(Debug)]
+struct Ignored<S> {
+    shared: Arc<Shared>,
+    max_body: usize,
+    signal: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for Ignored<S> {
+    fn clone(&self) -> Self {
+        Ignored {
+            shared: self.shared.clone(),
+            max_body: self.max_body,
+            signal: PhantomData,
+        }
+    }
+}
+
+impl<S: IgnoredSignal> tonic::server::NamedService for Ignored<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Ignored<S>
+where
+    S: IgnoredSignal,
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.uri().path() != S::EXPORT {
+            self.shared.reject_request();
+            return Box::pin(async {
+                Ok(Status::unimplemented("only Export is served").into_http())
+            });
+        }
+        let busy = request
+            .extensions()
+            .get::<ConnectionTag>()
+            .map(ConnectionTag::busy);
+        // The message is still read (up to --max-body): the same gate as for traces.
+        let Some(permit) = self.shared.begin() else {
+            return Box::pin(async { Ok(throttled().into_http()) });
+        };
+        let drop_it = DropExport::<S> {
+            shared: self.shared.clone(),
+            ran: Arc::new(AtomicBool::new(false)),
+            signal: PhantomData,
+        };
+        let (shared, ran, max_body) = (self.shared.clone(), drop_it.ran.clone(), self.max_body);
+        Box::pin(async move {
+            let _permit = permit;
+            let _busy = busy;
+            let response = grpc(DiscardCodec::<S::Response>(PhantomData), max_body)
+                .unary(drop_it, request)
+                .await;
+            Ok(refused_unread(response, &ran, &shared, max_body))
+        })
+    }
+}
+
+/// The ignored signal's `Export`: counted, answered with the empty response.
+#[derive(Debug)]
+struct DropExport<S> {
+    shared: Arc<Shared>,
+    ran: Arc<AtomicBool>,
+    signal: PhantomData<fn() -> S>,
+}
+
+impl<S: IgnoredSignal> tonic::server::UnaryService<()> for DropExport<S> {
+    type Response = S::Response;
+    type Future = std::future::Ready<Result<Response<S::Response>, Status>>;
+
+    fn call(&mut self, _request: Request<()>) -> Self::Future {
+        self.ran.store(true, Ordering::Relaxed);
+        self.shared.ignore_request();
+        std::future::ready(Ok(Response::new(S::Response::default())))
+    }
+}
+
+/// Requests skipped unread, responses encoded by prost.
+#[derive(Debug)]
+struct DiscardCodec<R>(PhantomData<fn() -> R>);
+
+impl<R: prost::Message + Default + Send + 'static> Codec for DiscardCodec<R> {
+    type Encode = R;
+    type Decode = ();
+    type Encoder = DiscardCodec<R>;
+    type Decoder = DiscardCodec<R>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        DiscardCodec(PhantomData)
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        DiscardCodec(PhantomData)
+    }
+}
+
+impl<R: prost::Message + Default + Send + 'static> Encoder for DiscardCodec<R> {
+    type Item = R;
+    type Error = Status;
+
+    fn encode(&mut self, item: R, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("cannot encode the response: {e}")))
+    }
+}
+
+impl<R: prost::Message + Default + Send + 'static> Decoder for DiscardCodec<R> {
+    type Item = ();
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<()>, Status> {
+        src.advance(src.remaining());
+        Ok(Some(()))
+    }
+}
+
 pub(super) fn response(rejected: u64, message: String) -> ExportTraceServiceResponse {
     ExportTraceServiceResponse {
-        partial_success: (rejected > 0).then_some(ExportTracePartialSuccess {
-            rejected_spans: rejected as i64,
-            error_message: message,
-        }),
+        // Rejected spans, or a warning (strings repaired) with none rejected: OTLP's
+        // partial_success carries both.
+        partial_success: (rejected > 0 || !message.is_empty()).then_some(
+            ExportTracePartialSuccess {
+                rejected_spans: rejected as i64,
+                error_message: message,
+            },
+        ),
     }
 }
 
@@ -174,6 +391,16 @@ pub(super) fn spawn(
     timeout: std::time::Duration,
     token: CancellationToken,
 ) {
+    let metrics = Ignored::<Metrics> {
+        shared: shared.clone(),
+        max_body,
+        signal: PhantomData,
+    };
+    let logs = Ignored::<Logs> {
+        shared: shared.clone(),
+        max_body,
+        signal: PhantomData,
+    };
     let service = TraceService { shared, max_body };
     tokio::spawn(async move {
         // Accept errors are retried inside the listener, so the stream never ends the server.
@@ -189,6 +416,8 @@ pub(super) fn spawn(
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
             .initial_stream_window_size(Some(STREAM_WINDOW))
             .add_service(service)
+            .add_service(metrics)
+            .add_service(logs)
             .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
             .await;
         if let Err(error) = result {

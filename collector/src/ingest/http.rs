@@ -1,20 +1,22 @@
 //! OTLP/HTTP: `POST /v1/traces`, protobuf or JSON, gzip or not, answered in the request's own
 //! encoding. Bodies are capped at `max_body` both on the wire and while decompressing, so a
-//! gzip bomb is refused before it is allocated.
+//! gzip bomb is refused before it is allocated. `POST /v1/metrics` and `/v1/logs` are answered
+//! with success and dropped (counted as ignored), so an SDK that exports every signal to one
+//! endpoint does not log errors forever.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
 use super::gzip::{GunzipError, gunzip_capped};
+use super::limit::ConnectionTag;
 use super::{Admission, RETRY_AFTER, Shared};
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -55,6 +57,7 @@ pub(super) fn spawn(
         body_timeout,
     });
     tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<ConnectionTag>();
         let result = axum::serve(listener, app)
             .with_graceful_shutdown(token.cancelled_owned())
             .await;
@@ -67,12 +70,46 @@ pub(super) fn spawn(
 fn router(state: HttpState) -> axum::Router {
     axum::Router::new()
         .route("/v1/traces", post(export))
+        .route("/v1/metrics", post(ignored))
+        .route("/v1/logs", post(ignored))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_post)
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(busy))
         .with_state(state)
 }
 
-async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    let shared = &state.shared;
+/// Any other path: 404, counted as rejected (a request that can never succeed).
+async fn not_found(State(state): State<HttpState>, uri: axum::http::Uri) -> Response {
+    state.shared.reject_request();
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "no OTLP endpoint at {}: POST /v1/traces (or /v1/metrics, /v1/logs, which are dropped)",
+            uri.path()
+        ),
+    )
+        .into_response()
+}
+
+/// Not a POST: 405, counted as rejected.
+async fn not_post(State(state): State<HttpState>) -> Response {
+    state.shared.reject_request();
+    (StatusCode::METHOD_NOT_ALLOWED, "OTLP/HTTP export is a POST").into_response()
+}
+
+/// Marks the connection as serving a request while it is (see [`ConnectionTag::busy`]).
+async fn busy(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let _busy = request
+        .extensions()
+        .get::<ConnectInfo<ConnectionTag>>()
+        .map(|tag| tag.0.busy());
+    next.run(request).await
+}
+
+/// The request's encoding from its content type, or the 415 answer (counted as rejected).
+#[allow(clippy::result_large_err)]
+fn encoding_of(shared: &Shared, headers: &HeaderMap) -> Result<Encoding, Response> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -83,18 +120,43 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let encoding = match media.as_str() {
-        PROTOBUF => Encoding::Protobuf,
-        JSON => Encoding::Json,
+    match media.as_str() {
+        PROTOBUF => Ok(Encoding::Protobuf),
+        JSON => Ok(Encoding::Json),
         _ => {
             shared.reject_request();
-            return (
+            Err((
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
                 format!("unsupported content type {content_type:?}: send {PROTOBUF} or {JSON}"),
             )
-                .into_response();
+                .into_response())
         }
+    }
+}
+
+/// `POST /v1/metrics` and `/v1/logs`: the body is read off the connection (so it stays usable)
+/// and dropped, and the answer is the signal's empty success response, in the request's
+/// encoding (an empty `Export*ServiceResponse` encodes to no bytes, `{}` in JSON).
+async fn ignored(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+    let shared = &state.shared;
+    let encoding = match encoding_of(shared, &headers) {
+        Ok(encoding) => encoding,
+        Err(response) => return response,
+    };
+    let _ = tokio::time::timeout(state.body_timeout, drain(body, state.max_body)).await;
+    shared.ignore_request();
+    match encoding {
+        Encoding::Protobuf => ([(header::CONTENT_TYPE, PROTOBUF)], Vec::new()).into_response(),
+        Encoding::Json => ([(header::CONTENT_TYPE, JSON)], "{}").into_response(),
+    }
+}
+
+async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+    let shared = &state.shared;
+    let encoding = match encoding_of(shared, &headers) {
+        Ok(encoding) => encoding,
+        Err(response) => return response,
     };
     // Refused before the body is read into memory or decoded: the cheap answer to load past
     // capacity. The body is still read off the connection (and dropped as it comes), so the
@@ -175,9 +237,7 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
     };
     let admission = match encoding {
         Encoding::Protobuf => shared.admit_protobuf(&body),
-        Encoding::Json => serde_json::from_slice::<ExportTraceServiceRequest>(&body)
-            .map(|request| shared.admit(request))
-            .map_err(|e| format!("invalid OTLP/JSON ExportTraceServiceRequest: {e}")),
+        Encoding::Json => shared.admit_json(&body),
     };
     let admission = match admission {
         Ok(admission) => admission,

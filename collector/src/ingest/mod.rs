@@ -21,12 +21,21 @@
 //! [`IngestStats::spans_refused`] when they were read (a request refused unread is counted in
 //! [`IngestStats::requests_refused_unread`] instead: its spans were never seen). A request that is
 //! answered with success has all its valid spans in the channel: nothing accepted is lost.
+//!
+//! A request that can never succeed (malformed, too large before or after decompression, of an
+//! unknown type) gets an answer no SDK retries: HTTP 400/413/415, gRPC `INVALID_ARGUMENT`; it is
+//! counted in [`IngestStats::requests_rejected`]. Metrics and logs sent to the same endpoints
+//! are answered with success, dropped and counted in [`IngestStats::requests_ignored`].
+//! Connections are capped per receiver without a queue (see `limit`): a good exporter is
+//! served at once while idle or slow clients hold the slots.
 
 pub mod decode;
 mod grpc;
 pub mod gzip;
 mod http;
+pub mod json;
 mod limit;
+pub mod utf8;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -53,6 +62,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// The default for [`IngestConfig::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default for [`IngestConfig::idle_timeout_near_cap`].
+pub const DEFAULT_IDLE_TIMEOUT_NEAR_CAP: Duration = Duration::from_secs(5);
+/// The default for [`IngestConfig::header_timeout`].
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default for [`IngestConfig::max_inflight`].
 pub const DEFAULT_MAX_INFLIGHT: usize = 64;
 /// The default for [`IngestConfig::max_queued_spans`].
@@ -82,12 +95,23 @@ pub struct IngestConfig {
     pub max_queued_spans: usize,
     /// Longest time a client may take to send a request body (a trickle is answered 408).
     pub body_timeout: Duration,
-    /// Connections held open at once per receiver; more wait until one closes.
+    /// Connections held open at once per receiver. Past it a new connection is served at
+    /// once: the one that has gone longest without a request is closed to make room (or the
+    /// new one, when every connection is serving a request).
     pub max_connections: usize,
-    /// A connection on which the client sends nothing for this long is closed.
+    /// A connection that serves no request for this long is closed.
     pub idle_timeout: Duration,
+    /// The same, once three quarters of `max_connections` are open.
+    pub idle_timeout_near_cap: Duration,
+    /// A connection whose first request has not started this long after it was accepted
+    /// (headers that trickle in, or nothing at all) is closed.
+    pub header_timeout: Duration,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
+    /// Raw attribute bytes that may wait in the channel; a batch that would go past it is
+    /// still taken, with its spans' attributes left out (counted as not kept), so what spans
+    /// carry cannot grow the queue past what the screen would hold.
+    pub max_queued_attribute_bytes: usize,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
     pub keep_raw: bool,
     /// Allow listening on an address other than loopback (other machines could then send
@@ -109,7 +133,10 @@ impl Default for IngestConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            idle_timeout_near_cap: DEFAULT_IDLE_TIMEOUT_NEAR_CAP,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
             keep_attributes: true,
+            max_queued_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
             allow_remote: false,
             carriers: Arc::default(),
@@ -146,6 +173,14 @@ pub struct IngestStats {
     pub spans_refused: AtomicU64,
     /// Spans rejected as invalid (wrong id lengths), reported in `partial_success`.
     pub spans_rejected: AtomicU64,
+    /// Metrics and logs export requests: answered with success and dropped (an SDK given one
+    /// endpoint exports every signal there).
+    pub requests_ignored: AtomicU64,
+    /// Connections closed to make room for a new one past `max_connections` (idle, or not
+    /// serving a request).
+    pub connections_evicted: AtomicU64,
+    /// New connections closed at once: `max_connections` were all serving requests.
+    pub connections_refused: AtomicU64,
 }
 
 /// A plain copy of [`IngestStats`].
@@ -165,6 +200,12 @@ pub struct IngestCounts {
     pub spans_refused: u64,
     /// See [`IngestStats::spans_rejected`].
     pub spans_rejected: u64,
+    /// See [`IngestStats::requests_ignored`].
+    pub requests_ignored: u64,
+    /// See [`IngestStats::connections_evicted`].
+    pub connections_evicted: u64,
+    /// See [`IngestStats::connections_refused`].
+    pub connections_refused: u64,
 }
 
 impl IngestStats {
@@ -179,6 +220,9 @@ impl IngestStats {
             spans_accepted: get(&self.spans_accepted),
             spans_refused: get(&self.spans_refused),
             spans_rejected: get(&self.spans_rejected),
+            requests_ignored: get(&self.requests_ignored),
+            connections_evicted: get(&self.connections_evicted),
+            connections_refused: get(&self.connections_refused),
         }
     }
 }
@@ -228,9 +272,11 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
             tx,
             waiting: VecDeque::new(),
             spans: 0,
+            attribute_bytes: 0,
             last: 0,
         }),
         max_queued_spans: config.max_queued_spans as u64,
+        max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
         stats: stats.clone(),
         interner: Mutex::new(decode::Interner::with_carriers(config.carriers.clone())),
@@ -251,11 +297,17 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         Some(addr) => Some(bind(addr, "--http").await?),
         None => None,
     };
+    let limits = limit::Limits {
+        max: config.max_connections,
+        header: config.header_timeout,
+        idle: config.idle_timeout,
+        idle_near_cap: config.idle_timeout_near_cap,
+    };
     let mut grpc_addr = None;
     if let Some(listener) = grpc_listener {
         grpc_addr = Some(listener.local_addr()?);
         grpc::spawn(
-            limit::LimitedListener::new(listener, config.max_connections, config.idle_timeout),
+            limit::LimitedListener::new(listener, limits, stats.clone()),
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -266,7 +318,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = http_listener {
         http_addr = Some(listener.local_addr()?);
         http::spawn(
-            limit::LimitedListener::new(listener, config.max_connections, config.idle_timeout),
+            limit::LimitedListener::new(listener, limits, stats.clone()),
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -294,6 +346,7 @@ async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpLis
 struct Shared {
     queue: Mutex<Queue>,
     max_queued_spans: u64,
+    max_queued_attribute_bytes: u64,
     /// One permit per request being read and decoded.
     inflight: Arc<Semaphore>,
     stats: Arc<IngestStats>,
@@ -322,38 +375,65 @@ enum Admission {
 #[derive(Debug)]
 struct Queue {
     tx: mpsc::Sender<Batch>,
-    waiting: VecDeque<u64>,
-    /// The sum of `waiting`.
+    /// Spans and raw attribute bytes of each batch sent, oldest first.
+    waiting: VecDeque<(u64, u64)>,
+    /// The sum of `waiting`'s spans.
     spans: u64,
+    /// The sum of `waiting`'s attribute bytes.
+    attribute_bytes: u64,
     /// Spans of the last batch sent: what the next request probably holds.
     last: u64,
 }
 
 impl Queue {
-    /// Spans in batches the owner loop has not taken yet.
-    fn spans_waiting(&mut self) -> u64 {
+    /// Forgets the batches the owner loop has taken.
+    fn forget_taken(&mut self) {
         let in_channel = self.tx.max_capacity() - self.tx.capacity();
         while self.waiting.len() > in_channel {
-            if let Some(taken) = self.waiting.pop_front() {
-                self.spans -= taken;
+            if let Some((spans, bytes)) = self.waiting.pop_front() {
+                self.spans -= spans;
+                self.attribute_bytes -= bytes;
             }
         }
+    }
+
+    /// Spans in batches the owner loop has not taken yet.
+    fn spans_waiting(&mut self) -> u64 {
+        self.forget_taken();
         self.spans
     }
 
     /// Sends the batch if the queue has room for it (it stays within `max` spans, or the queue
     /// is empty: a request larger than the limit alone is still taken) and the channel has a
-    /// free slot.
-    fn try_send(&mut self, batch: Batch, max: u64) -> Result<(), Batch> {
+    /// free slot. Its raw attributes go with it only while the queue holds fewer than
+    /// `max_attribute_bytes` of them (or none): past that, each span says its attributes were
+    /// not kept.
+    fn try_send(
+        &mut self,
+        mut batch: Batch,
+        max: u64,
+        max_attribute_bytes: u64,
+    ) -> Result<(), Batch> {
         let spans = batch.spans.len() as u64;
         let waiting = self.spans_waiting();
         if waiting > 0 && waiting + spans > max {
             return Err(batch);
         }
+        let mut bytes: u64 = batch.attributes.iter().map(|a| a.bytes_held() as u64).sum();
+        if bytes > 0
+            && self.attribute_bytes > 0
+            && self.attribute_bytes + bytes > max_attribute_bytes
+        {
+            for attributes in &mut batch.attributes {
+                *attributes = attributes.without_values();
+            }
+            bytes = 0;
+        }
         match self.tx.try_send(batch) {
             Ok(()) => {
-                self.waiting.push_back(spans);
+                self.waiting.push_back((spans, bytes));
                 self.spans += spans;
+                self.attribute_bytes += bytes;
                 self.last = spans;
                 Ok(())
             }
@@ -394,12 +474,28 @@ impl Shared {
         }
     }
 
-    /// Decodes a request and offers it to the store without waiting.
-    fn admit(&self, mut request: ExportTraceServiceRequest) -> Admission {
+    /// Decodes a request and offers it to the store without waiting; `repaired` counts the
+    /// strings made valid UTF-8 before it was decoded.
+    fn admit(
+        &self,
+        mut request: ExportTraceServiceRequest,
+        repaired: decode::Utf8Repairs,
+    ) -> Admission {
         let total = decode::count_spans(&request);
         let keep_attributes = self.keep_attributes && !self.keep_raw;
-        let decoded = decode::decode_request(&mut request, &mut self.interner(), keep_attributes);
+        let mut decoded =
+            decode::decode_request(&mut request, &mut self.interner(), keep_attributes);
+        decoded.repaired.merge(repaired);
         self.offer(decoded, self.keep_raw.then_some(request), total)
+    }
+
+    /// An OTLP/JSON body: invalid UTF-8 repaired, then read as the Collector reads it.
+    /// The error is a message for the client.
+    fn admit_json(&self, body: &[u8]) -> Result<Admission, String> {
+        let (body, repaired) = utf8::repair_json(body);
+        json::parse_request(&body)
+            .map(|request| self.admit(request, repaired))
+            .map_err(|e| format!("invalid OTLP/JSON ExportTraceServiceRequest: {e}"))
     }
 
     /// The same for a protobuf body, read in place (the hot path: no request tree is built
@@ -408,9 +504,28 @@ impl Shared {
     fn admit_protobuf(&self, body: &[u8]) -> Result<Admission, String> {
         if self.keep_raw {
             use prost::Message as _;
-            return ExportTraceServiceRequest::decode(body)
-                .map(|request| self.admit(request))
-                .map_err(|e| format!("invalid protobuf ExportTraceServiceRequest: {e}"));
+            let invalid =
+                |e: prost::DecodeError| format!("invalid protobuf ExportTraceServiceRequest: {e}");
+            return match ExportTraceServiceRequest::decode(body) {
+                Ok(request) => Ok(self.admit(request, decode::Utf8Repairs::default())),
+                // prost refuses invalid UTF-8: repair the strings, as the in-place path reads
+                // them, and try again.
+                Err(error) => {
+                    let Some(repaired) =
+                        utf8::repair(body, utf8::Message::Request).filter(|r| r.count > 0)
+                    else {
+                        return Err(invalid(error));
+                    };
+                    let request = ExportTraceServiceRequest::decode(repaired.bytes.as_slice())
+                        .map_err(invalid)?;
+                    let mut repairs = decode::Utf8Repairs::default();
+                    for _ in 0..repaired.count {
+                        repairs
+                            .add(|| "a string of the request (record repairs every field)".into());
+                    }
+                    Ok(self.admit(request, repairs))
+                }
+            };
         }
         let decoded = decode::decode_protobuf(body, &mut self.interner(), self.keep_attributes)
             .map_err(|e| e.to_string())?;
@@ -432,6 +547,7 @@ impl Shared {
         total: u64,
     ) -> Admission {
         let accepted = decoded.spans.len() as u64;
+        let message = decoded.message();
         let batch = Batch {
             spans: decoded.spans,
             attributes: decoded.attributes,
@@ -439,7 +555,14 @@ impl Shared {
         };
         // Full or closed: either way the store cannot take it now.
         if (accepted > 0 || batch.raw.is_some())
-            && self.queue().try_send(batch, self.max_queued_spans).is_err()
+            && self
+                .queue()
+                .try_send(
+                    batch,
+                    self.max_queued_spans,
+                    self.max_queued_attribute_bytes,
+                )
+                .is_err()
         {
             self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
             self.stats.spans_refused.fetch_add(total, Ordering::Relaxed);
@@ -454,12 +577,16 @@ impl Shared {
             .fetch_add(decoded.rejected, Ordering::Relaxed);
         Admission::Accepted {
             rejected: decoded.rejected,
-            message: decoded.first_error.unwrap_or_default(),
+            message,
         }
     }
 
     fn reject_request(&self) {
         self.stats.requests_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ignore_request(&self) {
+        self.stats.requests_ignored.fetch_add(1, Ordering::Relaxed);
     }
 }
 

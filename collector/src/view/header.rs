@@ -102,6 +102,15 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             theme.severity(Severity::Error),
         );
     }
+    if state.requests_ignored > 0 {
+        // Metrics and logs sent to the same endpoint: answered, dropped; not an error.
+        field(
+            buf,
+            count(state.requests_ignored),
+            "ignored (metrics/logs)",
+            theme.dim(),
+        );
+    }
     let sev = d.store.finding_counts();
     for (s, n) in [
         (Severity::Error, sev.error),

@@ -301,6 +301,14 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
             ));
         }
     }
+    // Values cut, attributes not kept, or all dropped for --max-attribute-bytes.
+    if let Some(note) = state
+        .data
+        .store
+        .attribute_note(chain.trace_id, span.span_id)
+    {
+        lines.push(Line::styled(format!("({note})"), theme.dim()));
+    }
     let findings: Vec<_> = waterfall::findings_of(&chain, span.span_id).collect();
     if !findings.is_empty() {
         lines.push(Line::styled("findings", theme.title()));

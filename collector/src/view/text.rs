@@ -2,11 +2,14 @@
 
 use std::borrow::Cow;
 
-/// Remove control characters (escape sequences, newlines, tabs) from a string that came from a
-/// span, so a hostile or careless service cannot move the cursor or break the layout.
+/// Remove control characters (escape sequences, newlines, tabs), bidirectional overrides and
+/// zero-width characters from a string that came from a span, so a hostile or careless service
+/// cannot move the cursor, reorder text or break the layout (the same set as the check report,
+/// [`budget_top::report_text::is_unsafe_char`]).
 pub fn clean(s: &str) -> Cow<'_, str> {
-    if s.chars().any(char::is_control) {
-        Cow::Owned(s.chars().filter(|c| !c.is_control()).collect())
+    use budget_top::report_text::is_unsafe_char;
+    if s.chars().any(is_unsafe_char) {
+        Cow::Owned(s.chars().filter(|c| !is_unsafe_char(*c)).collect())
     } else {
         Cow::Borrowed(s)
     }
@@ -182,6 +185,11 @@ mod tests {
         assert_eq!(clean("ok"), "ok");
         assert_eq!(clean("evil\x1b[2Jname\n\t"), "evil[2Jname");
         assert_eq!(clean("a\u{7f}b\u{9b}c"), "abc");
+        // Bidirectional overrides and zero-width characters would reorder or misalign a title.
+        assert_eq!(
+            clean("pay\u{202e}lanoitan\u{202c}\u{200b}-\u{2066}x\u{2069}\u{feff}"),
+            "paylanoitan-x"
+        );
     }
 
     #[test]

@@ -140,6 +140,19 @@ async fn an_unknown_content_type_gets_415() {
     .await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert!(body.contains("unsupported content encoding"), "{body}");
+    // Another path, another method: refused and counted too.
+    let base = format!("http://{}", ingest.http_addr.unwrap());
+    let (status, _, body) = post(
+        &format!("{base}/v1/profiles"),
+        "application/json",
+        None,
+        b"{}".to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let status = reqwest::get(url(&ingest)).await.unwrap().status();
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(ingest.stats.snapshot().requests_rejected, 4);
     assert_good_request_served(&mut ingest, 2).await;
 }
 
@@ -345,16 +358,192 @@ async fn a_grpc_gzip_bomb_is_refused_and_the_receiver_keeps_serving() {
     )]);
     bomb.resource_spans[0].scope_spans[0].spans[0].name = "a".repeat(16 << 20);
     let error = client.export(bomb).await.unwrap_err();
-    assert!(
-        matches!(
-            error.code(),
-            tonic::Code::ResourceExhausted | tonic::Code::OutOfRange | tonic::Code::Internal
-        ),
-        "{error:?}"
-    );
+    // A request that can never succeed: not a code SDKs retry (tonic said RESOURCE_EXHAUSTED
+    // without retry info, which the Python exporter retries), and counted.
+    assert_eq!(error.code(), tonic::Code::InvalidArgument, "{error:?}");
+    assert!(error.message().contains("--max-body"), "{error:?}");
+    assert_eq!(ingest.stats.snapshot().requests_rejected, 1);
     // The same connection, gzip, a good request: served.
     client.export(reset_chain(2)).await.unwrap();
     assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+}
+
+/// Issue 14, item 3: a gRPC message over --max-body got OUT_OF_RANGE, which the OTLP
+/// specification lists as retryable (the Python exporter retried it for 6.9 s), and was not
+/// counted. Now INVALID_ARGUMENT, counted as rejected, like HTTP's 413.
+#[tokio::test]
+async fn a_grpc_message_over_the_limit_is_rejected_as_invalid_and_counted() {
+    let mut ingest = start(1024 * 1024, 16).await;
+    let mut client = TraceServiceClient::connect(format!("http://{}", ingest.grpc_addr.unwrap()))
+        .await
+        .unwrap()
+        .max_encoding_message_size(64 << 20);
+    let mut big = request(vec![(
+        "svc",
+        vec![span(1, 1, 0, "x", SERVER, 0, 1, vec![])],
+    )]);
+    big.resource_spans[0].scope_spans[0].spans[0].name = "a".repeat(8 << 20);
+    let started = std::time::Instant::now();
+    let error = client.export(big).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::InvalidArgument, "{error:?}");
+    assert!(
+        error
+            .message()
+            .contains("over the limit of 1048576 bytes (--max-body)"),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let counts = ingest.stats.snapshot();
+    assert_eq!((counts.requests_rejected, counts.requests_accepted), (1, 0));
+    // A malformed message: INVALID_ARGUMENT and counted too.
+    let mut raw = tonic::client::Grpc::new(
+        tonic::transport::Channel::from_shared(format!("http://{}", ingest.grpc_addr.unwrap()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+    );
+    raw.ready().await.unwrap();
+    let error = raw
+        .unary::<_, ExportTraceServiceResponseProbe, _>(
+            tonic::Request::new(bytes::Bytes::from_static(&[0xff, 0xff, 0xff, 0x0f])),
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+                .parse()
+                .unwrap(),
+            RawCodec,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::InvalidArgument, "{error:?}");
+    assert_eq!(ingest.stats.snapshot().requests_rejected, 2);
+    client.export(reset_chain(2)).await.unwrap();
+    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+}
+
+pub type ExportTraceServiceResponseProbe =
+    opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+
+/// A client codec that sends raw bytes and decodes the OTLP trace response.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = bytes::Bytes;
+    type Decode = ExportTraceServiceResponseProbe;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = ExportTraceServiceResponseProbe;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Self::Item>, tonic::Status> {
+        ExportTraceServiceResponseProbe::decode(src)
+            .map(Some)
+            .map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: bytes::Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+/// Issue 13: metrics and logs sent to the trace endpoints are answered with success (an SDK
+/// given one endpoint exports every signal there), dropped, and counted as ignored, on both
+/// protocols, protobuf and JSON, gzip or not.
+#[tokio::test]
+async fn metrics_and_logs_are_answered_dropped_and_counted_as_ignored() {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+    let mut ingest = start(ingest::DEFAULT_MAX_BODY, 16).await;
+    let base = format!("http://{}", ingest.http_addr.unwrap());
+    let metrics = ExportMetricsServiceRequest::default().encode_to_vec();
+    let mut gzipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gzipped, b"{\"resourceLogs\":[]}").unwrap();
+    for (path, content_type, encoding, body, answer) in [
+        (
+            "/v1/metrics",
+            "application/x-protobuf",
+            None,
+            metrics.clone(),
+            "",
+        ),
+        (
+            "/v1/metrics",
+            "application/json",
+            None,
+            b"{\"resourceMetrics\":[]}".to_vec(),
+            "{}",
+        ),
+        ("/v1/logs", "application/x-protobuf", None, Vec::new(), ""),
+        (
+            "/v1/logs",
+            "application/json",
+            Some("gzip"),
+            gzipped.finish().unwrap(),
+            "{}",
+        ),
+    ] {
+        let (status, headers, text) =
+            post(&format!("{base}{path}"), content_type, encoding, body).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {text}");
+        assert_eq!(headers["content-type"], content_type, "{path}");
+        assert_eq!(text, answer, "{path}");
+    }
+    let grpc = format!("http://{}", ingest.grpc_addr.unwrap());
+    MetricsServiceClient::connect(grpc.clone())
+        .await
+        .unwrap()
+        .export(ExportMetricsServiceRequest::default())
+        .await
+        .unwrap();
+    LogsServiceClient::connect(grpc)
+        .await
+        .unwrap()
+        .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+        .export(ExportLogsServiceRequest::default())
+        .await
+        .unwrap();
+    let counts = ingest.stats.snapshot();
+    assert_eq!(counts.requests_ignored, 6);
+    assert_eq!(
+        (
+            counts.requests_accepted,
+            counts.requests_rejected,
+            counts.spans_accepted
+        ),
+        (0, 0, 0)
+    );
+    // Nothing reached the store; traces are still served.
+    assert!(matches!(
+        ingest.receiver.try_recv(),
+        Err(TryRecvError::Empty)
+    ));
+    assert_good_request_served(&mut ingest, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,8 +625,11 @@ async fn under_pressure_every_span_answered_with_success_reaches_the_store() {
     );
 }
 
+/// Past the cap, a new connection is served at once: the connection that has gone longest
+/// without a request makes room (it was queued behind idle ones before, for up to 120 s).
 #[tokio::test]
-async fn connections_past_the_limit_wait_for_a_free_slot() {
+async fn past_the_connection_cap_the_oldest_idle_connection_makes_room() {
+    use tokio::io::AsyncReadExt as _;
     let mut ingest = ingest::start(IngestConfig {
         grpc: None,
         http: Some("127.0.0.1:0".parse().unwrap()),
@@ -447,43 +639,27 @@ async fn connections_past_the_limit_wait_for_a_free_slot() {
     .await
     .unwrap();
     let addr = ingest.http_addr.unwrap();
-    let idle_a = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let idle_b = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let url = url(&ingest);
-    let third = tokio::spawn(async move {
-        post(
-            &url,
-            "application/x-protobuf",
-            None,
-            reset_chain(1).encode_to_vec(),
-        )
-        .await
-        .0
-    });
-    // Both slots are held by idle clients: the third is not served yet.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !third.is_finished(),
-        "a third connection was served past the limit of 2"
-    );
-    drop(idle_a);
-    let status = tokio::time::timeout(Duration::from_secs(30), third)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
-    drop(idle_b);
+    let mut oldest = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let _newer = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let started = std::time::Instant::now();
+    assert_good_request_served(&mut ingest, 1).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The oldest idle connection was closed to make room.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), oldest.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the oldest idle connection was not closed");
+    assert!(ingest.stats.snapshot().connections_evicted >= 1);
 }
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_loses_its_slot() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut ingest = ingest::start(IngestConfig {
+    let ingest = ingest::start(IngestConfig {
         grpc: None,
         http: Some("127.0.0.1:0".parse().unwrap()),
-        max_connections: 1,
-        idle_timeout: Duration::from_millis(300),
+        header_timeout: Duration::from_millis(500),
         ..IngestConfig::default()
     })
     .await
@@ -491,14 +667,161 @@ async fn a_client_that_never_finishes_its_headers_loses_its_slot() {
     let mut slow = tokio::net::TcpStream::connect(ingest.http_addr.unwrap())
         .await
         .unwrap();
-    slow.write_all(b"POST /v1/traces HTTP/1.1\r\nhost")
-        .await
-        .unwrap();
-    // The only slot is taken; the good request waits until the silent client is cut off.
-    assert_good_request_served(&mut ingest, 1).await;
-    let mut rest = Vec::new();
-    let closed = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest)).await;
-    assert!(closed.is_ok(), "the silent connection was never closed");
+    let started = std::time::Instant::now();
+    // One header byte every 100 ms: bytes keep coming, but no request ever starts.
+    let header = b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n";
+    let mut closed = false;
+    for byte in header {
+        if slow.write_all(&[*byte]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut one = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(100), slow.read(&mut one)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the slow client was never cut off");
+    let after = started.elapsed();
+    assert!(
+        after >= Duration::from_millis(400) && after < Duration::from_secs(3),
+        "{after:?}"
+    );
+}
+
+/// A connection that has served its requests is closed after the idle timeout, and sooner
+/// once three quarters of the slots are taken.
+#[tokio::test]
+async fn an_idle_connection_is_closed_sooner_when_the_cap_is_near() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let ingest = ingest::start(IngestConfig {
+        grpc: None,
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        max_connections: 4,
+        idle_timeout: Duration::from_secs(60),
+        idle_timeout_near_cap: Duration::from_millis(300),
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    let addr = ingest.http_addr.unwrap();
+    let body = reset_chain(1).encode_to_vec();
+    let mut served = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    served.write_all(head.as_bytes()).await.unwrap();
+    served.write_all(&body).await.unwrap();
+    let mut answer = [0u8; 12];
+    served.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    // Alone (1 of 4), it stays open.
+    let mut rest = [0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_millis(600), async {
+        loop {
+            if served.read(&mut rest).await.unwrap_or(0) == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_err(), "closed while the cap was far");
+    // Two more connections: 3 of 4 open, the near-cap idle timeout applies.
+    let _b = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let started = std::time::Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if served.read(&mut rest).await.unwrap_or(0) == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "not closed near the cap");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Issue 14, item 2: 600 idle connections and 200 clients sending a header byte a second hold
+/// every slot of both receivers (512 each); a good OTLP/HTTP and OTLP/gRPC export is still
+/// answered within 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_header_clients_cannot_lock_a_good_exporter_out() {
+    use tokio::io::AsyncWriteExt as _;
+    let mut ingest = start(ingest::DEFAULT_MAX_BODY, 64).await;
+    let (http_addr, grpc_addr) = (ingest.http_addr.unwrap(), ingest.grpc_addr.unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut held = Vec::new();
+    let mut slow = Vec::new();
+    for (addr, header) in [
+        (http_addr, &b"POST /v1/traces HTTP/1.1\r\nhost: x\r\n"[..]),
+        (grpc_addr, &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..]),
+    ] {
+        for _ in 0..600 {
+            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        for _ in 0..200 {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let stop = stop.clone();
+            slow.push(tokio::spawn(async move {
+                for byte in header.iter().cycle().take(60) {
+                    if stream.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let body = reset_chain(1).encode_to_vec();
+    let mut http_times = Vec::new();
+    let mut grpc_times = Vec::new();
+    for t in 1..=3u8 {
+        let started = std::time::Instant::now();
+        let (status, _, text) =
+            post(&url(&ingest), "application/x-protobuf", None, body.clone()).await;
+        http_times.push(started.elapsed());
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+
+        let started = std::time::Instant::now();
+        let mut client = TraceServiceClient::connect(format!("http://{grpc_addr}"))
+            .await
+            .unwrap();
+        client.export(reset_chain(t)).await.unwrap();
+        grpc_times.push(started.elapsed());
+        assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+    }
+    let counts = ingest.stats.snapshot();
+    eprintln!(
+        "with 600 idle and 200 slow-header clients per receiver: HTTP answered in {http_times:?}, gRPC (connect + export) in {grpc_times:?}; {} connections closed to make room",
+        counts.connections_evicted
+    );
+    stop.cancel();
+    for task in slow {
+        let _ = task.await;
+    }
+    drop(held);
+    for (name, times) in [("HTTP", &http_times), ("gRPC", &grpc_times)] {
+        assert!(
+            times.iter().all(|t| *t < Duration::from_millis(100)),
+            "{name}: {times:?}"
+        );
+    }
+    assert!(counts.connections_evicted >= 2 * (800 - 512));
 }
 
 /// The overload case of issue 7 with the real open-loop load generator: the owner loop takes

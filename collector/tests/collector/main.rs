@@ -8,6 +8,7 @@ mod e2e_otlp;
 mod export;
 mod go_grpc;
 mod grpc_python;
+mod hostile_input;
 mod html_report;
 mod ingest_hostile;
 mod instrumenting_guide;

@@ -10,7 +10,8 @@ use crate::support::{finding_names, listen};
 
 /// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`). The
 /// instrumentations (for `python_stock`) are the 0.66b2 release that goes with SDK 1.45.2;
-/// `grpcio` is the stock gRPC client of `grpc_python` (a wheel for Python 3.11 exists).
+/// `grpcio` is the stock gRPC client of `grpc_python` (a wheel for Python 3.11 exists). The SDK and the exporters carry metrics and
+/// logs as well as traces: nothing more is needed for them.
 const PACKAGES: [&str; 6] = [
     "opentelemetry-sdk==1.45.2",
     "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
@@ -146,4 +147,47 @@ fn python_sdk_exporters_over_grpc_and_http_are_classified() {
     };
     export_and_check(&venv_python, "grpc");
     export_and_check(&venv_python, "http");
+}
+
+/// Issue 13: an SDK given one `OTEL_EXPORTER_OTLP_ENDPOINT` exports metrics and logs there too.
+/// Pointed at `budget-top check`, the stock exporters log no error (a 404 or UNIMPLEMENTED
+/// before, logged at every export), the span is classified, and the report counts the other
+/// signals as ignored.
+#[test]
+fn python_sdk_exporting_every_signal_to_one_endpoint_logs_no_error() {
+    let Some(python) =
+        venv_python_or_skip("python_sdk_exporting_every_signal_to_one_endpoint_logs_no_error")
+    else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/export_signals.py");
+    for transport in ["grpc", "http"] {
+        let check = listen(&["check", "--idle", "2s", "--format", "json"]);
+        let addr = if transport == "grpc" {
+            check.grpc
+        } else {
+            check.http
+        };
+        let out = Command::new(&python)
+            .arg(&script)
+            .arg(transport)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
+            .env("OTEL_EXPORTER_OTLP_INSECURE", "true")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the Python SDK logged export errors ({transport}):\n{stderr}"
+        );
+        let finished = check.wait(Duration::from_secs(60));
+        assert_eq!(finished.code, Some(0), "{finished:?}");
+        let report = finished.json();
+        assert_eq!(report["summary"]["spans"], 1, "{transport}: {report:#}");
+        let ingest = &report["ingest"];
+        // Logs once, metrics at the flush and again at shutdown (the SDK's final collection).
+        let ignored = ingest["requests_ignored"].as_u64().unwrap();
+        assert!((2..=3).contains(&ignored), "{transport}: {ingest:#}");
+        assert_eq!(ingest["requests_rejected"], 0, "{transport}: {ingest:#}");
+    }
 }

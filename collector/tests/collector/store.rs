@@ -151,3 +151,56 @@ fn a_burst_is_analysed_a_slice_at_a_time_oldest_first_with_the_same_totals() {
     assert_eq!(sliced.edge_reports(), whole.edge_reports());
     assert_eq!(sliced.report(), whole.report());
 }
+
+/// Issue 14, item 1: spans carrying megabyte attributes cost the screen at most what
+/// `--max-attribute-bytes` allows. Each value is cut to 4 KiB, each span keeps 16 KiB, and past
+/// the budget the oldest chains' attributes go first; the spans themselves stay, and the
+/// detail view is told what happened.
+#[test]
+fn raw_attributes_held_stay_under_the_byte_budget_oldest_chains_dropped_first() {
+    use budget_top::ingest::Batch;
+    use budget_top::ingest::decode::decode_protobuf;
+    use deadline_budget::analysis::SpanId;
+    use prost::Message as _;
+
+    let budget = 200 * 1024;
+    let mut store = Store::new(1_000_000).with_attribute_budget(budget);
+    let mut interner = Interner::default();
+    for t in 1..=40u8 {
+        let mut request = reset_chain(t);
+        for resource in &mut request.resource_spans {
+            for span in &mut resource.scope_spans[0].spans {
+                // ~1 MB a span, in one value and in many small ones.
+                span.attributes
+                    .push(crate::support::string("blob", &"x".repeat(1 << 20)));
+                for i in 0..40 {
+                    span.attributes
+                        .push(crate::support::string(&format!("k{i}"), &"y".repeat(2000)));
+                }
+            }
+        }
+        let decoded = decode_protobuf(&request.encode_to_vec(), &mut interner, true).unwrap();
+        store.insert_batch(Batch {
+            spans: decoded.spans,
+            attributes: decoded.attributes,
+            raw: None,
+        });
+        let held = store.counters().attribute_bytes;
+        assert!(held as usize <= budget, "{held} bytes held after chain {t}");
+    }
+    assert_eq!(store.counters().spans_held, 200, "every span is kept");
+    assert!(store.counters().attribute_chains_dropped > 0);
+    let (newest, oldest) = (TraceId([40; 16]), TraceId([1; 16]));
+    let kept = store.attributes(newest, SpanId([1; 8])).unwrap();
+    assert!(kept.iter().any(|kv| kv.key == "budget.default_ms"));
+    let note = store.attribute_note(newest, SpanId([1; 8])).unwrap();
+    assert!(
+        note.contains("1 value(s) cut to 4 KiB") && note.contains("not kept"),
+        "{note}"
+    );
+    assert!(store.attributes(oldest, SpanId([1; 8])).is_none());
+    assert_eq!(
+        store.attribute_note(oldest, SpanId([1; 8])).as_deref(),
+        Some("attributes dropped to stay under --max-attribute-bytes (oldest chains first)")
+    );
+}

@@ -234,13 +234,14 @@ pub fn fixture_spans() -> Vec<Span> {
     c.hop(5, Some(4), "avatars", "GET /a", 22, 118, Some(770));
     all.extend(c.spans);
 
-    // 8. a service with a hostile name: escape sequences must not reach the terminal.
+    // 8. a service with a hostile name: escape sequences, bidirectional overrides and
+    // zero-width characters must not reach the terminal.
     let mut c = ChainBuilder::new(8, 14_000);
     c.hop(
         1,
         None,
-        "evil\u{1b}[2J\u{1b}[31msvc",
-        "GET /\u{7}bell\nline",
+        "evil\u{1b}[2J\u{1b}[31m\u{202e}svc\u{200b}",
+        "GET /\u{7}bell\u{2066}\nline\u{feff}",
         0,
         50,
         Some(100),
