@@ -42,6 +42,8 @@ pub const RPC_METADATA_GRPC_TIMEOUT: &str = "rpc.request.metadata.grpc-timeout";
 pub const HTTP_REQUEST_HEADER_PREFIX: &str = "http.request.header.";
 /// Prefix of gRPC request metadata captured by stock instrumentation.
 pub const RPC_REQUEST_METADATA_PREFIX: &str = "rpc.request.metadata.";
+/// The same, as the gRPC semantic conventions (and the Java agent) write it.
+pub const RPC_GRPC_REQUEST_METADATA_PREFIX: &str = "rpc.grpc.request.metadata.";
 /// The older HTTP status key, still the default of several SDKs (Python's among them).
 pub const HTTP_STATUS_CODE: &str = "http.status_code";
 /// The name of the span event an SDK records for an exception.

@@ -655,7 +655,8 @@ impl Slot {
             _ => {
                 let name = key
                     .strip_prefix(semconv::HTTP_REQUEST_HEADER_PREFIX)
-                    .or_else(|| key.strip_prefix(semconv::RPC_REQUEST_METADATA_PREFIX))?;
+                    .or_else(|| key.strip_prefix(semconv::RPC_REQUEST_METADATA_PREFIX))
+                    .or_else(|| key.strip_prefix(semconv::RPC_GRPC_REQUEST_METADATA_PREFIX))?;
                 Slot::Carrier(carriers.position(name)?)
             }
         })
@@ -1394,6 +1395,7 @@ mod tests {
             "http.request.header.x-prazo-restante-ms",
             "http.request.header.x_prazo_restante_ms",
             "rpc.request.metadata.x-prazo-restante-ms",
+            "rpc.grpc.request.metadata.x-prazo-restante-ms",
         ] {
             let facts = budget_facts(
                 &[
