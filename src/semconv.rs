@@ -54,6 +54,8 @@ pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 pub const RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
 /// RPC status code (newer convention).
 pub const RPC_STATUS_CODE: &str = "rpc.status_code";
+/// RPC status of the newest conventions: a code's name (`DEADLINE_EXCEEDED`) or its number.
+pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
 /// The class of error.
 pub const ERROR_TYPE: &str = "error.type";
 
