@@ -59,6 +59,10 @@ pub struct CallOptions {
     pub deadline: Option<Deadline>,
     /// The CLIENT span name; `"{METHOD} {host}{path}"` when `None`.
     pub name: Option<String>,
+    /// Write the budget as `x-request-deadline` (absolute Unix ms on this host's clock) instead
+    /// of `x-budget-ms`: for callees that read only an absolute deadline, as many Java and Rails
+    /// services do. Skew-prone: the callee's clock must agree with this host's.
+    pub absolute_deadline: bool,
 }
 
 impl Default for CallOptions {
@@ -72,6 +76,7 @@ impl Default for CallOptions {
             forward: Forward::Budget,
             deadline: None,
             name: None,
+            absolute_deadline: false,
         }
     }
 }
@@ -119,6 +124,12 @@ impl CallOptions {
     /// Name the CLIENT span.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+    /// Write the budget as an absolute `x-request-deadline` instead of `x-budget-ms` (see
+    /// [`CallOptions::absolute_deadline`](CallOptions#structfield.absolute_deadline)).
+    pub fn absolute_deadline(mut self, on: bool) -> Self {
+        self.absolute_deadline = on;
         self
     }
 
@@ -362,13 +373,25 @@ where
         }
         let headers = request.headers_mut();
         // Never pass on a budget the caller code copied in: only what the rule says.
-        for name in [carrier::X_BUDGET_MS, carrier::GRPC_TIMEOUT] {
+        for name in [
+            carrier::X_BUDGET_MS,
+            carrier::GRPC_TIMEOUT,
+            carrier::X_REQUEST_DEADLINE,
+        ] {
             headers.remove(name);
         }
         if let Some(forwarded) = plan.forwarded {
-            let value = carrier::format_x_budget_ms(forwarded);
+            let (name, value) = if options.absolute_deadline {
+                let at = carrier::now_unix_ms().saturating_add(saturating_ms(forwarded));
+                (
+                    carrier::X_REQUEST_DEADLINE,
+                    carrier::format_request_deadline(at),
+                )
+            } else {
+                (carrier::X_BUDGET_MS, carrier::format_x_budget_ms(forwarded))
+            };
             if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(carrier::X_BUDGET_MS, value);
+                headers.insert(name, value);
             }
             if options.grpc {
                 let value = carrier::format_grpc_timeout(forwarded);

@@ -120,6 +120,7 @@ struct Config {
     shed_expired_on_arrival: bool,
     cancel_on_disconnect: bool,
     trace_context: bool,
+    clock_offset_ms: i64,
 }
 
 /// The server budget layer. See the [module docs](self).
@@ -152,6 +153,7 @@ impl BudgetLayer {
                 shed_expired_on_arrival: true,
                 cancel_on_disconnect: true,
                 trace_context: true,
+                clock_offset_ms: 0,
             },
         }
     }
@@ -181,6 +183,14 @@ impl BudgetLayer {
     /// Make the incoming `traceparent` the parent of the SERVER span (default `true`).
     pub fn trace_context(mut self, on: bool) -> Self {
         self.config.trace_context = on;
+        self
+    }
+
+    /// Read absolute deadlines (`x-request-deadline`) against a wall clock `offset_ms` ahead of
+    /// this host's (negative: behind), as a host whose clock is off would: the demo's
+    /// `absolute-deadline` scenario. Relative carriers need no clock and are not affected.
+    pub fn clock_offset_ms(mut self, offset_ms: i64) -> Self {
+        self.config.clock_offset_ms = offset_ms;
         self
     }
 }
@@ -485,6 +495,7 @@ where
 
         const X_REQUEST_DEADLINE: http::HeaderName =
             http::HeaderName::from_static(carrier::X_REQUEST_DEADLINE);
+        let mut now = 0;
         let received = match req.headers().get(X_REQUEST_DEADLINE) {
             Some(absolute) => {
                 // Captured as OpenTelemetry does, so the collector can compare the absolute
@@ -492,15 +503,26 @@ where
                 if let Ok(value) = absolute.to_str() {
                     record(&span, crate::semconv::HTTP_HEADER_REQUEST_DEADLINE, value);
                 }
-                carrier::read_headers(req.headers(), carrier::now_unix_ms())
+                now = carrier::now_unix_ms().saturating_add(self.config.clock_offset_ms);
+                carrier::read_headers(req.headers(), now)
             }
             // The wall clock is only needed for an absolute deadline.
             None => carrier::read_headers(req.headers(), 0),
         };
         let mut deadline = None;
         match &received {
-            Received::Budget { budget, .. } => {
-                record(&span, crate::semconv::RECEIVED_MS, saturating_ms(*budget));
+            Received::Budget {
+                budget,
+                deadline_unix_ms,
+                ..
+            } => {
+                // An absolute deadline already past on this clock is recorded below zero, as
+                // it was read: a budget of 0 would hide how far this clock is from the caller's.
+                let received_ms = match deadline_unix_ms {
+                    Some(d) => d.saturating_sub(now),
+                    None => saturating_ms(*budget),
+                };
+                record(&span, crate::semconv::RECEIVED_MS, received_ms);
                 deadline = Some(Deadline::at(arrival + *budget));
             }
             Received::Invalid { value, .. } => {

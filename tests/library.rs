@@ -485,15 +485,18 @@ async fn the_deadline_reaches_calls_made_inside_the_queue() {
 
 #[tokio::test(start_paused = true)]
 async fn an_absolute_deadline_becomes_a_relative_budget_on_arrival() {
-    let app = Router::new()
-        .route(
-            "/",
-            get(|Extension(hop): Extension<HopBudget>| async move {
-                let left = Deadline::current().unwrap().remaining_ms();
-                format!("{:?} {left}", hop.source)
-            }),
-        )
-        .layer(BudgetLayer::new());
+    let app_with = |layer: BudgetLayer| {
+        Router::new()
+            .route(
+                "/",
+                get(|Extension(hop): Extension<HopBudget>| async move {
+                    let left = Deadline::current().unwrap().remaining_ms();
+                    format!("{:?} {left}", hop.source)
+                }),
+            )
+            .layer(layer)
+    };
+    let app = app_with(BudgetLayer::new());
     // The wall clock moves on while the request is built: allow it a few ms.
     let deadline = deadline_budget::carrier::now_unix_ms() + 800;
     let response = app
@@ -515,8 +518,52 @@ async fn an_absolute_deadline_becomes_a_relative_budget_on_arrival() {
     // Already past: 504 at once.
     let past = deadline_budget::carrier::now_unix_ms() - 10;
     let response = app
+        .clone()
         .oneshot(request("/", &[("x-request-deadline", &past.to_string())]))
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+
+    // A host whose clock runs 1.5 s behind believes it has 1.5 s more; one 1.5 s ahead
+    // believes the deadline has passed.
+    let left_with = |offset_ms: i64| {
+        let app = app_with(BudgetLayer::new().clock_offset_ms(offset_ms));
+        async move {
+            let deadline = deadline_budget::carrier::now_unix_ms() + 800;
+            let response = app
+                .oneshot(request(
+                    "/",
+                    &[("x-request-deadline", &deadline.to_string())],
+                ))
+                .await
+                .unwrap();
+            (response.status(), text(response).await)
+        }
+    };
+    let (status, body) = left_with(-1500).await;
+    assert_eq!(status, StatusCode::OK);
+    let left: i64 = body.split_once(' ').unwrap().1.parse().unwrap();
+    assert!((2200..=2300).contains(&left), "{body}");
+    assert_eq!(left_with(1500).await.0, StatusCode::GATEWAY_TIMEOUT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_can_carry_its_budget_as_an_absolute_deadline() {
+    let log = Log::default();
+    let client = in_process(vec![("callee", recording_callee(log.clone(), ms(0)))]);
+    let options = CallOptions::new()
+        .absolute_deadline(true)
+        .deadline(Deadline::after(ms(700)));
+    let before = deadline_budget::carrier::now_unix_ms();
+    // A copied-in carrier never leaks through.
+    let request = client_get(&client).header("x-request-deadline", "1");
+    client.send(request, &options).await.unwrap();
+    let after = deadline_budget::carrier::now_unix_ms();
+    let seen = &log.all()[0];
+    assert_eq!(header(seen, "x-budget-ms"), None, "one carrier, not two");
+    let at: i64 = header(seen, "x-request-deadline").unwrap().parse().unwrap();
+    assert!(
+        (before + 690..=after + 700).contains(&at),
+        "{at} not 700 ms after {before}"
+    );
 }

@@ -24,14 +24,14 @@ use std::sync::{Arc, Mutex};
 
 use budget_top::ingest::Batch;
 use budget_top::store::Store;
-use deadline_budget::analysis::{SpanId, TraceId};
+use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 use ratatui::layout::{Position, Rect};
 use tokio::sync::mpsc;
 
-pub use data::{ChainView, ListQuery, ScreenData};
+pub use data::{ChainView, ListQuery, ScreenData, SortBy};
 
 use crate::view;
 
@@ -60,6 +60,10 @@ pub struct DemoStatus {
     pub lesson: String,
     /// The keys the demo answers to, e.g. "1-5 scenario  +/- inventory latency  w next step".
     pub keys: String,
+    /// The finding kinds the running scenario teaches, the first the one to open on: the screen
+    /// selects the newest chain that shows one (`None`: not a demo; empty: nothing should be
+    /// wrong, so the newest chain that failed for its user, if any, shows where a budget cut).
+    pub focus: Option<Vec<FindingKind>>,
 }
 
 impl DemoStatus {
@@ -128,6 +132,9 @@ pub struct Ui {
     pub selected_id: Option<TraceId>,
     /// Selected row of the waterfall (index into its rows).
     pub span_row: usize,
+    /// The span `n`/`N` (or a click) chose in the selected chain: its row stays selected as the
+    /// chain grows, instead of going back to the chain's first finding.
+    pub pinned_span: Option<SpanId>,
     /// Selected row of the edges or services table.
     pub table_row: usize,
     /// How far the open popup (legend, detail) is scrolled, in rows.
@@ -205,6 +212,9 @@ impl Refused {
         }
     }
 }
+
+/// How many of the newest chains the list looks through for the one that shows the lesson.
+const LESSON_LOOKAHEAD: usize = 64;
 
 /// The notice after `d` on the live screen, until the demo's status shows.
 const STARTING_DEMO: &str = "starting the demo...";
@@ -287,6 +297,7 @@ impl State {
         self.ui.selected = 0;
         self.ui.selected_id = None;
         self.ui.span_row = 0;
+        self.ui.pinned_span = None;
         self.ui.table_row = 0;
         self.ui.follow = true;
         if self.ui.overlay == Overlay::Detail {
@@ -349,7 +360,12 @@ impl State {
                 self.ui.message = None;
             }
         }
+        let refocus = self.demo.as_ref().map(|d| &d.focus) != status.as_ref().map(|d| &d.focus);
         self.demo = status;
+        if refocus {
+            // A scenario that teaches something else: open on its lesson now.
+            self.follow_selection();
+        }
         true
     }
 
@@ -387,17 +403,19 @@ impl State {
     fn follow_selection(&mut self) {
         let visible = &self.data.visible;
         if self.ui.follow && self.ui.view == View::Chains {
-            // The newest chain whose spans have all arrived (its root is not missing), so the
-            // preview does not show half a chain.
-            let now = self.now_unix_nano;
-            let complete = visible.iter().take(64).position(|id| {
-                self.data.chain_view(id).is_some_and(|a| {
-                    a.summary.orphans == 0 && a.summary.hops > 0 && !awaits(&a, now)
-                })
-            });
-            self.ui.selected = complete.unwrap_or(0);
-            self.ui.selected_id = visible.get(self.ui.selected).copied();
-            self.ui.span_row = self.first_finding_row();
+            let chosen = if self.ui.query.sort == SortBy::Time {
+                self.lesson_chain()
+            } else {
+                // Sorted by size or waste: the top of that order is the one to show.
+                0
+            };
+            let id = self.data.visible.get(chosen).copied();
+            if id != self.ui.selected_id {
+                self.ui.pinned_span = None;
+            }
+            self.ui.selected = chosen;
+            self.ui.selected_id = id;
+            self.ui.span_row = self.preview_row();
             return;
         }
         if let Some(id) = self.ui.selected_id
@@ -405,14 +423,50 @@ impl State {
         {
             self.ui.selected = i;
             if self.ui.view == View::Chains {
-                // The preview shows the first finding; the chain may have grown since.
-                self.ui.span_row = self.first_finding_row();
+                // The preview shows the chosen or first finding; the chain may have grown since.
+                self.ui.span_row = self.preview_row();
             }
             return;
         }
         self.ui.selected = self.ui.selected.min(visible.len().saturating_sub(1));
         self.ui.selected_id = visible.get(self.ui.selected).copied();
-        self.ui.span_row = self.first_finding_row();
+        self.ui.pinned_span = None;
+        self.ui.span_row = self.preview_row();
+    }
+
+    /// The chain the list follows, newest first: the newest chain whose spans have all arrived
+    /// (its root is not missing, no callee is still on its way), so the preview does not show
+    /// half a chain. In the demo, the newest such chain that shows what the scenario teaches:
+    /// one of its finding kinds, in the scenario's order; or, where nothing should be wrong,
+    /// one that failed for its user (where a budget cut a slow step).
+    fn lesson_chain(&self) -> usize {
+        let now = self.now_unix_nano;
+        let complete: Vec<(usize, ChainView<'_>)> = self
+            .data
+            .visible
+            .iter()
+            .take(LESSON_LOOKAHEAD)
+            .enumerate()
+            .filter_map(|(i, id)| Some((i, self.data.chain_view(id)?)))
+            .filter(|(_, a)| a.summary.orphans == 0 && a.summary.hops > 0 && !awaits(a, now))
+            .collect();
+        let focus = self.demo.as_ref().and_then(|d| d.focus.as_deref());
+        if let Some(kinds) = focus {
+            for kind in kinds {
+                if let Some((i, _)) = complete
+                    .iter()
+                    .find(|(_, a)| a.findings.iter().any(|f| f.kind == *kind))
+                {
+                    return *i;
+                }
+            }
+            if kinds.is_empty()
+                && let Some((i, _)) = complete.iter().find(|(_, a)| a.summary.outcome.failed())
+            {
+                return *i;
+            }
+        }
+        complete.first().map_or(0, |(i, _)| *i)
     }
 
     fn select(&mut self, index: usize) {
@@ -425,20 +479,38 @@ impl State {
         if self.ui.selected_id != self.data.visible.get(index).copied() {
             self.ui.selected = index;
             self.ui.selected_id = self.data.visible.get(index).copied();
-            self.ui.span_row = self.first_finding_row();
+            self.ui.pinned_span = None;
+            self.ui.span_row = self.preview_row();
         }
     }
 
-    /// The waterfall row of the selected chain's first finding (0 when none).
-    fn first_finding_row(&self) -> usize {
+    /// The waterfall row the selected chain opens on: the span `n`/`N` chose, else the first
+    /// finding of a kind the demo teaches, else the first finding (0 when none).
+    fn preview_row(&self) -> usize {
         let Some(chain) = self.selected_chain() else {
             return 0;
         };
-        chain
-            .findings
-            .first()
+        if let Some(pinned) = self.ui.pinned_span
+            && let Some(row) = chain.rows().position(|(_, s)| s.span_id == pinned)
+        {
+            return row;
+        }
+        let focus = self.focus_kinds();
+        let lesson = focus
+            .iter()
+            .find_map(|kind| chain.findings.iter().find(|f| f.kind == *kind));
+        lesson
+            .or(chain.findings.first())
             .and_then(|f| chain.rows().position(|(_, s)| s.span_id == f.span_id))
             .unwrap_or(0)
+    }
+
+    /// The finding kinds the demo teaches, in order (none outside the demo).
+    pub fn focus_kinds(&self) -> &[FindingKind] {
+        self.demo
+            .as_ref()
+            .and_then(|d| d.focus.as_deref())
+            .unwrap_or(&[])
     }
 
     fn selected_span(&self) -> Option<SpanId> {
@@ -487,6 +559,9 @@ impl State {
         };
         if let Some(n) = next {
             self.ui.span_row = *n;
+            // The person is reading this chain: it stays selected, on this row.
+            self.ui.follow = false;
+            self.ui.pinned_span = self.selected_span();
         }
     }
 
@@ -548,23 +623,36 @@ impl State {
                 self.ui.searching = true;
                 self.ui.view = View::Chains;
             }
-            KeyCode::Char('f') => {
-                self.ui.query.filter = self.ui.query.filter.next();
+            KeyCode::Char('f') | KeyCode::Char('s') => {
+                if key.code == KeyCode::Char('f') {
+                    self.ui.query.filter = self.ui.query.filter.next();
+                } else {
+                    self.ui.query.sort = self.ui.query.sort.next();
+                }
+                // The list in its new order now, its top (or the lesson) selected, so a Tab
+                // right after shows that chain and not the one selected before.
+                self.ui.follow = true;
                 self.ui.selected_id = None;
+                if self.ui.view == View::Chains {
+                    self.settle();
+                }
             }
-            KeyCode::Char('s') => self.ui.query.sort = self.ui.query.sort.next(),
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
             KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
             KeyCode::PageDown => self.move_by(10),
             KeyCode::PageUp => self.move_by(-10),
             KeyCode::Home | KeyCode::Char('g') => self.move_by(isize::MIN / 2),
             KeyCode::End | KeyCode::Char('G') => self.move_by(isize::MAX / 2),
-            KeyCode::Char('n') if self.ui.view == View::Waterfall => self.next_finding(true),
-            KeyCode::Char('N') if self.ui.view == View::Waterfall => self.next_finding(false),
+            KeyCode::Char('n') if matches!(self.ui.view, View::Waterfall | View::Chains) => {
+                self.next_finding(true)
+            }
+            KeyCode::Char('N') if matches!(self.ui.view, View::Waterfall | View::Chains) => {
+                self.next_finding(false)
+            }
             KeyCode::Enter => match self.ui.view {
                 View::Chains if self.selected_chain().is_some() => {
                     self.ui.view = View::Waterfall;
-                    self.ui.span_row = self.first_finding_row();
+                    self.ui.span_row = self.preview_row();
                 }
                 View::Waterfall if self.selected_span().is_some() => {
                     self.ui.overlay = Overlay::Detail;
@@ -668,11 +756,14 @@ impl State {
                     Some(view::Hit::Chain(i)) => {
                         if self.ui.selected == i && self.ui.view == View::Chains {
                             self.ui.view = View::Waterfall;
-                            self.ui.span_row = self.first_finding_row();
+                            self.ui.span_row = self.preview_row();
                         }
                         self.select(i);
                     }
-                    Some(view::Hit::SpanRow(i)) => self.ui.span_row = i,
+                    Some(view::Hit::SpanRow(i)) => {
+                        self.ui.span_row = i;
+                        self.ui.pinned_span = self.selected_span();
+                    }
                     Some(view::Hit::TableRow(i)) => self.ui.table_row = i,
                     None => return false,
                 }

@@ -171,8 +171,9 @@ pub struct ReplayArgs {
 // Its own group id: the flattened `budget_demo::DemoArgs` already takes the name `DemoArgs`.
 #[group(id = "demo-command")]
 #[command(
-    after_help = "Keys on the screen: 1-7 switch scenario, [ ] select a service, +/- change its \
-latency by 50 ms, w next workshop step, q quit."
+    after_help = "Without --scenario the screen runs the workshop from its first broken step. Keys on \
+the screen: 1-9 and 0 switch scenario, c runs the scenario cured (and back), [ ] select a \
+service, +/- change its latency by 50 ms, w next workshop step, q quit."
 )]
 pub struct DemoArgs {
     /// The scenario, traffic and timing.
@@ -182,8 +183,9 @@ pub struct DemoArgs {
     /// (same exit status).
     #[arg(long, conflicts_with = "workshop")]
     pub check: bool,
-    /// With --check: send load for D, then report (default 15s; with --requests, until every
-    /// request is answered or D has passed).
+    /// With --check: send load for D, then report once the requests in flight are answered (at
+    /// most 10 s more; default 15s; with --requests, until every request is answered or D has
+    /// passed).
     #[arg(long = "for", id = "for_", value_name = "D", value_parser = parse_duration, requires = "check")]
     pub for_: Option<Duration>,
     /// With --check: the report format on stdout.
@@ -314,7 +316,7 @@ mod tests {
         let Some(Command::Demo(args)) = cli.command else {
             panic!("not demo");
         };
-        assert_eq!(args.run.scenario, budget_demo::Scenario::FixedTimeout);
+        assert_eq!(args.run.scenario, Some(budget_demo::Scenario::FixedTimeout));
         assert_eq!(args.run.time_scale, 0.5);
         assert_eq!(args.run.latencies, vec![("inventory".to_owned(), 900)]);
         assert!(args.check && !args.workshop);

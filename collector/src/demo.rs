@@ -24,22 +24,26 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{self, DemoControl, DemoStatus};
 
-/// The scenarios in teaching order; the digit keys 1-7 pick from this list.
-pub const ORDER: [Scenario; 7] = [
-    Scenario::Propagate,
-    Scenario::FixedTimeout,
-    Scenario::DropHeader,
-    Scenario::NoCancel,
-    Scenario::NoDequeueCheck,
-    Scenario::Burst,
-    Scenario::RetryStorm,
-];
+/// The scenarios in teaching order; the digit keys 1-9 and 0 pick from this list.
+pub const ORDER: [Scenario; Scenario::ALL.len()] = Scenario::ALL;
+
+/// The scenario a digit key picks: `1` the first, `0` the tenth.
+fn scenario_of_digit(key: char) -> Option<Scenario> {
+    let index = match key.to_digit(10)? {
+        0 => 9,
+        d => d as usize - 1,
+    };
+    ORDER.get(index).copied()
+}
 
 /// How much `+` and `-` change the selected service's work time.
 pub const LATENCY_STEP_MS: u64 = 50;
 
 /// How long `demo --check` sends load when neither `--for` nor `--requests` says.
 pub const DEFAULT_CHECK_FOR: Duration = Duration::from_secs(15);
+
+/// How long past `--for` `demo --check` waits for the requests still in flight to be answered.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
 
 /// `budget-top demo ...`: returns the exit status.
 pub async fn run(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
@@ -85,14 +89,17 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         .await
         .context("cannot start the demo services")?;
     eprintln!("listening: {}", ingest.describe());
-    eprintln!("scenario {}: {}", demo.scenario(), demo.lesson());
+    let cured = if demo.cured() { " (cured)" } else { "" };
+    eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     let mut store = Store::new(max_spans);
-    let stop_at = run_for.map(|d| Instant::now() + d);
-    let bounded = args.run.requests.is_some();
+    // The load stops sending after --for (or --requests), then finishes once every request in
+    // flight is answered. Waiting for that (a little past --for) keeps requests from being
+    // abandoned half-way, which the report would rightly show as callers that hung up.
+    let give_up_at = run_for.map(|d| Instant::now() + d + ANSWER_GRACE);
     let stop = async {
         tokio::select! {
-            () = check::sleep_until(stop_at) => {}
-            () = demo.load_finished(), if bounded => {}
+            () = demo.load_finished() => {}
+            () = check::sleep_until(give_up_at) => {}
             () = signals.recv() => {}
         }
     };
@@ -134,9 +141,16 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
 async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<()> {
     let ingest = ingest::start(loopback_ingest(true, carriers)).await?;
     let mut config = args.run.config(endpoint(&ingest)?, None);
-    let workshop = args
-        .workshop
-        .then(|| Workshop::starting_at(config.scenario, config.timing));
+    // Without a scenario the screen teaches: the workshop, from its first step with something
+    // wrong on screen (from its very first with --workshop).
+    let workshop = (args.workshop || args.run.scenario.is_none()).then(|| {
+        let start = match (args.run.scenario, args.workshop) {
+            (Some(scenario), _) => scenario,
+            (None, true) => ORDER[0],
+            (None, false) => Scenario::FIRST_BROKEN,
+        };
+        Workshop::starting_at(start, config.timing)
+    });
     if let Some(w) = &workshop {
         config.scenario = w.running();
     }
@@ -179,7 +193,8 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
 pub struct LiveDemo {
     /// The demo's keys and status line, for the screen (empty until started).
     pub control: Box<dyn DemoControl>,
-    /// The screen's `start_demo` hook: starts `propagate` exporting to the receivers.
+    /// The screen's `start_demo` hook: starts the first broken scenario (`fixed-timeout`)
+    /// exporting to the receivers.
     pub start: Box<dyn FnMut() + Send>,
     /// Stop it after the screen closes.
     pub driver: Driver,
@@ -202,8 +217,8 @@ pub fn for_live_screen(grpc: Option<SocketAddr>) -> Option<LiveDemo> {
 enum Order {
     /// Start the configured scenario (from the live screen's empty state).
     Start,
-    /// Run this scenario, then set these work times (ms, as given).
-    Switch(Scenario, Vec<(&'static str, u64)>),
+    /// Run this scenario (cured or not), then set these work times (ms, as given).
+    Switch(Scenario, Vec<(&'static str, u64)>, bool),
 }
 
 /// What runs now, as the screen reads it (never blocking: the driver holds the lock only to
@@ -212,6 +227,8 @@ enum Order {
 struct Snapshot {
     /// The scenario running, once started.
     scenario: Option<Scenario>,
+    /// Whether its cured variant runs.
+    cure: bool,
     /// Its services, edge first.
     services: Vec<ServiceInfo>,
     /// Their work-time knobs.
@@ -222,7 +239,7 @@ struct Snapshot {
     /// starts over with an empty store.
     switches: u64,
     /// An order in progress: starting (`false`) or switching to (`true`) this scenario.
-    busy: Option<(bool, Scenario)>,
+    busy: Option<(bool, Scenario, bool)>,
     /// The last order that failed, in words.
     error: Option<String>,
 }
@@ -314,7 +331,7 @@ async fn drive(
         };
         match (order, handle.as_mut()) {
             (Order::Start, None) => {
-                set_busy(&link, false, config.scenario);
+                set_busy(&link, false, config.scenario, config.cure);
                 match Demo::start(config.clone()).await {
                     Ok(started) => {
                         publish(&link, &started);
@@ -325,8 +342,10 @@ async fn drive(
             }
             (Order::Start, Some(_)) => {}
             // A workshop step that only slows a service of the running scenario: no restart.
-            (Order::Switch(scenario, latencies), Some(running))
-                if scenario == running.scenario() && !latencies.is_empty() =>
+            (Order::Switch(scenario, latencies, cure), Some(running))
+                if scenario == running.scenario()
+                    && cure == running.cured()
+                    && !latencies.is_empty() =>
             {
                 link.snapshot().switches += 1;
                 for (service, ms) in latencies {
@@ -335,9 +354,9 @@ async fn drive(
                 publish(&link, running);
             }
             // Also the digit of the running scenario: a fresh start with its own latencies.
-            (Order::Switch(scenario, latencies), Some(running)) => {
-                set_busy(&link, true, scenario);
-                match running.switch_scenario(scenario).await {
+            (Order::Switch(scenario, latencies, cure), Some(running)) => {
+                set_busy(&link, true, scenario, cure);
+                match running.restart(scenario, cure).await {
                     Ok(()) => {
                         for (service, ms) in latencies {
                             // A step's services are the scenario's own: this cannot miss.
@@ -356,12 +375,12 @@ async fn drive(
     }
 }
 
-fn set_busy(link: &Link, switching: bool, scenario: Scenario) {
+fn set_busy(link: &Link, switching: bool, scenario: Scenario, cure: bool) {
     let mut s = link.snapshot();
     if switching {
         s.switches += 1;
     }
-    s.busy = Some((switching, scenario));
+    s.busy = Some((switching, scenario, cure));
     s.error = None;
 }
 
@@ -374,6 +393,7 @@ fn fail(link: &Link, error: String) {
 fn publish(link: &Link, handle: &DemoHandle) {
     let mut s = link.snapshot();
     s.scenario = Some(handle.scenario());
+    s.cure = handle.cured();
     s.services = handle.services();
     s.latencies = Some(handle.latencies());
     s.published += 1;
@@ -460,7 +480,24 @@ impl Controller {
     }
 
     fn switch(&mut self, scenario: Scenario, latencies: Vec<(&'static str, u64)>) {
-        self.link.send(Order::Switch(scenario, latencies));
+        self.link.send(Order::Switch(scenario, latencies, false));
+    }
+
+    /// `c`: the running scenario again, cured (or broken again).
+    fn toggle_cure(&mut self) -> bool {
+        let (scenario, cure) = {
+            let snapshot = self.link.snapshot();
+            let Some(scenario) = snapshot.busy.map(|b| b.1).or(snapshot.scenario) else {
+                return false;
+            };
+            let cure = snapshot.busy.map_or(snapshot.cure, |b| b.2);
+            (scenario, cure)
+        };
+        if !scenario.has_cure() {
+            return false;
+        }
+        self.link.send(Order::Switch(scenario, Vec::new(), !cure));
+        true
     }
 }
 
@@ -476,10 +513,10 @@ impl DemoControl for Controller {
                     scenario: busy.map_or_else(|| "demo".into(), busy_label),
                     lesson: match (error, busy) {
                         (Some(error), _) => error.clone(),
-                        (None, Some((_, scenario))) => scenario.lesson().to_owned(),
+                        (None, Some((_, scenario, cure))) => lesson(scenario, cure).to_owned(),
                         (None, None) => String::new(),
                     },
-                    keys: String::new(),
+                    ..DemoStatus::default()
                 },
             };
         };
@@ -491,18 +528,27 @@ impl DemoControl for Controller {
                 .unwrap_or(0);
             format!("{name} {ms} ms")
         });
+        let cure = snapshot.cure;
         let mut status = match &self.workshop {
             Some(workshop) => workshop.status(),
             None => DemoStatus {
-                scenario: scenario_label(running),
-                lesson: running.lesson().to_owned(),
-                keys: "1-7 scenario  [ ] service  +/- latency".to_owned(),
+                scenario: scenario_label(running, cure),
+                lesson: lesson(running, cure).to_owned(),
+                keys: keys_for(running, "1-9 0 scenario", "[ ] service  +/- latency"),
+                ..DemoStatus::default()
             },
         };
+        if self.workshop.is_some() && cure {
+            // The step's words are about the mistake; the cure has its own.
+            status.scenario = format!("{} (cured)", status.scenario);
+            status.lesson = lesson(running, cure).to_owned();
+        }
+        status.focus = Some(running.focus(cure).to_vec());
         if let Some(busy) = snapshot.busy {
             status.scenario = busy_label(busy);
-            if self.workshop.is_none() {
-                status.lesson = busy.1.lesson().to_owned();
+            status.focus = Some(busy.1.focus(busy.2).to_vec());
+            if self.workshop.is_none() || busy.2 {
+                status.lesson = lesson(busy.1, busy.2).to_owned();
             }
         } else if let Some(knob) = knob
             && self
@@ -523,9 +569,10 @@ impl DemoControl for Controller {
             return false;
         }
         match key {
-            '1'..='7' => {
-                let index = key as usize - '1' as usize;
-                let scenario = ORDER[index];
+            '0'..='9' => {
+                let Some(scenario) = scenario_of_digit(key) else {
+                    return false;
+                };
                 match &mut self.workshop {
                     Some(workshop) => {
                         let (scenario, latencies) = workshop.jump_to(scenario);
@@ -534,6 +581,7 @@ impl DemoControl for Controller {
                     None => self.switch(scenario, Vec::new()),
                 }
             }
+            'c' => return self.toggle_cure(),
             '[' => self.select_next(false),
             ']' => self.select_next(true),
             '+' | '=' => self.nudge_latency(true),
@@ -556,23 +604,46 @@ impl DemoControl for Controller {
     }
 }
 
-/// "switching to 3/7 drop-header…" while an order runs.
-fn busy_label((switching, scenario): (bool, Scenario)) -> String {
+/// "switching to 3/10 drop-header…" while an order runs.
+fn busy_label((switching, scenario, cure): (bool, Scenario, bool)) -> String {
     let verb = if switching {
         "switching to"
     } else {
         "starting"
     };
-    format!("{verb} {}…", scenario_label(scenario))
+    format!("{verb} {}…", scenario_label(scenario, cure))
 }
 
-/// "3/7 drop-header": the scenario's place in [`ORDER`] (its digit key) and name.
-fn scenario_label(scenario: Scenario) -> String {
-    let digit = ORDER
+/// "3/10 drop-header" (", cured" when cured): the scenario's place in [`ORDER`] and name.
+fn scenario_label(scenario: Scenario, cure: bool) -> String {
+    let place = ORDER
         .iter()
         .position(|s| *s == scenario)
         .map_or(0, |i| i + 1);
-    format!("{digit}/{} {scenario}", ORDER.len())
+    let cured = if cure && scenario.has_cure() {
+        " (cured)"
+    } else {
+        ""
+    };
+    format!("{place}/{} {scenario}{cured}", ORDER.len())
+}
+
+/// The lesson of a run.
+fn lesson(scenario: Scenario, cure: bool) -> &'static str {
+    if cure {
+        scenario.cured_lesson()
+    } else {
+        scenario.lesson()
+    }
+}
+
+/// The demo's keys for the scenario line: `c cure` only where there is something to cure.
+fn keys_for(scenario: Scenario, digits: &str, rest: &str) -> String {
+    if scenario.has_cure() {
+        format!("{digits}  c cure  {rest}")
+    } else {
+        format!("{digits}  {rest}")
+    }
 }
 
 /// One step of the workshop: a scenario (and maybe a slowed service), what the teacher says
@@ -599,12 +670,12 @@ impl Step {
 }
 
 /// The workshop, in teaching order. Figures are the workshop's (`--time-scale 1`).
-const STEPS: [Step; 8] = [
+const STEPS: [Step; 11] = [
     Step {
         scenario: Scenario::Propagate,
         latency: None,
         coming: "First, propagation done right: pix-api gets 1200 ms and forwards only what is left to antifraud, then settlement.",
-        watch: "No findings. Enter opens a chain: each hop's budget bar is shorter than its caller's, and all work ends inside it.",
+        watch: "No findings. One settlement in four is slow: its chain ends in a 504 at pix-api's deadline, cut by what remained.",
     },
     Step {
         scenario: Scenario::Propagate,
@@ -625,6 +696,18 @@ const STEPS: [Step; 8] = [
         watch: "budget_dropped on bff's call. Enter, then the orders row and Enter: budget.source = none, no deadline from there on.",
     },
     Step {
+        scenario: Scenario::AbsoluteDeadline,
+        latency: None,
+        coming: "Next, a deadline sent as a time of day (x-request-deadline), as many Java and Rails services do; ledger's clock is off.",
+        watch: "clock_skew on ledger: its clock is 1.5 s behind, so it works ~500 ms after storefront gave up. c sends x-budget-ms.",
+    },
+    Step {
+        scenario: Scenario::ProxyTimeouts,
+        latency: None,
+        coming: "Next, fixed timeouts in layers: proxy waits 1 s, app spends 950 ms in its database, then calls with a fixed 800 ms.",
+        watch: "timeout_inverted on app's call: 800 ms when proxy stops within ~50. c: app reads a budget and refuses the call.",
+    },
+    Step {
         scenario: Scenario::NoCancel,
         latency: None,
         coming: "Next, work nobody waits for: settlement (1500 ms) ignores both its deadline and pix-api hanging up.",
@@ -634,13 +717,19 @@ const STEPS: [Step; 8] = [
         scenario: Scenario::NoDequeueCheck,
         latency: None,
         coming: "Next, a queue: bursts of 40 hit orders (4 workers, queue of 20), which runs items without checking their deadline.",
-        watch: "ran_after_expiry on orders: items started after their deadline; s sorts by most waste. Tab to Services: the dead work.",
+        watch: "ran_after_expiry on orders: items started after their deadline. s s sorts by most waste; Tab Tab Tab: Services.",
     },
     Step {
         scenario: Scenario::Burst,
         latency: None,
         coming: "Next, the same burst done right: orders rejects what cannot fit and checks each item's deadline when it takes it.",
-        watch: "shed_full (503) at once and shed_expired (504) at dequeue: info, the right behaviour. No item starts after its deadline.",
+        watch: "shed_full (503) and shed_expired (504): info, the right behaviour. ▲ queue_pressure: waited over half its budget.",
+    },
+    Step {
+        scenario: Scenario::MessageDeadline,
+        latency: None,
+        coming: "Next, a job queue: api puts jobs with their deadline on a queue; worker takes 400 ms a job and 10 arrive at once.",
+        watch: "ran_after_expiry on worker's CONSUMER spans: jobs run after their deadline. c: worker drops the expired ones.",
     },
     Step {
         scenario: Scenario::RetryStorm,
@@ -650,7 +739,7 @@ const STEPS: [Step; 8] = [
     },
 ];
 
-const WORKSHOP_DONE: &str = "That was every scenario. 1-7 runs one again, [ ] and +/- slow a service down, w starts over, q quits.";
+const WORKSHOP_DONE: &str = "That was every scenario. 1-9 0 runs one again, c cures it, +/- slow a service down, w starts over.";
 
 /// Where the workshop is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -736,20 +825,23 @@ impl Workshop {
             Phase::Watch => DemoStatus {
                 scenario: format!("step {}/{n} {}", self.step + 1, step.title()),
                 lesson: step.watch.to_owned(),
-                keys: "w next  1-7 jump  [ ] +/- latency".to_owned(),
+                keys: keys_for(step.scenario, "w next  1-9 0 jump", "[ ] +/- latency"),
+                ..DemoStatus::default()
             },
             Phase::Coming => {
                 let next = &STEPS[self.step + 1];
                 DemoStatus {
                     scenario: format!("step {}/{n} next: {}", self.step + 2, next.title()),
                     lesson: next.coming.to_owned(),
-                    keys: "w start it  1-7 jump".to_owned(),
+                    keys: "w start it  1-9 0 jump".to_owned(),
+                    ..DemoStatus::default()
                 }
             }
             Phase::Done => DemoStatus {
                 scenario: format!("workshop done: {n} steps"),
                 lesson: WORKSHOP_DONE.to_owned(),
-                keys: "w start over  1-7 scenario  q quit".to_owned(),
+                keys: "w start over  1-9 0 scenario  q quit".to_owned(),
+                ..DemoStatus::default()
             },
         }
     }
@@ -785,7 +877,7 @@ mod tests {
         assert_eq!(w.status().lesson, STEPS[1].coming);
         assert_eq!(
             w.status().scenario,
-            "step 2/8 next: propagate, slow settlement"
+            "step 2/11 next: propagate, slow settlement"
         );
         // Second w: it starts (here: same scenario, settlement slowed).
         assert_eq!(
@@ -879,7 +971,8 @@ mod tests {
         assert!(!control.key('3'));
         let knobs = payment_started(&link, Scenario::Propagate);
         let status = control.status();
-        assert!(status.scenario.starts_with("1/7 propagate"), "{status:?}");
+        assert!(status.scenario.starts_with("1/10 propagate"), "{status:?}");
+        assert_eq!(status.focus, Some(Vec::new()), "nothing should go wrong");
         assert!(status.scenario.ends_with("settlement 200 ms"), "{status:?}");
         assert_eq!(status.lesson, Scenario::Propagate.lesson());
         assert!(control.key('+') && control.key('+'));
@@ -893,16 +986,27 @@ mod tests {
             control.key('-');
         }
         assert_eq!(knobs.get("pix-api"), Some(0), "never below zero");
-        assert!(control.key('4'));
+        assert!(control.key('6'));
         assert!(matches!(
             orders.try_recv(),
-            Ok(Order::Switch(Scenario::NoCancel, _))
+            Ok(Order::Switch(Scenario::NoCancel, _, false))
         ));
+        assert!(control.key('0'), "0 is the tenth");
+        assert!(matches!(
+            orders.try_recv(),
+            Ok(Order::Switch(Scenario::RetryStorm, _, false))
+        ));
+        assert!(!control.key('c'), "propagate has nothing to cure");
         assert!(!control.key('w'), "w is the workshop's");
         assert!(!control.key('x'));
-        link.snapshot().busy = Some((true, Scenario::NoCancel));
+        link.snapshot().busy = Some((true, Scenario::NoCancel, false));
         let status = control.status();
-        assert_eq!(status.scenario, "switching to 4/7 no-cancel…");
+        assert_eq!(status.scenario, "switching to 6/10 no-cancel…");
+        assert_eq!(
+            status.focus.as_deref(),
+            Some(&[deadline_budget::analysis::FindingKind::OrphanedWork][..]),
+            "the screen looks for what the coming scenario teaches"
+        );
         assert_eq!(
             status.lesson,
             Scenario::NoCancel.lesson(),
@@ -933,13 +1037,13 @@ mod tests {
         );
         assert!(matches!(
             orders.try_recv(),
-            Ok(Order::Switch(Scenario::FixedTimeout, _))
+            Ok(Order::Switch(Scenario::FixedTimeout, _, false))
         ));
         assert!(
             control
                 .status()
                 .scenario
-                .starts_with("step 3/8 fixed-timeout")
+                .starts_with("step 3/11 fixed-timeout")
         );
     }
 
@@ -966,7 +1070,7 @@ mod tests {
         assert!(!control.key('2'), "keys wait for the demo to start");
         start();
         wait_for("the demo to start", || {
-            control.status().scenario.starts_with("1/7 propagate")
+            control.status().scenario.starts_with("2/10 fixed-timeout")
         })
         .await;
         // The services export to the receivers the screen reads.
@@ -984,11 +1088,12 @@ mod tests {
             .map(|s| s.addr)
             .collect();
         driver.link.send(Order::Switch(
-            Scenario::Propagate,
-            vec![("settlement", 777)],
+            Scenario::FixedTimeout,
+            vec![("inventory", 777)],
+            false,
         ));
-        wait_for("the slower settlement", || {
-            control.status().scenario.ends_with("settlement 777 ms")
+        wait_for("the slower inventory", || {
+            control.status().scenario.ends_with("inventory 777 ms")
         })
         .await;
         let after: Vec<SocketAddr> = driver
@@ -1006,10 +1111,20 @@ mod tests {
         );
         assert!(control.key('3'));
         wait_for("the switch", || {
-            control.status().scenario.starts_with("3/7 drop-header")
+            control.status().scenario.starts_with("3/10 drop-header")
         })
         .await;
         assert_eq!(control.generation(), 2, "so does a switch");
+        // c runs the same scenario cured, and c again broken.
+        assert!(control.key('c'));
+        wait_for("the cure", || {
+            control
+                .status()
+                .scenario
+                .starts_with("3/10 drop-header (cured)")
+        })
+        .await;
+        assert_eq!(control.status().lesson, Scenario::DropHeader.cured_lesson());
         let services = driver.link.snapshot().services.clone();
         assert_eq!(services.first().map(|s| s.name), Some("gateway"));
         tokio::time::timeout(Duration::from_secs(60), driver.stop())

@@ -132,7 +132,7 @@ pub const MARKS: [Mark; 10] = [
 ];
 
 /// What the figures beside each row say.
-pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)";
+pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)";
 
 /// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
 pub fn carrier_tag(source: BudgetSource) -> &'static str {

@@ -22,7 +22,7 @@ pub struct ServiceStats {
     /// Dead work: work done after everyone above had stopped waiting, ms (the analysis's
     /// per-hop figure, the same that makes up the chains' wasted ms).
     pub wasted_ms: i64,
-    /// Queue waits.
+    /// Queue waits of the hops that started in the rate window and queued.
     pub queue_wait: Distribution,
     /// Hops that started in the rate window.
     pub recent_hops: u64,
@@ -85,12 +85,13 @@ pub fn service_stats(store: &Store, window: Range<u64>) -> Vec<(Arc<str>, Servic
             s.hops += 1;
             s.work_ms += span.duration_ms();
             s.wasted_ms += i64::from(row.dead_ms);
-            if let Some(q) = span.budget.queue_wait_ms {
-                s.queue_wait.add(q);
-            }
+            // Over the same window as λ and W, so the figures side by side agree.
             if window.contains(&span.start_unix_nano) {
                 s.recent_hops += 1;
                 s.recent_ms += span.duration_ms();
+                if let Some(q) = span.budget.queue_wait_ms {
+                    s.queue_wait.add(q);
+                }
             }
         }
     }

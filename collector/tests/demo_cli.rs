@@ -187,6 +187,85 @@ fn a_bounded_load_reports_every_request_and_fail_on_picks_the_severity() {
     );
 }
 
+/// The three stories of issue 16, broken and cured, all six at once: `--check` reports each
+/// story's finding kinds, and its `--cure` none of them (beyond transit noise: a callee cut at
+/// its deadline may end a few ms after its caller on a loaded machine).
+#[test]
+fn the_new_stories_report_their_findings_and_their_cures_none_of_them() {
+    let stories: [(&str, &[&str], &str); 3] = [
+        (
+            "absolute-deadline",
+            &["clock_skew", "budget_reset", "orphaned_work"],
+            "ledger",
+        ),
+        (
+            "proxy-timeouts",
+            &["timeout_inverted", "orphaned_work"],
+            "app",
+        ),
+        ("message-deadline", &["ran_after_expiry"], "worker"),
+    ];
+    let runs: Vec<_> = stories
+        .iter()
+        .flat_map(|(scenario, ..)| [(*scenario, false), (*scenario, true)])
+        .map(|(scenario, cure)| {
+            let handle = std::thread::spawn(move || {
+                let mut args = vec!["--scenario", scenario, "--check", "--for", "4s"];
+                args.extend(["--format", "json", "--time-scale", "0.5"]);
+                if cure {
+                    args.push("--cure");
+                }
+                demo(&args)
+            });
+            (scenario, cure, handle)
+        })
+        .collect();
+    for (scenario, cure, handle) in runs {
+        let output = handle.join().unwrap();
+        let report = json_report(&output);
+        let (_, shows, service) = stories.iter().find(|(s, ..)| *s == scenario).unwrap();
+        assert!(
+            report["summary"]["traces"].as_u64().unwrap() >= 5,
+            "{scenario}: the load ran: {}",
+            describe(&output)
+        );
+        let found = |kind: &str| -> Vec<&Json> {
+            report["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["kind"] == kind)
+                .filter(|f| {
+                    !matches!(kind, "orphaned_work" | "ran_after_expiry")
+                        || f["wasted_ms"].as_i64().unwrap_or(0) > TRANSIT_MS
+                })
+                .collect()
+        };
+        if !cure {
+            assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+            for kind in *shows {
+                let of_kind = found(kind);
+                assert!(!of_kind.is_empty(), "{scenario}: no {kind}: {report}");
+                for finding in of_kind {
+                    assert_eq!(finding["service"], *service, "{finding}");
+                }
+            }
+            continue;
+        }
+        for kind in *shows {
+            assert!(
+                found(kind).is_empty(),
+                "{scenario} --cure still shows {kind}: {report}"
+            );
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("scenario {scenario} (cured)")),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn the_text_report_is_the_default() {
     let output = demo(&[
@@ -281,6 +360,8 @@ fn help_lists_every_demo_flag() {
         "--format",
         "--fail-on",
         "--workshop",
+        "--cure",
+        "--clock-skew",
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
@@ -288,9 +369,12 @@ fn help_lists_every_demo_flag() {
         "propagate",
         "fixed-timeout",
         "drop-header",
-        "no-dequeue-check",
+        "absolute-deadline",
+        "proxy-timeouts",
         "no-cancel",
+        "no-dequeue-check",
         "burst",
+        "message-deadline",
         "retry-storm",
     ] {
         assert!(help.contains(scenario), "{scenario} missing from:\n{help}");

@@ -72,14 +72,14 @@ fn chain_list_shows_newest_first_with_budget_and_worst_finding() {
     let state = fixture_state(false);
     for (w, h) in [(80, 24), (200, 60)] {
         let text = snap("chains", &state, w, h);
-        assert!(text.contains("gateway POST /checko"));
+        assert!(text.contains("gateway POST /chec"));
         // How each request ended for its user, beside its worst finding.
         assert!(text.contains(" 504 "), "{text}");
         assert!(text.contains(" shed "), "{text}");
         assert!(text.contains("budget_reset"));
         assert!(text.contains("127.0.0.1:4317"));
         // newest first: the hostile chain (started last) is above checkout (started first).
-        assert!(text.find("evil").unwrap() < text.find("POST /checko").unwrap());
+        assert!(text.find("evil").unwrap() < text.find("POST /chec").unwrap());
     }
 }
 
@@ -138,7 +138,7 @@ fn big_terminal_shows_list_and_waterfall_together() {
 fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
     let mut state = fixture_state(false);
     let text = screen_text(&draw(&state, 80, 24));
-    assert!(text.contains("svc GET /…"), "{text}");
+    assert!(text.contains("svc GET…"), "{text}");
     // On a wide screen the figures stay near the name they belong to.
     let wide = screen_text(&draw(&state, 200, 60));
     let row = wide
@@ -300,7 +300,9 @@ fn detail_popup_and_legend() {
     );
     let text = snap("legend", &state, 200, 60);
     assert!(text.contains("orphaned_work"));
-    assert!(text.contains("budget-top demo: 1-7 scenario"), "{text}");
+    assert!(text.contains("budget-top demo: 1-9 0 scenario"), "{text}");
+    assert!(text.contains("g G top, bottom"), "{text}");
+    assert!(text.contains("Shift-Tab previous view"), "{text}");
     assert!(text.contains("↑↓ PgUp PgDn and the wheel scroll"), "{text}");
 }
 
@@ -517,6 +519,16 @@ fn no_color_draws_without_colour_but_with_the_same_text() {
     };
     assert!(!uses(&plain));
     assert!(uses(&coloured));
+    // The legend never explains by colour alone.
+    for (color, says) in [
+        (false, "(past │: more than remained)"),
+        (true, "(red: more than remained)"),
+    ] {
+        let mut state = fixture_state(color);
+        key(&mut state, KeyCode::Char('?'));
+        let text = screen_text(&draw(&state, 120, 60));
+        assert!(text.contains(says), "{text}");
+    }
     // In colour, the worst finding is red.
     let buf = coloured.backend().buffer();
     let red = buf
@@ -650,6 +662,7 @@ impl app::DemoControl for SwitchingDemo {
             scenario: "6/7 burst".into(),
             lesson: "the same burst done right".into(),
             keys: String::new(),
+            focus: None,
         }
     }
     fn key(&mut self, _: char) -> bool {
@@ -730,6 +743,7 @@ impl app::DemoControl for LaterDemo {
             scenario: "starting 1/7 propagate…".into(),
             lesson: "Everything right".into(),
             keys: String::new(),
+            focus: None,
         }
     }
     fn key(&mut self, _: char) -> bool {
@@ -835,6 +849,7 @@ impl app::DemoControl for FakeDemo {
                 str::to_owned,
             ),
             keys: "1-7 scenario  +/- latency".into(),
+            focus: None,
         }
     }
     fn key(&mut self, key: char) -> bool {
@@ -928,6 +943,7 @@ fn the_scenario_line_keeps_its_keys_whole_and_numbers_keep_their_units() {
         scenario: "step 2/8 propagate, slow settlement  ·  settlement 750 ms".into(),
         lesson: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).".into(),
         keys: "w next  1-7 jump  [ ] +/- latency".into(),
+        focus: None,
     });
     let text = screen_text(&draw(&state, 80, 24));
     let lines: Vec<&str> = text.lines().collect();
@@ -1061,5 +1077,124 @@ fn the_list_the_services_and_the_edges_count_the_same_waste() {
     assert!(
         roots > 0,
         "the cart chain's root ran past the budget it was given"
+    );
+}
+
+/// `s s` sorts by most waste and selects the top of that order at once: the `Tab` right after
+/// shows that chain's waterfall, not the one selected before.
+#[test]
+fn sorting_then_tab_shows_the_top_of_the_new_order() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 7);
+    key(&mut state, KeyCode::Home);
+    key(&mut state, KeyCode::Char('s'));
+    key(&mut state, KeyCode::Char('s'));
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Waterfall);
+    let most = state
+        .data
+        .visible
+        .iter()
+        .max_by_key(|id| state.data.analysis(id).unwrap().summary.wasted_ms)
+        .copied()
+        .unwrap();
+    assert_eq!(state.selected_chain().unwrap().trace_id, most);
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(text.contains("sort: most waste"), "{text}");
+}
+
+/// In the chain list, `n`/`N` walk the selected chain's findings in the words under the list
+/// (no waterfall fits at 80x24), and the one chosen stays as the list settles.
+#[test]
+fn n_in_the_chain_list_walks_the_findings_and_the_choice_stays() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 1);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("finding 1/2: ✖ budget_reset (error)"),
+        "{text}"
+    );
+    assert!(text.contains("Reset: a service forwarded"), "{text}");
+    key(&mut state, KeyCode::Char('n'));
+    state.now_unix_nano += 1_000_000_000;
+    state.data.add_spans(Vec::new(), state.now_unix_nano);
+    state.settle();
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("finding 2/2: ✖ orphaned_work (error)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("inventory worked 280 ms after orders stopped waiting"),
+        "{text}"
+    );
+    key(&mut state, KeyCode::Char('N'));
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("finding 1/2"), "{text}");
+}
+
+/// In the demo the list opens on the newest chain that shows what the scenario teaches, with
+/// that finding explained, even when newer chains show something else or nothing.
+#[test]
+fn the_demo_opens_on_the_chain_that_shows_its_lesson() {
+    use deadline_budget::analysis::FindingKind;
+    let mut state = fixture_state(false);
+    let lesson = |focus: Vec<FindingKind>| app::DemoStatus {
+        scenario: "7/10 no-dequeue-check".into(),
+        lesson: "orders takes queued items without checking their deadline".into(),
+        keys: String::new(),
+        focus: Some(focus),
+    };
+    state.set_demo_status(Some(lesson(vec![FindingKind::RanAfterExpiry])));
+    assert_eq!(state.selected_chain().unwrap().trace_id, tid(3));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let text = screen_text(&draw(&state, w, h));
+        assert!(
+            text.contains("ran_after_expiry (error) at payments"),
+            "{text}"
+        );
+        assert!(text.contains("Ran after expiry: work started"), "{text}");
+        assert!(text.contains(" FINDING"), "{text}");
+    }
+    // The first kind that some chain shows wins; the column names it.
+    state.set_demo_status(Some(lesson(vec![
+        FindingKind::ShedExpired,
+        FindingKind::QueuePressure,
+    ])));
+    assert_eq!(state.selected_chain().unwrap().trace_id, tid(4));
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("shed_expired (info) at reports"), "{text}");
+    assert!(text.contains("● shed_expired +"), "{text}");
+    // Where nothing should go wrong, the newest chain that failed for its user.
+    state.set_demo_status(Some(lesson(Vec::new())));
+    let chain = state.selected_chain().unwrap();
+    assert!(chain.summary.outcome.failed(), "{:?}", chain.summary);
+}
+
+/// Below 80x24 the screen says what to do instead of drawing a broken layout.
+#[test]
+fn a_window_below_80x24_asks_to_be_made_bigger() {
+    let state = fixture_state(false);
+    for (w, h) in [(79, 24), (80, 23), (40, 10)] {
+        let text = screen_text(&draw(&state, w, h));
+        assert!(text.contains("make it bigger"), "{w}x{h}: {text}");
+        assert!(!text.contains("Chains │"), "{w}x{h}: {text}");
+    }
+    assert!(!screen_text(&draw(&state, 80, 24)).contains("make it bigger"));
+}
+
+/// A retried call's rows say which attempt each is; a hop's own span does not repeat the
+/// service's name.
+#[test]
+fn retries_are_numbered_and_own_spans_not_named_twice() {
+    let mut state = fixture_state(false);
+    select_chain(&mut state, 5);
+    key(&mut state, KeyCode::Enter);
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("→ #1 PUT pricing"), "{text}");
+    assert!(text.contains("→ #2 PUT pricing"), "{text}");
+    assert!(
+        text.contains("rcv: received"),
+        "the key to the figures: {text}"
     );
 }

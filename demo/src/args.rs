@@ -8,11 +8,20 @@ use crate::{DemoConfig, LoadPlan, Scenario, Timing};
 /// Options of a demo run.
 #[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct DemoArgs {
-    /// The scenario to run.
-    #[arg(long, value_enum, default_value_t = Scenario::Propagate)]
-    pub scenario: Scenario,
-    /// Requests per second sent to the edge service (the burst scenarios send 40 at once,
-    /// every 5 s at most).
+    /// The scenario to run [default: fixed-timeout, the first where something goes wrong; on
+    /// the screen, the workshop from that step].
+    #[arg(long, value_enum)]
+    pub scenario: Option<Scenario>,
+    /// Run the scenario with its mistake fixed, to see what the cure changes (propagate and
+    /// burst are already right).
+    #[arg(long)]
+    pub cure: bool,
+    /// absolute-deadline: how far ledger's clock runs ahead, in ms (negative: behind)
+    /// [default: -1500].
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub clock_skew: Option<i64>,
+    /// Requests per second sent to the edge service (no-dequeue-check and burst send 40 at
+    /// once, message-deadline 10, every 5 s at most).
     #[arg(long, default_value_t = 3.0)]
     pub rate: f64,
     /// Relative jitter of the gap between requests, 0 to 1.
@@ -33,7 +42,9 @@ pub struct DemoArgs {
 impl Default for DemoArgs {
     fn default() -> Self {
         Self {
-            scenario: Scenario::Propagate,
+            scenario: None,
+            cure: false,
+            clock_skew: None,
             rate: 3.0,
             jitter: 0.3,
             requests: None,
@@ -52,7 +63,9 @@ impl DemoArgs {
         duration: Option<Duration>,
     ) -> DemoConfig {
         DemoConfig {
-            scenario: self.scenario,
+            scenario: self.scenario.unwrap_or(Scenario::FIRST_BROKEN),
+            cure: self.cure,
+            clock_skew_ms: self.clock_skew,
             otlp_endpoint: otlp_endpoint.into(),
             load: LoadPlan {
                 rate: self.rate,
@@ -121,6 +134,12 @@ mod tests {
         let config = cli.demo.config("http://127.0.0.1:4317", None);
         assert_eq!(config.load.rate, 3.0);
         assert_eq!(config.timing, Timing::default());
+        assert_eq!(
+            config.scenario,
+            Scenario::FixedTimeout,
+            "something goes wrong"
+        );
+        assert!(!config.cure);
     }
 
     #[test]
@@ -137,7 +156,7 @@ mod tests {
             "5",
         ])
         .unwrap();
-        assert_eq!(cli.demo.scenario, Scenario::NoCancel);
+        assert_eq!(cli.demo.scenario, Some(Scenario::NoCancel));
         assert_eq!(
             cli.demo.latencies,
             vec![
@@ -147,6 +166,18 @@ mod tests {
         );
         assert_eq!(cli.demo.requests, Some(5));
         assert!(Cli::try_parse_from(["demo", "--latency", "settlement"]).is_err());
+        let skewed = Cli::try_parse_from([
+            "demo",
+            "--scenario",
+            "absolute-deadline",
+            "--clock-skew",
+            "-800",
+            "--cure",
+        ])
+        .unwrap();
+        let config = skewed.demo.config("http://127.0.0.1:4317", None);
+        assert_eq!(config.clock_skew_ms, Some(-800));
+        assert!(config.cure);
         assert!(Cli::try_parse_from(["demo", "--scenario", "nope"]).is_err());
     }
 

@@ -10,6 +10,7 @@ mod args;
 mod host;
 mod latency;
 mod load;
+mod messaging;
 pub mod otlp_load;
 mod scenario;
 mod telemetry;
@@ -19,6 +20,7 @@ pub use args::{DemoArgs, parse_duration};
 pub use latency::Latencies;
 pub use load::{LoadCounts, LoadPlan, LoadStats};
 pub use scenario::{Scenario, Timing, Topology, UnknownScenario};
+pub use topology::DEFAULT_CLOCK_SKEW_MS;
 
 /// What can go wrong starting or steering the demo.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +62,11 @@ use load::Load;
 pub struct DemoConfig {
     /// The scenario to run.
     pub scenario: Scenario,
+    /// Run its cured variant: the same services with the mistake fixed.
+    pub cure: bool,
+    /// `absolute-deadline`: how far ledger's clock runs ahead in ms (negative: behind);
+    /// `None` for the scenario's own -1500.
+    pub clock_skew_ms: Option<i64>,
     /// Where every service exports its spans over OTLP/gRPC (`http://host:port`).
     pub otlp_endpoint: String,
     /// The traffic; its `burst` is ignored (the scenario decides it: `burst` sends 40 at once).
@@ -77,6 +84,8 @@ impl DemoConfig {
     pub fn new(scenario: Scenario, otlp_endpoint: impl Into<String>) -> Self {
         Self {
             scenario,
+            cure: false,
+            clock_skew_ms: None,
             otlp_endpoint: otlp_endpoint.into(),
             load: LoadPlan::default(),
             timing: Timing::default(),
@@ -126,9 +135,18 @@ impl DemoHandle {
         self.config.scenario
     }
 
-    /// Its one-line lesson, for the screen.
+    /// Whether the cured variant runs.
+    pub fn cured(&self) -> bool {
+        self.config.cure
+    }
+
+    /// Its one-line lesson (the cured variant's when cured), for the screen.
     pub fn lesson(&self) -> &'static str {
-        self.config.scenario.lesson()
+        if self.config.cure {
+            self.config.scenario.cured_lesson()
+        } else {
+            self.config.scenario.lesson()
+        }
     }
 
     /// The running services, edge first.
@@ -188,8 +206,14 @@ impl DemoHandle {
     /// Stop the current scenario (as `shutdown` does) and start another on the same endpoint
     /// with the same traffic settings.
     pub async fn switch_scenario(&mut self, scenario: Scenario) -> Result<(), DemoError> {
+        self.restart(scenario, false).await
+    }
+
+    /// [`DemoHandle::switch_scenario`], choosing the broken or the cured variant.
+    pub async fn restart(&mut self, scenario: Scenario, cure: bool) -> Result<(), DemoError> {
         let mut config = self.config.clone();
         config.scenario = scenario;
+        config.cure = cure;
         config.latencies.clear();
         let next = Running::start(config.clone()).await?;
         let previous = std::mem::replace(&mut self.running, next);
@@ -215,7 +239,7 @@ struct Running {
 
 impl Running {
     async fn start(config: DemoConfig) -> Result<Self, DemoError> {
-        let blueprint = topology::Blueprint::new(config.scenario, config.timing);
+        let blueprint = topology::Blueprint::new(&config);
         let latencies = blueprint.latencies();
         for (service, ms) in &config.latencies {
             latencies.set(service, *ms);

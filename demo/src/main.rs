@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the scenarios and their lessons.
+    /// List the scenarios, in teaching order, with their lessons and what --cure changes.
     List,
     /// Flood an OTLP receiver with realistic traces and report spans per second.
     Load(LoadArgs),
@@ -85,6 +85,9 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::List) => {
             for scenario in Scenario::ALL {
                 println!("{:<17} {}", scenario.name(), scenario.lesson());
+                if scenario.has_cure() {
+                    println!("{:<17} --cure: {}", "", scenario.cured_lesson());
+                }
             }
             Ok(())
         }
@@ -163,7 +166,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let demo = Demo::start(config)
         .await
         .with_context(|| format!("starting the demo services (exporting to {endpoint})"))?;
-    eprintln!("scenario {}: {}", demo.scenario(), demo.lesson());
+    let cured = if demo.cured() { " (cured)" } else { "" };
+    eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     for service in demo.services() {
         eprintln!(
             "  {:<11} http://{}  work {} ms",

@@ -20,12 +20,18 @@ pub enum Scenario {
     FixedTimeout,
     /// bff forwards no budget at all.
     DropHeader,
-    /// orders takes queued items without checking their deadline.
-    NoDequeueCheck,
+    /// storefront sends an absolute deadline; ledger's clock is off.
+    AbsoluteDeadline,
+    /// A proxy and an app with fixed timeouts of their own, and no budget between them.
+    ProxyTimeouts,
     /// settlement keeps working after its caller stopped waiting.
     NoCancel,
+    /// orders takes queued items without checking their deadline.
+    NoDequeueCheck,
     /// 40 simultaneous requests against 4 workers and a queue of 20.
     Burst,
+    /// Jobs on a message queue carry their deadline; a slow consumer runs them late.
+    MessageDeadline,
     /// pix-api retries antifraud, forwarding the full budget on each attempt.
     RetryStorm,
 }
@@ -39,19 +45,33 @@ pub enum Topology {
     Queue,
     /// gateway calls bff calls orders calls inventory, each doing local work first.
     Chain,
+    /// storefront (edge, 2 s) calls ledger with an absolute deadline.
+    Ledger,
+    /// proxy (1 s timeout) calls app, which queries its database, then calls payments.
+    Proxy,
+    /// api (edge, 2 s) puts a job on a queue; worker takes one job at a time.
+    Jobs,
 }
 
 impl Scenario {
-    /// Every scenario, in the order the workshop teaches them.
-    pub const ALL: [Scenario; 7] = [
+    /// Every scenario, in the order the workshop teaches them (the screen's digit keys 1-9 and
+    /// 0 follow it).
+    pub const ALL: [Scenario; 10] = [
         Scenario::Propagate,
         Scenario::FixedTimeout,
         Scenario::DropHeader,
-        Scenario::NoDequeueCheck,
+        Scenario::AbsoluteDeadline,
+        Scenario::ProxyTimeouts,
         Scenario::NoCancel,
+        Scenario::NoDequeueCheck,
         Scenario::Burst,
+        Scenario::MessageDeadline,
         Scenario::RetryStorm,
     ];
+
+    /// The scenario a run without `--scenario` starts with: the workshop's first one where
+    /// something goes wrong, so the first screen a newcomer sees has a finding on it.
+    pub const FIRST_BROKEN: Scenario = Scenario::FixedTimeout;
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -59,18 +79,21 @@ impl Scenario {
             Scenario::Propagate => "propagate",
             Scenario::FixedTimeout => "fixed-timeout",
             Scenario::DropHeader => "drop-header",
-            Scenario::NoDequeueCheck => "no-dequeue-check",
+            Scenario::AbsoluteDeadline => "absolute-deadline",
+            Scenario::ProxyTimeouts => "proxy-timeouts",
             Scenario::NoCancel => "no-cancel",
+            Scenario::NoDequeueCheck => "no-dequeue-check",
             Scenario::Burst => "burst",
+            Scenario::MessageDeadline => "message-deadline",
             Scenario::RetryStorm => "retry-storm",
         }
     }
 
-    /// The one-line lesson shown on screen.
+    /// The one-line lesson shown on screen (with the workshop's figures).
     pub fn lesson(self) -> &'static str {
         match self {
             Scenario::Propagate => {
-                "Each hop forwards what is left of the caller's budget: a slow step is cut where it should be, and nobody works for a caller who has gone."
+                "Each hop forwards what is left of the caller's budget. One settlement in four is slow (1500 ms): it is cut when pix-api's budget runs out (504), not at its 1 s SLA, and nobody works for a caller who has gone."
             }
             Scenario::FixedTimeout => {
                 "bff forwards a fixed 3 s instead of what remains: orders and inventory keep working after the gateway gave up (budget_reset)."
@@ -78,14 +101,23 @@ impl Scenario {
             Scenario::DropHeader => {
                 "bff calls orders without x-budget-ms: from there on no hop knows how long the caller will wait (budget_dropped)."
             }
-            Scenario::NoDequeueCheck => {
-                "orders takes queued items without checking their deadline: workers spend their time on answers nobody waits for (ran_after_expiry)."
+            Scenario::AbsoluteDeadline => {
+                "storefront sends its deadline as a time of day (x-request-deadline) and ledger's clock runs 1.5 s behind: ledger believes it has 1.5 s more than storefront waits and works for nobody (clock_skew)."
+            }
+            Scenario::ProxyTimeouts => {
+                "proxy gives up after 1 s (nginx's 10 s), app spends 950 ms in its database, then calls payments with a fixed 800 ms timeout: proxy has answered 504 while app and payments work on (timeout_inverted)."
             }
             Scenario::NoCancel => {
                 "settlement keeps working after pix-api stopped waiting: the work is wasted and the capacity gone (orphaned_work)."
             }
+            Scenario::NoDequeueCheck => {
+                "orders takes queued items without checking their deadline: workers spend their time on answers nobody waits for (ran_after_expiry)."
+            }
             Scenario::Burst => {
-                "40 requests at once against 4 workers and a queue of 20: shed what cannot fit (503), drop what expired while queued (504), never run an expired item."
+                "40 requests at once, 4 workers, a queue of 20: shed what cannot fit (503), drop what expired in the queue (504), never run an expired item. ▲ queue_pressure: an item waited over half its budget, expected here."
+            }
+            Scenario::MessageDeadline => {
+                "api puts jobs on a queue with their deadline; worker takes 400 ms a job and bursts of 10 pile up: it runs jobs whose deadline has passed, for nobody (ran_after_expiry on its CONSUMER spans)."
             }
             Scenario::RetryStorm => {
                 "pix-api retries antifraud forwarding the full budget each time: together the attempts promise more than the caller has (retry_over_budget)."
@@ -93,16 +125,74 @@ impl Scenario {
         }
     }
 
+    /// The lesson of the cured variant (`--cure`): what changed and what it shows now. The
+    /// same as [`Scenario::lesson`] for a scenario that has no mistake to cure.
+    pub fn cured_lesson(self) -> &'static str {
+        match self {
+            Scenario::Propagate | Scenario::Burst => self.lesson(),
+            Scenario::FixedTimeout => {
+                "Cured: bff forwards what remains. orders and inventory stop when the gateway's budget runs out: a 504, and no work for nobody."
+            }
+            Scenario::DropHeader => {
+                "Cured: bff forwards what remains in x-budget-ms, so orders and inventory know how long the gateway waits."
+            }
+            Scenario::AbsoluteDeadline => {
+                "Cured: storefront sends x-budget-ms, a relative budget. ledger's clock is still 1.5 s off, but a relative budget needs no shared clock: ledger stops when storefront does."
+            }
+            Scenario::ProxyTimeouts => {
+                "Cured: proxy sends its 1 s as a budget and app reads it. After 950 ms in the database only ~40 ms are left: app refuses the call to payments before opening a socket and answers 504 at once."
+            }
+            Scenario::NoCancel => {
+                "Cured: settlement stops at its deadline and when pix-api hangs up. A slow settlement costs a 504, not work for nobody."
+            }
+            Scenario::NoDequeueCheck => {
+                "Cured: orders checks each item's deadline as it leaves the queue: what expired while queued is dropped (504, shed_expired), never run."
+            }
+            Scenario::MessageDeadline => {
+                "Cured: worker checks each job's deadline when it takes it and drops the expired ones (shed_expired): the backlog clears in half the time and no job runs for nobody."
+            }
+            Scenario::RetryStorm => {
+                "Cured: each attempt forwards only its own timeout. Together the attempts never promise more than pix-api has left."
+            }
+        }
+    }
+
+    /// Whether `--cure` changes anything: `propagate` and `burst` are already done right.
+    pub fn has_cure(self) -> bool {
+        !matches!(self, Scenario::Propagate | Scenario::Burst)
+    }
+
     /// The finding kinds this scenario exists to show (empty for `propagate`: no findings).
+    /// The first is the one the screen opens on.
     pub fn shows(self) -> &'static [FindingKind] {
         match self {
             Scenario::Propagate => &[],
             Scenario::FixedTimeout => &[FindingKind::BudgetReset],
             Scenario::DropHeader => &[FindingKind::BudgetDropped],
+            Scenario::AbsoluteDeadline => &[
+                FindingKind::ClockSkew,
+                FindingKind::BudgetReset,
+                FindingKind::OrphanedWork,
+            ],
+            Scenario::ProxyTimeouts => &[FindingKind::TimeoutInverted, FindingKind::OrphanedWork],
             Scenario::NoDequeueCheck => &[FindingKind::RanAfterExpiry],
             Scenario::NoCancel => &[FindingKind::OrphanedWork],
-            Scenario::Burst => &[FindingKind::ShedFull, FindingKind::ShedExpired],
+            Scenario::Burst => &[FindingKind::ShedExpired, FindingKind::ShedFull],
+            Scenario::MessageDeadline => &[FindingKind::RanAfterExpiry],
             Scenario::RetryStorm => &[FindingKind::RetryOverBudget],
+        }
+    }
+
+    /// The finding kinds a run shows, the first the one the screen opens on: [`Scenario::shows`],
+    /// or for a cured run the right behaviour it shows instead (often nothing).
+    pub fn focus(self, cure: bool) -> &'static [FindingKind] {
+        if !cure || !self.has_cure() {
+            return self.shows();
+        }
+        match self {
+            Scenario::NoDequeueCheck => Scenario::Burst.shows(),
+            Scenario::MessageDeadline => &[FindingKind::ShedExpired],
+            _ => &[],
         }
     }
 
@@ -114,6 +204,9 @@ impl Scenario {
             Scenario::RetryStorm => "antifraud",
             Scenario::Burst | Scenario::NoDequeueCheck => "orders",
             Scenario::FixedTimeout | Scenario::DropHeader => "inventory",
+            Scenario::AbsoluteDeadline => "ledger",
+            Scenario::ProxyTimeouts => "app",
+            Scenario::MessageDeadline => "worker",
         }
     }
 
@@ -123,6 +216,9 @@ impl Scenario {
             Scenario::Propagate | Scenario::NoCancel | Scenario::RetryStorm => Topology::Payment,
             Scenario::Burst | Scenario::NoDequeueCheck => Topology::Queue,
             Scenario::FixedTimeout | Scenario::DropHeader => Topology::Chain,
+            Scenario::AbsoluteDeadline => Topology::Ledger,
+            Scenario::ProxyTimeouts => Topology::Proxy,
+            Scenario::MessageDeadline => Topology::Jobs,
         }
     }
 }
@@ -220,6 +316,26 @@ mod tests {
                 <Scenario as clap::ValueEnum>::from_str(scenario.name(), false).unwrap(),
                 scenario
             );
+        }
+    }
+
+    #[test]
+    fn every_lesson_fits_three_lines_of_an_80_column_screen() {
+        for scenario in Scenario::ALL {
+            for text in [scenario.lesson(), scenario.cured_lesson()] {
+                assert!(text.chars().count() <= 230, "{scenario}: {text}");
+            }
+            assert_eq!(
+                scenario.focus(false),
+                scenario.shows(),
+                "{scenario}: the broken run opens on what it shows"
+            );
+            for kind in scenario.focus(true) {
+                assert!(
+                    !scenario.has_cure() || !scenario.shows().contains(kind),
+                    "{scenario}: its cure still shows {kind}"
+                );
+            }
         }
     }
 

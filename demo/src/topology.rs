@@ -6,8 +6,11 @@
 //! broken variants of each scenario are the library's own options, set here per service.
 //!
 //! [`Blueprint::start`] starts the callees first (so their callers know where they listen) and
-//! returns the hosts edge first.
+//! returns the hosts edge first. With `--cure` each broken option is set right again: the
+//! scenario's mistake is one choice, and the cure is the other.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -24,7 +27,8 @@ use tracing::Instrument as _;
 
 use crate::antifraud::{AntifraudClient, AntifraudServer, CheckRequest};
 use crate::host::ServiceHost;
-use crate::{DemoError, Latencies, Scenario, Timing, Topology};
+use crate::messaging;
+use crate::{DemoConfig, DemoError, Latencies, Scenario, Timing, Topology};
 
 /// A handler's answer: a short text, or a status with a text naming the step that failed.
 type Answer = Result<String, (StatusCode, String)>;
@@ -33,15 +37,25 @@ type Answer = Result<String, (StatusCode, String)>;
 pub(crate) fn burst_size(scenario: Scenario) -> u32 {
     match scenario.topology() {
         Topology::Queue => 40,
-        Topology::Payment | Topology::Chain => 1,
+        Topology::Jobs => 10,
+        Topology::Payment | Topology::Chain | Topology::Ledger | Topology::Proxy => 1,
     }
 }
+
+/// How far ledger's clock runs off in `absolute-deadline` unless `--clock-skew` says: behind by
+/// more than the 1 s the analysis allows an absolute deadline (`CONVENTIONS.md`, `clock_skew`).
+pub const DEFAULT_CLOCK_SKEW_MS: i64 = -1500;
+
+/// In `propagate`, one settlement in this many is slow: the step that budgets cut.
+const SLOW_EVERY: u64 = 4;
 
 /// A scenario's services, ready to start.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Blueprint {
     scenario: Scenario,
     timing: Timing,
+    cure: bool,
+    clock_skew_ms: i64,
 }
 
 /// The services a scenario runs and where the load generator knocks.
@@ -51,8 +65,18 @@ pub(crate) struct Started {
 }
 
 impl Blueprint {
-    pub(crate) fn new(scenario: Scenario, timing: Timing) -> Self {
-        Self { scenario, timing }
+    pub(crate) fn new(config: &DemoConfig) -> Self {
+        Self {
+            scenario: config.scenario,
+            timing: config.timing,
+            cure: config.cure,
+            clock_skew_ms: config.clock_skew_ms.unwrap_or(DEFAULT_CLOCK_SKEW_MS),
+        }
+    }
+
+    /// Whether the run makes `scenario`'s mistake: it is that scenario, and not cured.
+    fn broken(&self, scenario: Scenario) -> bool {
+        self.scenario == scenario && !self.cure
     }
 
     /// The initial local work time of each service (scaled): the scenario's slow dependency is
@@ -89,6 +113,12 @@ impl Blueprint {
                     },
                 ),
             ],
+            // ledger is slower than storefront's budget: only its clock decides when it stops.
+            Topology::Ledger => vec![("storefront", 100), ("ledger", 2400)],
+            // nginx's 10 s, Rails' 9.5 s in the database and 8 s call, scaled by 1/10.
+            Topology::Proxy => vec![("proxy", 0), ("app", 950), ("payments", 500)],
+            // 10 jobs at once, 400 ms each: the last ones wait past their 2 s deadline.
+            Topology::Jobs => vec![("api", 20), ("worker", 400)],
         };
         let scaled: Vec<_> = figures.into_iter().map(|(n, ms)| (n, t.ms(ms))).collect();
         Latencies::new(&scaled)
@@ -101,6 +131,9 @@ impl Blueprint {
             Topology::Payment => self.start_payment(endpoint, knobs, &mut hosts),
             Topology::Queue => self.start_queue(endpoint, knobs, &mut hosts),
             Topology::Chain => self.start_chain(endpoint, knobs, &mut hosts),
+            Topology::Ledger => self.start_ledger(endpoint, knobs, &mut hosts),
+            Topology::Proxy => self.start_proxy(endpoint, knobs, &mut hosts),
+            Topology::Jobs => self.start_jobs(endpoint, knobs, &mut hosts),
         };
         match result {
             Ok(edge_path) => {
@@ -121,6 +154,8 @@ impl Blueprint {
             name,
             knobs: knobs.clone(),
             respects_deadline: true,
+            work_name: None,
+            slow: None,
         }
     }
 
@@ -159,8 +194,14 @@ impl Blueprint {
 
         let mut settlement = self.hop("settlement", knobs);
         // no-cancel: settlement neither watches its deadline nor notices pix-api hang up.
-        settlement.respects_deadline = s != Scenario::NoCancel;
-        let layer = BudgetLayer::new().cancel_on_disconnect(s != Scenario::NoCancel);
+        let no_cancel = self.broken(Scenario::NoCancel);
+        settlement.respects_deadline = !no_cancel;
+        if s == Scenario::Propagate {
+            // A tail: one settlement in four is slower than what pix-api has left, so the cut
+            // shows without touching a knob.
+            settlement.slow = Some(Slow::every(SLOW_EVERY, t.ms(1500)));
+        }
+        let layer = BudgetLayer::new().cancel_on_disconnect(!no_cancel);
         hosts.push(leaf(endpoint, settlement, "/settle", layer)?);
 
         let antifraud = AntifraudServer::new(self.hop("antifraud", knobs));
@@ -175,7 +216,7 @@ impl Blueprint {
         check.options = check.options.sla(t.duration(400));
         if s == Scenario::RetryStorm {
             check.attempts = 3;
-            check.forward_full_remaining = true;
+            check.forward_full_remaining = !self.cure;
         }
         let mut settle = self.call("settlement", &hosts[0], "/settle");
         settle.options = settle.options.sla(t.duration(1000));
@@ -197,7 +238,7 @@ impl Blueprint {
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static str, DemoError> {
         let t = self.timing;
-        let checked = self.scenario != Scenario::NoDequeueCheck;
+        let checked = !self.broken(Scenario::NoDequeueCheck);
         let mut orders = self.hop("orders", knobs);
         // Without the dequeue check, the handler trusts the queue and does not look either.
         orders.respects_deadline = checked;
@@ -255,6 +296,7 @@ impl Blueprint {
 
         let mut to_orders = self.call("orders", &hosts[1], "/orders");
         to_orders.options = match s {
+            _ if self.cure => to_orders.options,
             Scenario::FixedTimeout => to_orders.options.forward(Forward::Fixed(t.duration(3000))),
             Scenario::DropHeader => to_orders.options.forward(Forward::Nothing),
             _ => to_orders.options,
@@ -274,6 +316,124 @@ impl Blueprint {
         let layer = BudgetLayer::new().default_budget(t.duration(1000));
         hosts.push(relay(endpoint, gateway, "/order", layer)?);
         Ok("/order")
+    }
+
+    /// storefront (edge, 2 s) -> ledger, the deadline written as a time of day
+    /// (`x-request-deadline`); ledger reads it against a clock `clock_skew_ms` off. Cured,
+    /// storefront writes `x-budget-ms` and the clock no longer matters.
+    fn start_ledger(
+        &self,
+        endpoint: &str,
+        knobs: &Latencies,
+        hosts: &mut Vec<ServiceHost>,
+    ) -> Result<&'static str, DemoError> {
+        let t = self.timing;
+        // ledger (a Java service, say) runs its work to the end when the caller hangs up: only
+        // the deadline it read tells it when to stop.
+        let layer = BudgetLayer::new()
+            .cancel_on_disconnect(false)
+            .clock_offset_ms(self.clock_skew_ms);
+        hosts.push(leaf(
+            endpoint,
+            self.hop("ledger", knobs),
+            "/entries",
+            layer,
+        )?);
+        let mut post = self.call("ledger", &hosts[0], "/entries");
+        post.options = post
+            .options
+            .absolute_deadline(self.broken(Scenario::AbsoluteDeadline));
+        let storefront = Relay {
+            hop: self.hop("storefront", knobs),
+            calls: vec![post],
+            client: client()?,
+        };
+        let layer = BudgetLayer::new().default_budget(t.duration(2000));
+        hosts.push(relay(endpoint, storefront, "/checkout", layer)?);
+        Ok("/checkout")
+    }
+
+    /// proxy (a fixed 1 s timeout) -> app (950 ms in its database, then payments with a fixed
+    /// 800 ms timeout) -> payments (500 ms). Nobody propagates a budget: each layer has its own
+    /// timeout. Cured, proxy sends its 1 s as a budget, and app refuses a call it has no time
+    /// for.
+    fn start_proxy(
+        &self,
+        endpoint: &str,
+        knobs: &Latencies,
+        hosts: &mut Vec<ServiceHost>,
+    ) -> Result<&'static str, DemoError> {
+        let t = self.timing;
+        let broken = self.broken(Scenario::ProxyTimeouts);
+        let forward = if broken {
+            Forward::Nothing
+        } else {
+            Forward::Budget
+        };
+        hosts.push(leaf(
+            endpoint,
+            self.hop("payments", knobs),
+            "/charge",
+            BudgetLayer::new(),
+        )?);
+
+        let mut charge = self.call("payments", &hosts[0], "/charge");
+        charge.options = charge.options.sla(t.duration(800)).forward(forward);
+        let mut app = self.hop("app", knobs);
+        app.work_name = Some("SELECT orders (database)");
+        let app = Relay {
+            hop: app,
+            calls: vec![charge],
+            client: client()?,
+        };
+        // A Rails app, say: it runs the request to the end when the proxy hangs up.
+        let layer = BudgetLayer::new().cancel_on_disconnect(false);
+        hosts.push(relay(endpoint, app, "/orders", layer)?);
+
+        let mut to_app = self.call("app", &hosts[1], "/orders");
+        to_app.options = to_app.options.sla(t.duration(1000)).forward(forward);
+        let proxy = Relay {
+            hop: self.hop("proxy", knobs),
+            calls: vec![to_app],
+            client: client()?,
+        };
+        // nginx's proxy_read_timeout is a timeout, not a budget: broken, the proxy has none
+        // to give; cured, its 1 s is the budget it sends.
+        let layer = if broken {
+            BudgetLayer::new()
+        } else {
+            BudgetLayer::new().default_budget(t.duration(1000))
+        };
+        hosts.push(relay(endpoint, proxy, "/orders", layer)?);
+        Ok("/orders")
+    }
+
+    /// api (edge, 2 s) puts a job carrying its deadline on the `jobs` queue and answers 202;
+    /// worker takes one job at a time (400 ms each). Broken, it runs every job however late;
+    /// cured, it drops the expired ones when it takes them.
+    fn start_jobs(
+        &self,
+        endpoint: &str,
+        knobs: &Latencies,
+        hosts: &mut Vec<ServiceHost>,
+    ) -> Result<&'static str, DemoError> {
+        let t = self.timing;
+        let checked = !self.broken(Scenario::MessageDeadline);
+        let (queue, jobs) = messaging::queue();
+        let mut worker = self.hop("worker", knobs);
+        worker.respects_deadline = checked;
+        hosts.push(messaging::start_consumer(endpoint, worker, jobs, checked)?);
+        let producer = messaging::Producer::new(
+            self.hop("api", knobs),
+            queue,
+            t.duration(10),
+            t.duration(50),
+        );
+        let layer = BudgetLayer::new().default_budget(t.duration(2000));
+        hosts.push(messaging::start_producer(
+            endpoint, producer, "/jobs", layer,
+        )?);
+        Ok("/jobs")
     }
 }
 
@@ -320,16 +480,46 @@ fn relay(
 /// One service's own work.
 #[derive(Clone, Debug)]
 pub(crate) struct Hop {
-    name: &'static str,
+    pub(crate) name: &'static str,
     knobs: Latencies,
     /// Stop the work when the hop's deadline passes (the right thing).
-    respects_deadline: bool,
+    pub(crate) respects_deadline: bool,
+    /// The work span's name; `"{name} work"` when `None`.
+    work_name: Option<&'static str>,
+    /// Some pieces of work are slower than the knob says.
+    slow: Option<Slow>,
+}
+
+/// A tail: every `every`-th piece of work takes `ms` instead of the knob's time.
+#[derive(Clone, Debug)]
+struct Slow {
+    every: u64,
+    ms: u64,
+    count: Arc<AtomicU64>,
+}
+
+impl Slow {
+    fn every(every: u64, ms: u64) -> Self {
+        Slow {
+            every: every.max(1),
+            ms,
+            count: Arc::default(),
+        }
+    }
+
+    /// This piece of work's time, when it is one of the slow ones.
+    fn next(&self) -> Option<Duration> {
+        let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        n.is_multiple_of(self.every)
+            .then(|| Duration::from_millis(self.ms))
+    }
 }
 
 impl Hop {
     /// The local work: as long as the service's latency knob says, inside its own span.
     pub(crate) async fn work(&self) -> Answer {
-        let time = self.knobs.work(self.name);
+        let knob = self.knobs.work(self.name);
+        let time = self.slow.as_ref().and_then(Slow::next).unwrap_or(knob);
         let deadline = Deadline::current().filter(|_| self.respects_deadline);
         if deadline.is_some_and(|d| d.is_expired()) {
             // Nothing left: do not start work nobody will wait for.
@@ -338,7 +528,10 @@ impl Hop {
                 format!("{}: the budget ran out before local work", self.name),
             ));
         }
-        let span = tracing::info_span!("work", otel.name = %format_args!("{} work", self.name));
+        let span = match self.work_name {
+            Some(name) => tracing::info_span!("work", otel.name = name),
+            None => tracing::info_span!("work", otel.name = %format_args!("{} work", self.name)),
+        };
         async move {
             match deadline {
                 Some(deadline) => {
@@ -509,7 +702,8 @@ impl Relay {
     }
 }
 
-/// The pause that lets one burst drain before the next (scaled).
+/// The pause that lets one burst drain before the next (scaled): 40 items at orders, or 10 jobs
+/// at the worker.
 pub(crate) fn burst_gap(timing: Timing) -> Duration {
     timing.duration(5000)
 }

@@ -46,12 +46,39 @@ async fn stops_at_the_end_of_for_with_its_spans_flushed() {
     );
     let (code, stderr) = wait(child, Duration::from_secs(30)).await;
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("scenario propagate"), "{stderr}");
+    assert!(
+        stderr.contains("scenario fixed-timeout"),
+        "without --scenario, the first where something goes wrong: {stderr}"
+    );
     let servers = sink.spans().iter().filter(|s| s.kind == 2).count();
     assert!(
         servers >= 3,
         "the run's spans reached the endpoint: {servers}"
     );
+}
+
+#[test]
+fn list_shows_every_scenario_its_lesson_and_its_cure() {
+    let output = Command::new(env!("CARGO_BIN_EXE_budget-demo"))
+        .arg("list")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let list = String::from_utf8_lossy(&output.stdout);
+    for scenario in budget_demo::Scenario::ALL {
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("{:<17} ", scenario.name())))
+            .unwrap_or_else(|| panic!("{scenario} missing:\n{list}"));
+        assert!(line.ends_with(scenario.lesson()), "{line}");
+        if scenario.has_cure() {
+            assert!(
+                list.contains(&format!("--cure: {}", scenario.cured_lesson())),
+                "{list}"
+            );
+        }
+    }
+    assert_eq!(list.lines().filter(|l| !l.starts_with(' ')).count(), 10);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

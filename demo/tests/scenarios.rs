@@ -45,8 +45,13 @@ impl Run {
 }
 
 async fn run(scenario: Scenario, scale: f64, requests: u64, rate: f64) -> Run {
+    run_cured(scenario, false, scale, requests, rate).await
+}
+
+async fn run_cured(scenario: Scenario, cure: bool, scale: f64, requests: u64, rate: f64) -> Run {
     let sink = Sink::start().await;
     let mut config = DemoConfig::new(scenario, sink.endpoint());
+    config.cure = cure;
     config.timing = Timing::new(scale);
     config.load = LoadPlan {
         rate,
@@ -321,4 +326,59 @@ async fn no_dequeue_check_runs_expired_items() {
         .max()
         .unwrap();
     assert!(wasted >= 100, "an expired item runs its 150 ms: {wasted}");
+}
+
+/// Jobs carry their deadline through a queue: the spans are PRODUCER (`jobs publish`, in api)
+/// and CONSUMER (`jobs process`, in worker), one trace per job. Ten jobs at once, 200 ms each at
+/// half scale, about 1 s to live: the last ones run after their deadline, on CONSUMER spans;
+/// cured, the worker drops them instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_deadline_runs_expired_jobs_on_consumer_spans_and_the_cure_drops_them() {
+    const PRODUCER: i32 = 4;
+    const CONSUMER: i32 = 5;
+    for cure in [false, true] {
+        let run = run_cured(Scenario::MessageDeadline, cure, 0.5, 10, 10.0).await;
+        assert_eq!(run.counts.ok, 10, "api accepts every job: {:?}", run.counts);
+        let of_kind =
+            |kind: i32| -> Vec<&SinkSpan> { run.spans.iter().filter(|s| s.kind == kind).collect() };
+        let (producers, consumers) = (of_kind(PRODUCER), of_kind(CONSUMER));
+        assert_eq!(producers.len(), 10);
+        assert_eq!(consumers.len(), 10);
+        for consumer in &consumers {
+            assert_eq!(consumer.service, "worker");
+            assert_eq!(consumer.name, "jobs process");
+            assert_eq!(consumer.attr("budget.source"), Some("x-request-deadline"));
+            let producer = producers
+                .iter()
+                .find(|p| p.span_id == consumer.parent_span_id)
+                .expect("each job's CONSUMER span is the child of its PRODUCER span");
+            assert_eq!(producer.service, "api");
+            assert_eq!(producer.name, "jobs publish");
+        }
+        let on_consumers = |kind: FindingKind| {
+            run.report
+                .findings
+                .iter()
+                .filter(|f| f.kind == kind)
+                .inspect(|f| {
+                    assert!(
+                        consumers.iter().any(|c| c.span_id == f.span_id.0),
+                        "{kind} on a CONSUMER span: {}",
+                        f.message
+                    )
+                })
+                .count()
+        };
+        let (late, shed) = (
+            on_consumers(FindingKind::RanAfterExpiry),
+            on_consumers(FindingKind::ShedExpired),
+        );
+        if cure {
+            assert_eq!(late, 0, "{}", run.dump());
+            assert!(shed >= 3, "the expired jobs are dropped: {}", run.dump());
+        } else {
+            assert!(late >= 3, "the last jobs run expired: {}", run.dump());
+            assert_eq!(shed, 0, "{}", run.dump());
+        }
+    }
 }

@@ -62,7 +62,8 @@ fn columns(width: u16) -> Columns {
     // Narrow screens: the time to the second and tighter figures, so the name keeps room.
     let (start, figure) = if width >= 100 { (13, 8) } else { (9, 7) };
     let hops = 5;
-    let worst = if wide { 24 } else { 18 };
+    // Room for the longest kind's name whole ("▲ timeout_inverted").
+    let worst = if wide { 24 } else { 20 };
     let outcome = 10;
     let fixed = 2 + start + 2 * figure + hops + outcome + worst + wasted + trace;
     Columns {
@@ -116,7 +117,14 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         col(buf, "WASTED", c.wasted, true);
     }
     col(buf, " OUTCOME", c.outcome, false);
-    col(buf, " WORST FINDING", c.worst, false);
+    // In the demo the column names what the scenario teaches when a chain shows it.
+    let focus = state.focus_kinds();
+    let head = if focus.is_empty() {
+        " WORST FINDING"
+    } else {
+        " FINDING"
+    };
+    col(buf, head, c.worst, false);
     if c.trace > 0 {
         col(buf, "TRACE", c.trace, false);
     }
@@ -158,6 +166,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             .iter()
             .map(|f| f.kind)
             .max_by(|a, b| a.severity().cmp(&b.severity()).then(b.cmp(a)));
+        let lesson = focus
+            .iter()
+            .find(|k| chain.findings.iter().any(|f| f.kind == **k))
+            .copied();
+        let worst = lesson.or(worst);
         let mut x = area.x;
         let marker = if selected { "▶" } else { " " };
         put(buf, x, y, marker, 1, row_style);
@@ -221,10 +234,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             Some(kind) => {
                 let sev = kind.severity();
                 let more = chain.findings.len().saturating_sub(1);
-                let label = if more > 0 {
-                    format!(" {} {} +{more}", severity_glyph(sev), kind.as_str())
-                } else {
-                    format!(" {} {}", severity_glyph(sev), kind.as_str())
+                let name = format!(" {} {}", severity_glyph(sev), kind.as_str());
+                // The name stays whole; the count of the other findings only when it fits.
+                let label = match format!("{name} +{more}") {
+                    full if more > 0 && super::unicode_width(&full) <= c.worst as usize => full,
+                    _ => name,
                 };
                 put(
                     buf,

@@ -273,28 +273,46 @@ fn scenario_line<'a>(scenario: &'a str, keys: &'a str, width: u16) -> (Cow<'a, s
     (Cow::Borrowed(scenario), "")
 }
 
+const EMPTY_HINTS: [&str; 1] = ["d demo  ? legend  q quit"];
+const CHAINS_HINTS: [&str; 4] = [
+    "↑↓/jk move  Enter open  n/N finding  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit",
+    "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit",
+    "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ? legend  q quit",
+    "↑↓ move  ⏎ open  n/N finding  Tab view  f filter  s sort  ? legend  q quit",
+];
+const WATERFALL_HINTS: [&str; 3] = [
+    "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit",
+    "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit",
+    "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ? legend  q quit",
+];
+const TABLE_HINTS: [&str; 2] = [
+    "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit",
+    "↑↓ move  ⏎ its chains  Tab view  Esc back  ? legend  q quit",
+];
+
+/// The key hints for the view, the longest that fits `width` whole (so `q quit` is always on
+/// the line).
 fn hints(state: &State, width: u16) -> &'static str {
-    let narrow = width < 100;
-    if state.data.is_empty() {
-        return "d demo  ? legend  q quit";
-    }
-    match (state.ui.view, narrow) {
-        (View::Chains, false) => {
-            "↑↓/jk move  Enter open  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit"
+    let choices: &[&'static str] = if state.data.is_empty() {
+        &EMPTY_HINTS
+    } else {
+        match state.ui.view {
+            View::Chains => &CHAINS_HINTS,
+            View::Waterfall => &WATERFALL_HINTS,
+            View::Edges | View::Services => &TABLE_HINTS,
         }
-        (View::Chains, true) => {
-            "↑↓ move  ⏎ open  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit"
-        }
-        (View::Waterfall, false) => {
-            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit"
-        }
-        (View::Waterfall, true) => {
-            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit"
-        }
-        (View::Edges | View::Services, _) => {
-            "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit"
-        }
-    }
+    };
+    fitting(choices, width)
+}
+
+/// The first of `choices` (longest first) that fits `width`, else the last.
+fn fitting(choices: &[&'static str], width: u16) -> &'static str {
+    choices
+        .iter()
+        .find(|h| unicode_width(h) <= width as usize)
+        .or(choices.last())
+        .copied()
+        .unwrap_or("")
 }
 
 #[cfg(test)]
@@ -314,6 +332,24 @@ mod tests {
         (0..area.width)
             .map(|x| buf[(x, 0)].symbol().to_string())
             .collect()
+    }
+
+    #[test]
+    fn the_key_hints_fit_and_always_end_with_q_quit() {
+        for choices in [
+            &EMPTY_HINTS[..],
+            &CHAINS_HINTS,
+            &WATERFALL_HINTS,
+            &TABLE_HINTS,
+        ] {
+            for width in 80..=220 {
+                let line = fitting(choices, width);
+                assert!(line.ends_with("q quit"), "at {width}: {line}");
+                assert!(unicode_width(line) <= width as usize, "at {width}: {line}");
+            }
+        }
+        // The longest shows where it fits: nothing is dropped for no reason.
+        assert_eq!(fitting(&CHAINS_HINTS, 200), CHAINS_HINTS[0]);
     }
 
     #[test]

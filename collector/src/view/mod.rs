@@ -34,6 +34,8 @@ pub struct ScreenLayout {
     pub list: Option<Rect>,
     /// The waterfall, when shown.
     pub waterfall: Option<Rect>,
+    /// Under the chain list when no waterfall fits: the selected chain's finding in words.
+    pub finding: Option<Rect>,
     /// The footer (keys, search prompt, demo lesson).
     pub footer: Rect,
 }
@@ -71,8 +73,8 @@ pub fn layout(state: &State, area: Rect) -> ScreenLayout {
     let header = Rect::new(area.x, area.y, area.width, header_h);
     let body = Rect::new(area.x, area.y + header_h, area.width, body_h);
     let footer = Rect::new(area.x, area.y + header_h + body_h, area.width, footer_h);
-    let (list, waterfall) = match state.ui.view {
-        _ if state.data.is_empty() => (None, None),
+    let (list, waterfall, finding) = match state.ui.view {
+        _ if state.data.is_empty() => (None, None, None),
         View::Chains if body.height >= 30 => {
             let list_h = (body.height * 2 / 5).max(8);
             (
@@ -83,26 +85,45 @@ pub fn layout(state: &State, area: Rect) -> ScreenLayout {
                     body.width,
                     body.height - list_h,
                 )),
+                None,
             )
         }
-        View::Chains => (Some(body), None),
-        View::Waterfall => (None, Some(body)),
-        View::Edges | View::Services => (None, None),
+        // No room for the waterfall: the selected chain's finding, in words, under the list.
+        View::Chains if body.height >= 10 => {
+            let strip_h = if body.height >= 15 { 5 } else { 4 };
+            let list_h = body.height - strip_h;
+            (
+                Some(Rect::new(body.x, body.y, body.width, list_h)),
+                None,
+                Some(Rect::new(body.x, body.y + list_h, body.width, strip_h)),
+            )
+        }
+        View::Chains => (Some(body), None, None),
+        View::Waterfall => (None, Some(body), None),
+        View::Edges | View::Services => (None, None, None),
     };
     ScreenLayout {
         header,
         body,
         list,
         waterfall,
+        finding,
         footer,
     }
 }
+
+/// The smallest screen the views are laid out for.
+pub const MIN_SIZE: (u16, u16) = (80, 24);
 
 /// Draw the whole screen.
 pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
     let theme = Theme {
         color: state.ui.color,
     };
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+        too_small(area, buf, theme);
+        return;
+    }
     let l = layout(state, area);
     header::render(state, theme, l.header, buf);
     if state.data.is_empty() {
@@ -116,6 +137,9 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
                 if let Some(r) = l.waterfall {
                     waterfall::render(state, theme, r, buf);
                 }
+                if let Some(r) = l.finding {
+                    waterfall::render_finding(state, theme, r, buf);
+                }
             }
             View::Edges => tables::render_edges(state, theme, l.body, buf),
             View::Services => tables::render_services(state, theme, l.body, buf),
@@ -127,6 +151,33 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
         Overlay::Legend => popup::render_legend(theme, area, state.ui.popup_scroll, buf),
         Overlay::Detail => popup::render_detail(state, theme, area, state.ui.popup_scroll, buf),
     }
+}
+
+/// Below [`MIN_SIZE`]: what to do about it, instead of a screen cut to pieces.
+fn too_small(area: Rect, buf: &mut Buffer, theme: Theme) {
+    use ratatui::text::Line;
+    use ratatui::widgets::{Paragraph, Widget, Wrap};
+    let (w, h) = MIN_SIZE;
+    let lines = vec![
+        Line::styled(
+            format!("budget-top needs a window of at least {w}×{h}."),
+            theme.title(),
+        ),
+        Line::raw(format!(
+            "This one is {}×{}: make it bigger. q quits.",
+            area.width, area.height
+        )),
+    ];
+    let top = area.height.saturating_sub(2) / 2;
+    let inner = Rect::new(
+        area.x + 1.min(area.width),
+        area.y + top,
+        area.width.saturating_sub(2),
+        area.height - top,
+    );
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .render(inner, buf);
 }
 
 /// What a mouse click landed on.
@@ -142,7 +193,7 @@ pub enum Hit {
 
 /// Which row is at `pos` on a screen of size `area`.
 pub fn hit(state: &State, area: Rect, pos: Position) -> Option<Hit> {
-    if state.ui.overlay != Overlay::None {
+    if state.ui.overlay != Overlay::None || area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
         return None;
     }
     let l = layout(state, area);

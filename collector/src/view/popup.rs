@@ -110,8 +110,18 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             MarkRole::Call => theme.call(),
             MarkRole::Dim => theme.dim(),
         };
-        lines.push(glyph(mark.glyph, style, mark.text));
+        // Without colour a reset's excess is told by where it lies, not by red.
+        let text = match mark.glyph {
+            "┄" if !theme.color => "the budget the call forwarded (past │: more than remained)",
+            _ => mark.text,
+        };
+        lines.push(glyph(mark.glyph, style, text));
     }
+    lines.push(glyph(
+        "─",
+        theme.dim(),
+        "a span of the hop's own (its work, a database query)",
+    ));
     lines.push(Line::styled("Findings", theme.title()));
     for kind in FindingKind::ALL {
         let sev = kind.severity();
@@ -128,6 +138,12 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         theme.text(),
         width,
     ));
+    lines.extend(hanging(
+        TextSpan::raw(" "),
+        "#2 before a call: the second attempt of a retried call",
+        theme.text(),
+        width,
+    ));
     lines.push(Line::styled("The chain list", theme.title()));
     for text in [
         "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
@@ -137,12 +153,13 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     }
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [
-        "↑↓ j k move · Enter open (on an edge or service: its chains) · Esc back · Tab next view · n/N next finding · / search",
+        "↑↓ j k move · PgUp PgDn a page · g G top, bottom · Enter open (on an edge or service: its chains) · Esc back",
+        "Tab next view · Shift-Tab previous view · n/N next/previous finding of the selected chain · / search",
         "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
-        "budget-top demo: 1-7 scenario · [ ] pick a service · +/- its latency · w next workshop step",
+        "budget-top demo: 1-9 0 scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",
     ] {
         lines.extend(hanging(TextSpan::raw(" "), keys, theme.text(), width));
     }

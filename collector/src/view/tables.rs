@@ -1,6 +1,6 @@
 //! The edges view (caller → callee: which link breaks propagation) and the services view (per
-//! service: λ, W, L = λW by Little's law, queue wait, and the share of work done for callers who
-//! had given up).
+//! service over the last 10 s: λ, W, L = λW by Little's law and the queue wait; and the share of
+//! work done for callers who had given up).
 
 use std::sync::Arc;
 
@@ -336,7 +336,8 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
     let note = fitting_note(
         area.width,
         &[
-            "λ arrivals/s and W mean time in service over the last 10 s; L = λ×W requests in flight (Little's law); DEAD WORK = share of work for callers who had given up",
+            "last 10 s: λ arrivals/s · W mean time in the service, queue included (a shed request ~0 ms) · L = λ×W in flight (Little's law) · QUEUE wait of those that queued · DEAD WORK for nobody",
+            "last 10 s: λ arrivals/s · W mean time inside, queue included (sheds ~0 ms) · L = λ×W (Little's law) · QUEUE wait of those queued · DEAD WORK for nobody",
             "L = λ×W (Little's law), last 10 s · DEAD = work for callers who gave up",
         ],
     );

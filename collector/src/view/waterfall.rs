@@ -3,7 +3,7 @@
 //! A hop's row shows the budget it received as a dashed bar up to its deadline (`┃`), the queue
 //! wait (`░`) and the work (`█`); work done after everyone above had stopped waiting (the
 //! analysis's dead work) is `▓` and red. A call's row shows the call (`━`) and the budget it
-//! forwarded (`┄`); a `budget_reset` is red from what remained (`│`) to what it forwarded, a
+//! forwarded (`┄`); a `budget_reset` is red past what remained (`│`) up to what it forwarded, a
 //! `budget_dropped` is `✕` at the call, a shed `⊘` where it was shed. The original caller's
 //! deadline is the dotted column `┊`. Below, the selected row's finding is explained in words.
 //!
@@ -11,7 +11,7 @@
 //! the library): the screen judges nothing itself, so a mark never disagrees with a finding.
 
 use deadline_budget::analysis::{
-    BudgetSource, ChainAnalysis, Finding, FindingKind, Outcome, Row, Span, SpanId,
+    BudgetSource, ChainAnalysis, ChainOutcome, Finding, FindingKind, Outcome, Row, Span, SpanId,
 };
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -102,11 +102,26 @@ fn panel_height(area: Rect) -> u16 {
     }
 }
 
+/// The key to the figures and thin rows, one line above the panel (when there is a panel).
+fn key_height(area: Rect) -> u16 {
+    u16::from(panel_height(area) > 0)
+}
+
+/// What the waterfall's abbreviations mean, longest first: the longest that fits is shown.
+const KEYS: [&str; 4] = [
+    "rcv: budget received (grpc, abs… its carrier) · own: the edge's own · fwd: forwarded (fwd 3000>937: 3000 with 937 left) · q: time queued · ─: the hop's own work · ? legend",
+    "rcv: received · own: edge's own · fwd: forwarded (3000>937: 3000 with 937 left) · q: queued · ─: own work · ? legend",
+    "rcv got · fwd sent (3000>937: 937 left) · q queued · ─ own work · ? legend",
+    "rcv got · fwd sent · q queued · ? legend",
+];
+
 /// The waterfall row at screen row `y`.
 pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
     let chain = state.selected_chain()?;
     let n = chain.rows.len();
-    let body = area.height.saturating_sub(2 + panel_height(area)) as usize;
+    let body = area
+        .height
+        .saturating_sub(2 + panel_height(area) + key_height(area)) as usize;
     if y < area.y + 2 || (y - area.y - 2) as usize >= body {
         return None;
     }
@@ -176,12 +191,14 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
 
     // Rows.
     let panel_h = panel_height(area);
-    let body = area.height.saturating_sub(2 + panel_h) as usize;
+    let key_h = key_height(area);
+    let body = area.height.saturating_sub(2 + panel_h + key_h) as usize;
     let offset = scroll_offset(state.ui.span_row, rows.len(), body);
     let edge_deadline = chain.rows().find_map(|(_, span)| {
         let budget = span.budget.budget_ms().filter(|_| span.kind.is_hop())?;
         Some(chain.summary.offset_ms(&span) + budget)
     });
+    let retried = retried_calls(&chain);
     for i in offset..rows.len().min(offset + body) {
         let Some((row, span)) = chain.row(i) else {
             continue;
@@ -190,9 +207,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let selected = i == state.ui.span_row;
         let at = ms_of(&chain, &span);
         let reset = findings_of(&chain, span.span_id).find(|f| f.kind == FindingKind::BudgetReset);
+        let label = label_of(&chain, row, &span, &retried);
         draw_row(
             row,
             &span,
+            &label,
             reset,
             at,
             &g,
@@ -205,10 +224,93 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         );
     }
 
+    if key_h > 0 {
+        let y = area.y + area.height - panel_h - key_h;
+        let room = area.width.saturating_sub(2) as usize;
+        let key = KEYS
+            .iter()
+            .find(|k| super::unicode_width(k) <= room)
+            .unwrap_or(&KEYS[KEYS.len() - 1]);
+        put(
+            buf,
+            area.x + 1,
+            y,
+            key,
+            area.width.saturating_sub(1),
+            theme.dim(),
+        );
+    }
     if panel_h > 0 {
         let panel = Rect::new(area.x, area.y + area.height - panel_h, area.width, panel_h);
         let selected = chain.row(state.ui.span_row).map(|(_, span)| span);
-        draw_explanation(&chain, selected.as_ref(), panel, buf, theme);
+        draw_explanation(
+            &chain,
+            selected.as_ref(),
+            state.focus_kinds(),
+            panel,
+            buf,
+            theme,
+        );
+    }
+}
+
+/// Under the chain list when no waterfall fits: the selected row's finding (the same panel the
+/// waterfall has), so the list alone still says what went wrong and why it matters.
+pub fn render_finding(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height < 2 {
+        return;
+    }
+    let Some(chain) = state.selected_chain() else {
+        return;
+    };
+    let selected = chain.row(state.ui.span_row).map(|(_, span)| span);
+    draw_explanation(
+        &chain,
+        selected.as_ref(),
+        state.focus_kinds(),
+        area,
+        buf,
+        theme,
+    );
+}
+
+/// Calls of one hop with one name that were retried (`budget.attempt` > 1 on one of them), by
+/// (parent row, name): their rows say which attempt each is.
+fn retried_calls(chain: &ChainView<'_>) -> std::collections::HashSet<(u32, String)> {
+    chain
+        .rows()
+        .filter(|(_, s)| s.kind.is_call() && s.budget.attempt.is_some_and(|a| a > 1))
+        .filter_map(|(row, s)| Some((row.parent_row?, s.name.to_string())))
+        .collect()
+}
+
+/// A row's label: a call's name (with its attempt when retried), a hop's service and name,
+/// and for a hop's own internal span only its name (the service is the row above's).
+fn label_of(
+    chain: &ChainView<'_>,
+    row: &Row,
+    span: &Span,
+    retried: &std::collections::HashSet<(u32, String)>,
+) -> String {
+    let indent = " ".repeat(row.depth.min(12) as usize);
+    if span.kind.is_call() {
+        // The attempt first: a long name is cut at its end, the attempt must show.
+        let attempt = match (span.budget.attempt, row.parent_row) {
+            (Some(a), Some(p)) if retried.contains(&(p, span.name.to_string())) => {
+                format!("#{a} ")
+            }
+            _ => String::new(),
+        };
+        return format!("{indent}→ {attempt}{}", clean(&span.name));
+    }
+    let parent_service = row
+        .parent_row
+        .and_then(|p| chain.row(p as usize))
+        .map(|(_, parent)| parent.service.clone());
+    if !span.kind.is_hop() && parent_service.as_deref() == Some(&*span.service) {
+        format!("{indent}{}", clean(&span.name))
+    } else {
+        format!("{indent}{} {}", clean(&span.service), clean(&span.name))
     }
 }
 
@@ -250,6 +352,7 @@ fn nice_step(horizon_ms: i64, width: u16) -> i64 {
 fn draw_row(
     row: &Row,
     span: &Span,
+    label: &str,
     reset: Option<&Finding>,
     (start_ms, end_ms): (i64, i64),
     g: &Geometry,
@@ -286,12 +389,6 @@ fn draw_row(
         );
     }
     // Label.
-    let indent = " ".repeat(row.depth.min(12) as usize);
-    let label = if span.kind.is_call() {
-        format!("{indent}→ {}", clean(&span.name))
-    } else {
-        format!("{indent}{} {}", clean(&span.service), clean(&span.name))
-    };
     let label_style = if span.kind.is_call() {
         theme.call()
     } else {
@@ -302,7 +399,7 @@ fn draw_row(
         buf,
         area.x + 2,
         y,
-        &super::text::fit(&label, label_w as usize),
+        &super::text::fit(label, label_w as usize),
         label_w,
         label_style.patch(bg(row_style)),
     );
@@ -503,6 +600,7 @@ fn bg(style: ratatui::style::Style) -> ratatui::style::Style {
 fn draw_explanation(
     chain: &ChainAnalysis,
     span: Option<&Span>,
+    focus: &[FindingKind],
     area: Rect,
     buf: &mut Buffer,
     theme: Theme,
@@ -517,9 +615,16 @@ fn draw_explanation(
         area.height - 1,
     );
     let total = chain.findings.len();
-    let here: Vec<&Finding> = span
+    let mut here: Vec<&Finding> = span
         .map(|s| findings_of(chain, s.span_id).collect())
         .unwrap_or_default();
+    // What the demo teaches first (a 504 shed at dequeue before the queue pressure beside it).
+    here.sort_by_key(|f| {
+        focus
+            .iter()
+            .position(|k| *k == f.kind)
+            .unwrap_or(usize::MAX)
+    });
     let mut lines: Vec<Line<'_>> = Vec::new();
     if total == 0 {
         put(
@@ -533,6 +638,11 @@ fn draw_explanation(
         lines.push(Line::from(
             "Every hop kept within the budget it was given: nothing was reset, dropped or wasted.",
         ));
+        if chain.summary.outcome == ChainOutcome::DeadlineExceeded {
+            lines.push(Line::from(
+                "It ended in a 504 for its user: a slow step was cut where the budget ran out, and nothing went on working for nobody.",
+            ));
+        }
     } else if here.is_empty() {
         put(
             buf,
@@ -584,7 +694,9 @@ fn draw_explanation(
             area.width,
             theme.severity(first.severity),
         );
-        for f in &here {
+        // The finding, what it means, then the others on this row: on a short panel the
+        // explanation is never pushed out by a second message.
+        for (i, f) in here.iter().enumerate() {
             let mut parts = vec![TextSpan::styled(
                 clean(&f.message).into_owned(),
                 theme.title(),
@@ -596,8 +708,10 @@ fn draw_explanation(
                 ));
             }
             lines.push(Line::from(parts));
+            if i == 0 {
+                lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
+            }
         }
-        lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
         if total > here.len() {
             lines.push(Line::styled(
                 format!("The whole chain: {}", story(chain)),

@@ -109,7 +109,10 @@ fn python_grpcio_deadlines_reach_the_tonic_service_as_its_budget() {
         tokio::time::timeout(Duration::from_secs(30), demo.load_finished())
             .await
             .expect("the load finishes");
-        assert_eq!(demo.load_counts().ok, 5, "{:?}", demo.load_counts());
+        // Every request answered: propagate's one settlement in four that is slow by design
+        // (the fourth) is cut at pix-api's budget, a 504; the others are fine.
+        let counts = demo.load_counts();
+        assert_eq!((counts.ok, counts.timed_out), (4, 1), "{counts:?}");
         tokio::time::timeout(Duration::from_secs(30), demo.shutdown())
             .await
             .expect("the demo shuts down");
