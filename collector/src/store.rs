@@ -513,6 +513,21 @@ impl Store {
             .map(|a| a.attributes)
     }
 
+    /// The raw attributes of every span of one chain that has them, decoded in one pass (for
+    /// writing a whole chain out: [`Store::attributes`] walks the chain's records for each span).
+    pub fn chain_attributes(&self, trace_id: TraceId) -> HashMap<SpanId, Vec<KeyValue>> {
+        self.chains
+            .get(&trace_id)
+            .map_or_else(HashMap::new, |entry| {
+                entry
+                    .attributes
+                    .all(&self.dictionary)
+                    .into_iter()
+                    .map(|(id, a)| (id, a.attributes))
+                    .collect()
+            })
+    }
+
     /// What the detail view should say about a span's raw attributes beyond showing them:
     /// values cut, attributes not kept, or all of them dropped for the store's budget.
     pub fn attribute_note(&self, trace_id: TraceId, span_id: SpanId) -> Option<String> {

@@ -170,6 +170,24 @@ struct Record<'a> {
     tokens: &'a [u8],
 }
 
+impl Record<'_> {
+    fn decode(&self, dictionary: &Dictionary) -> SpanAttributes {
+        let mut attributes = Vec::new();
+        let mut tokens = self.tokens;
+        while let Some(kv) = dictionary.decode(&mut tokens) {
+            match KeyValue::decode(kv) {
+                Ok(kv) => attributes.push(kv),
+                Err(_) => break,
+            }
+        }
+        SpanAttributes {
+            attributes,
+            cut: self.cut,
+            dropped: self.dropped,
+        }
+    }
+}
+
 impl ChainAttributes {
     /// Adds the attributes of one span (a later record replaces what it had).
     pub fn insert(
@@ -230,22 +248,20 @@ impl ChainAttributes {
         })
     }
 
-    /// The attributes of one span, decoded (the latest record of it).
+    /// The attributes of one span, decoded (the latest record of it). A walk over the chain's
+    /// records: for every span of a chain at once, [`ChainAttributes::all`].
     pub fn get(&self, dictionary: &Dictionary, span_id: SpanId) -> Option<SpanAttributes> {
         let record = self.records().filter(|r| r.span_id == span_id).last()?;
-        let mut attributes = Vec::new();
-        let mut tokens = record.tokens;
-        while let Some(kv) = dictionary.decode(&mut tokens) {
-            match KeyValue::decode(kv) {
-                Ok(kv) => attributes.push(kv),
-                Err(_) => break,
-            }
+        Some(record.decode(dictionary))
+    }
+
+    /// The attributes of every span that has some, decoded, in one walk.
+    pub fn all(&self, dictionary: &Dictionary) -> HashMap<SpanId, SpanAttributes> {
+        let mut out = HashMap::new();
+        for record in self.records() {
+            out.insert(record.span_id, record.decode(dictionary));
         }
-        Some(SpanAttributes {
-            attributes,
-            cut: record.cut,
-            dropped: record.dropped,
-        })
+        out
     }
 }
 
@@ -290,6 +306,14 @@ mod tests {
             assert_eq!(got.map(|a| a.attributes).as_ref(), Some(attrs), "span {i}");
         }
         assert_eq!(chain.get(&dictionary, SpanId([99; 8])), None);
+        let all = chain.all(&dictionary);
+        assert_eq!(all.len(), spans.len());
+        for (i, attrs) in spans.iter().enumerate() {
+            assert_eq!(
+                all.get(&SpanId([i as u8; 8])).map(|a| &a.attributes),
+                Some(attrs)
+            );
+        }
         // The repeated ones are numbered; the id and the long value are not.
         assert_eq!(dictionary.len(), 2);
         // Spans whose attributes all repeat cost their id, three lengths and a byte each.
