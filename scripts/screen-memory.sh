@@ -12,6 +12,8 @@
 #   RATE=0 scripts/screen-memory.sh            # as fast as the screen answers
 #   FLOOD_SECS=30 scripts/screen-memory.sh     # a shorter flood
 #   SPANS=400000 MAX_SPANS=200000 FLOOD_SECS=0 scripts/screen-memory.sh   # a quick look
+#   SCREEN_ENV=MALLOC_ARENA_MAX=1 scripts/screen-memory.sh   # the screen with this environment
+#   BT=path/to/budget-top scripts/screen-memory.sh            # another build (main's, for a before)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPANS=${SPANS:-2000384}
