@@ -79,6 +79,7 @@ pub mod budget;
 pub mod carrier;
 #[cfg(feature = "service")]
 pub mod client;
+pub mod duration;
 #[cfg(feature = "tonic")]
 pub mod grpc;
 #[cfg(feature = "service")]

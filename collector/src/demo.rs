@@ -10,19 +10,19 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::check::{self, Signals};
+use crate::cli::DemoArgs;
+use crate::ingest::{self, Ingest, IngestConfig};
+use crate::store::Store;
 use anyhow::Context as _;
 use budget_demo::{Demo, DemoConfig, DemoHandle, Latencies, Scenario, ServiceInfo, Timing};
-use budget_top::check::{self, Signals};
-use budget_top::cli::DemoArgs;
-use budget_top::ingest::{self, Ingest, IngestConfig};
-use budget_top::store::Store;
 use deadline_budget::carrier::Carriers;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{self, DemoControl, DemoStatus};
+use crate::screen::{self, DemoControl, DemoStatus};
 
 /// The scenarios in teaching order; the digit keys 1-9 and 0 pick from this list.
 pub const ORDER: [Scenario; Scenario::ALL.len()] = Scenario::ALL;
@@ -164,13 +164,13 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
     let driver = Driver::spawn(Some(handle), config);
     let control = Controller::new(driver.link(), workshop);
     let stats = ingest.stats.clone();
-    let controls = app::Controls {
+    let controls = screen::Controls {
         demo: Some(Box::new(control)),
-        refused: Some(Box::new(move || app::Refused::of(&stats))),
-        ..app::Controls::default()
+        refused: Some(Box::new(move || screen::Refused::of(&stats))),
+        ..screen::Controls::default()
     };
-    let live = app::LiveConfig {
-        mode: app::Mode::Demo,
+    let live = screen::LiveConfig {
+        mode: screen::Mode::Demo,
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
         max_spans,
@@ -181,7 +181,7 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
         shutdown_token,
         ..
     } = ingest;
-    let result = app::run_live(live, receiver, controls).await;
+    let result = screen::run_live(live, receiver, controls).await;
     // The receivers go first: the services' last flush then fails fast instead of waiting on a
     // screen that is gone.
     shutdown_token.cancel();
@@ -198,6 +198,14 @@ pub struct LiveDemo {
     pub start: Box<dyn FnMut() + Send>,
     /// Stop it after the screen closes.
     pub driver: Driver,
+}
+
+impl std::fmt::Debug for LiveDemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveDemo")
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The demo, ready to start against the gRPC receiver at `grpc` (none without one).

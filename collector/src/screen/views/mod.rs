@@ -17,7 +17,7 @@ pub mod waterfall;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use crate::app::{Overlay, State, View};
+use crate::screen::{Overlay, State, View};
 pub use theme::Theme;
 
 /// Heights of the fixed parts.

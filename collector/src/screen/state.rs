@@ -4,12 +4,8 @@
 //! messages: span batches arrive on a bounded channel from ingest (or a replay, or the demo),
 //! keys and mouse events come from crossterm's `EventStream`, and a frame tick redraws only when
 //! something changed, so a firehose of spans never means a redraw per span. Rendering is the pure
-//! function [`crate::view::render`] of the state into a ratatui `Buffer`; the loop is generic over
+//! function [`crate::screen::render`] of the state into a ratatui `Buffer`; the loop is generic over
 //! the ratatui `Backend` so tests drive it with `TestBackend`.
-
-// A path attribute, so the tests and benches can include this file as a module of their own.
-#[path = "app/data.rs"]
-pub mod data;
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use budget_top::ingest::Batch;
-use budget_top::store::Store;
+use crate::ingest::Batch;
+use crate::store::Store;
 use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
@@ -31,9 +27,8 @@ use ratatui::backend::Backend;
 use ratatui::layout::{Position, Rect};
 use tokio::sync::mpsc;
 
-pub use data::{ChainView, ListQuery, ScreenData, SortBy};
-
-use crate::view;
+use super::{ChainView, ListQuery, ScreenData, SortBy};
+use crate::screen::views as view;
 
 /// How often the loop considers a redraw.
 pub const FRAME: Duration = Duration::from_millis(100);
@@ -145,7 +140,8 @@ pub struct Ui {
     pub color: bool,
     /// A one-line message (e.g. "starting the demo...").
     pub message: Option<String>,
-    /// The user asked to start the demo from the empty screen; the lead wires what happens.
+    /// The user asked to start the demo from the empty screen ([`Controls::start_demo`] is
+    /// called once).
     pub start_demo_requested: bool,
     /// Quit.
     pub quit: bool,
@@ -203,7 +199,7 @@ pub struct Refused {
 
 impl Refused {
     /// Reads the receivers' counters.
-    pub fn of(stats: &budget_top::ingest::IngestStats) -> Self {
+    pub fn of(stats: &crate::ingest::IngestStats) -> Self {
         let counts = stats.snapshot();
         Refused {
             spans: counts.spans_refused,
@@ -242,8 +238,8 @@ impl State {
             requests_refused_unread: 0,
             requests_ignored: 0,
             demo: None,
-            max_spans: budget_top::store::DEFAULT_MAX_SPANS,
-            max_attribute_bytes: budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
+            max_spans: crate::store::DEFAULT_MAX_SPANS,
+            max_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,
@@ -270,7 +266,7 @@ impl State {
         let Some(chain) = store.chain(id) else {
             return format!("chain {id} is no longer held");
         };
-        match budget_top::export::write_chain(path, chain, |span| store.attributes(id, span)) {
+        match crate::export::write_chain(path, chain, |span| store.attributes(id, span)) {
             Ok(()) => format!(
                 "exported chain {id} to {} (check --input or replay reads it)",
                 path.display()
@@ -988,12 +984,12 @@ pub async fn run_live(
     controls: Controls,
 ) -> anyhow::Result<()> {
     let max = if config.max_spans == 0 {
-        budget_top::store::DEFAULT_MAX_SPANS
+        crate::store::DEFAULT_MAX_SPANS
     } else {
         config.max_spans
     };
     let attribute_bytes = if config.max_attribute_bytes == 0 {
-        budget_top::store::DEFAULT_MAX_ATTRIBUTE_BYTES
+        crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES
     } else {
         config.max_attribute_bytes
     };
@@ -1003,13 +999,56 @@ pub async fn run_live(
     state.max_attribute_bytes = attribute_bytes;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
-    let mut term = crate::term::Term::enter()?;
+    let mut term = crate::screen::term::Term::enter()?;
     let events = crossterm::event::EventStream::new();
     let result = tokio::select! {
         r = run(term.terminal(), &mut state, spans, events, controls) => r,
-        _ = crate::term::shutdown_signal() => Ok(()),
+        _ = crate::screen::term::shutdown_signal() => Ok(()),
     };
     term.leave()?;
+    result
+}
+
+/// Plain `budget-top`: starts the receivers and hands their batches and refusal count to the
+/// screen; `d` on the empty screen starts the demo services exporting to these receivers.
+pub async fn run_listening(
+    listen: crate::cli::Listen,
+    max_spans: usize,
+    max_attribute_bytes: usize,
+    carriers: Arc<deadline_budget::carrier::Carriers>,
+) -> anyhow::Result<()> {
+    let mut config = listen.ingest_config();
+    config.carriers = carriers;
+    // What may wait in the channel is bounded like what the store holds.
+    config.max_queued_attribute_bytes = max_attribute_bytes;
+    let ingest = crate::ingest::start(config).await?;
+    let stats = ingest.stats.clone();
+    #[cfg(feature = "demo")]
+    let (demo, start_demo, driver) = match crate::demo::for_live_screen(ingest.grpc_addr) {
+        Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
+        None => (None, None, None),
+    };
+    #[cfg(not(feature = "demo"))]
+    let (demo, start_demo) = (None, None);
+    let controls = Controls {
+        demo,
+        start_demo,
+        refused: Some(Box::new(move || Refused::of(&stats))),
+        ..Controls::default()
+    };
+    let config = LiveConfig {
+        mode: Mode::Live,
+        grpc_addr: ingest.grpc_addr,
+        http_addr: ingest.http_addr,
+        max_spans,
+        max_attribute_bytes,
+    };
+    let result = run_live(config, ingest.receiver, controls).await;
+    ingest.shutdown_token.cancel();
+    #[cfg(feature = "demo")]
+    if let Some(driver) = driver {
+        driver.stop().await;
+    }
     result
 }
 
@@ -1023,7 +1062,7 @@ pub async fn run_replay(
     carriers: Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
     // Fail before taking over the terminal when the file cannot be opened.
-    budget_top::check::open_lines(&file).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    crate::check::open_lines(&file).map_err(|e| anyhow::anyhow!("{}", e.0))?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
     let notice = Arc::new(Mutex::new(None));
     let recording_t0 = Arc::new(AtomicU64::new(0));
@@ -1074,21 +1113,20 @@ fn feed_recording(
     started: std::time::Instant,
     carriers: Arc<deadline_budget::carrier::Carriers>,
 ) -> Result<u64, String> {
-    use budget_top::ingest::decode;
-    let mut lines = budget_top::check::open_lines(file).map_err(|e| e.0)?;
+    use crate::ingest::decode;
+    let mut lines = crate::check::open_lines(file).map_err(|e| e.0)?;
     let mut interner = decode::Interner::with_carriers(carriers);
     let (mut bytes, mut line) = (Vec::new(), String::new());
     let (mut number, mut sent) = (0usize, 0u64);
     loop {
         number += 1;
-        match budget_top::check::read_line(&mut *lines, &mut bytes, &mut line, file, number) {
+        match crate::check::read_line(&mut *lines, &mut bytes, &mut line, file, number) {
             Ok((0, _)) => return Ok(sent),
             // Repaired UTF-8 is shown as U+FFFD; stderr is the screen here, so no warning.
             Ok(_) => {}
             Err(e) => return Err(e.0),
         }
-        let Some(mut request) =
-            budget_top::check::parse_line(file, number, &line).map_err(|e| e.0)?
+        let Some(mut request) = crate::check::parse_line(file, number, &line).map_err(|e| e.0)?
         else {
             continue;
         };

@@ -6,7 +6,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::theme::Theme;
-use crate::app::{Mode, State};
+use crate::screen::{Mode, State};
 
 /// Draw the empty state into the body.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {

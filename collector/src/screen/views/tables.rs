@@ -11,8 +11,8 @@ use ratatui::layout::Rect;
 use super::text::{clean, count, ms, opt_ms, rate};
 use super::theme::Theme;
 use super::{put, put_right, scroll_offset};
-use crate::app::data::ServiceStats;
-use crate::app::{State, View};
+use crate::screen::data::ServiceStats;
+use crate::screen::{State, View};
 use deadline_budget::analysis::{EdgeAggregate, FindingKind};
 
 /// An edge's findings of one severity (the analysis's severities: nothing is judged here).

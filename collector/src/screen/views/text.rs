@@ -5,9 +5,9 @@ use std::borrow::Cow;
 /// Remove control characters (escape sequences, newlines, tabs), bidirectional overrides and
 /// zero-width characters from a string that came from a span, so a hostile or careless service
 /// cannot move the cursor, reorder text or break the layout (the same set as the check report,
-/// [`budget_top::report_text::is_unsafe_char`]).
+/// [`crate::report_text::is_unsafe_char`]).
 pub fn clean(s: &str) -> Cow<'_, str> {
-    use budget_top::report_text::is_unsafe_char;
+    use crate::report_text::is_unsafe_char;
     if s.chars().any(is_unsafe_char) {
         Cow::Owned(s.chars().filter(|c| !is_unsafe_char(*c)).collect())
     } else {

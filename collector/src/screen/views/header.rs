@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use super::text::{clean, count, rate};
 use super::theme::{Theme, severity_glyph};
 use super::{put, unicode_width};
-use crate::app::{Mode, State, View};
+use crate::screen::{Mode, State, View};
 
 /// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
@@ -317,10 +317,10 @@ fn fitting(choices: &[&'static str], width: u16) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use budget_top::store::Store;
+    use crate::store::Store;
 
     use super::*;
-    use crate::app::data::ScreenData;
+    use crate::screen::data::ScreenData;
 
     fn first_line(grpc: &str) -> String {
         let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);

@@ -1,7 +1,7 @@
 //! The overlays: the legend (`?`), which explains every highlight in plain words, and the detail
 //! of one span with all its budget facts and findings.
 
-use budget_top::legend::{MARKS, MarkRole, ROW_FIGURES, facts};
+use crate::legend::{MARKS, MarkRole, ROW_FIGURES, facts};
 use deadline_budget::analysis::FindingKind;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -11,9 +11,9 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{boxed, waterfall};
-use crate::app::{Overlay, State};
+use crate::screen::{Overlay, State};
 
-pub use budget_top::legend::meaning;
+pub use crate::legend::meaning;
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);

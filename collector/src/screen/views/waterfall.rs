@@ -22,8 +22,8 @@ use super::popup::meaning;
 use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{put, put_right, scroll_offset};
-use crate::app::{ChainView, State};
-use budget_top::legend::carrier_tag;
+use crate::legend::carrier_tag;
+use crate::screen::{ChainView, State};
 
 struct Geometry {
     label_w: u16,

@@ -11,7 +11,7 @@ use ratatui::layout::Rect;
 use super::text::{clean, clock, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{put, put_right, scroll_offset};
-use crate::app::State;
+use crate::screen::State;
 
 struct Columns {
     start: u16,
