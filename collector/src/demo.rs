@@ -10,9 +10,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::check::{self, Signals};
+use crate::check;
 use crate::cli::DemoArgs;
 use crate::ingest::{self, Ingest, IngestConfig};
+use crate::listen::{self, Signals};
 use crate::store::Store;
 use anyhow::Context as _;
 use budget_demo::{Demo, DemoConfig, DemoHandle, Latencies, Scenario, ServiceInfo, Timing};
@@ -99,22 +100,22 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
     let stop = async {
         tokio::select! {
             () = demo.load_finished() => {}
-            () = check::sleep_until(give_up_at) => {}
+            () = listen::sleep_until(give_up_at) => {}
             () = signals.recv() => {}
         }
     };
-    check::feed_until(&mut ingest, &mut store, None, stop).await;
+    listen::feed_until(&mut ingest, &mut store, None, stop).await;
     let counts = demo.load_counts();
     // Stopping flushes every service's exporter into the receivers: keep taking batches.
     let mut stopping = tokio::spawn(demo.shutdown());
     let stopped = async {
         let _ = (&mut stopping).await;
     };
-    check::feed_until(&mut ingest, &mut store, None, stopped).await;
+    listen::feed_until(&mut ingest, &mut store, None, stopped).await;
     if !stopping.is_finished() {
         let _ = stopping.await;
     }
-    let ingest_counts = check::finish(ingest, &mut store).await;
+    let ingest_counts = listen::finish(ingest, &mut store).await;
     // Every request sent is accounted for: those without an answer when the load stopped
     // were abandoned in flight.
     eprintln!(

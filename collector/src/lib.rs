@@ -6,9 +6,6 @@
 //! [`record`] writes what arrives to a file. The binary (`main.rs`) only parses the command line
 //! and dispatches here; the tests and benches use the same modules.
 
-// Lets a module moved in from the binary keep its `budget_top::` paths until it is edited.
-extern crate self as budget_top;
-
 pub mod check;
 pub mod cli;
 #[cfg(feature = "demo")]
@@ -16,7 +13,9 @@ pub mod demo;
 pub mod export;
 pub mod ingest;
 pub mod legend;
+pub mod listen;
 pub mod record;
+pub mod recording;
 pub mod report_html;
 pub mod report_text;
 pub mod screen;

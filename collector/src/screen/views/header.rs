@@ -160,12 +160,8 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     // Line 3: tabs, then the list's filter and order.
     let y = area.y + 2;
     let mut x = area.x;
-    for (view, name) in [
-        (View::Chains, "Chains"),
-        (View::Waterfall, "Waterfall"),
-        (View::Edges, "Edges"),
-        (View::Services, "Services"),
-    ] {
+    for view in View::ALL {
+        let name = super::pane(view).title();
         let style = if state.ui.view == view {
             theme.selected()
         } else {
@@ -274,21 +270,6 @@ fn scenario_line<'a>(scenario: &'a str, keys: &'a str, width: u16) -> (Cow<'a, s
 }
 
 const EMPTY_HINTS: [&str; 1] = ["d demo  ? legend  q quit"];
-const CHAINS_HINTS: [&str; 4] = [
-    "↑↓/jk move  Enter open  n/N finding  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit",
-    "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit",
-    "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ? legend  q quit",
-    "↑↓ move  ⏎ open  n/N finding  Tab view  f filter  s sort  ? legend  q quit",
-];
-const WATERFALL_HINTS: [&str; 3] = [
-    "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit",
-    "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit",
-    "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ? legend  q quit",
-];
-const TABLE_HINTS: [&str; 2] = [
-    "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit",
-    "↑↓ move  ⏎ its chains  Tab view  Esc back  ? legend  q quit",
-];
 
 /// The key hints for the view, the longest that fits `width` whole (so `q quit` is always on
 /// the line).
@@ -296,11 +277,7 @@ fn hints(state: &State, width: u16) -> &'static str {
     let choices: &[&'static str] = if state.data.is_empty() {
         &EMPTY_HINTS
     } else {
-        match state.ui.view {
-            View::Chains => &CHAINS_HINTS,
-            View::Waterfall => &WATERFALL_HINTS,
-            View::Edges | View::Services => &TABLE_HINTS,
-        }
+        super::pane(state.ui.view).hints()
     };
     fitting(choices, width)
 }
@@ -336,12 +313,8 @@ mod tests {
 
     #[test]
     fn the_key_hints_fit_and_always_end_with_q_quit() {
-        for choices in [
-            &EMPTY_HINTS[..],
-            &CHAINS_HINTS,
-            &WATERFALL_HINTS,
-            &TABLE_HINTS,
-        ] {
+        let views = crate::screen::View::ALL.map(|v| super::super::pane(v).hints());
+        for choices in std::iter::once(&EMPTY_HINTS[..]).chain(views) {
             for width in 80..=220 {
                 let line = fitting(choices, width);
                 assert!(line.ends_with("q quit"), "at {width}: {line}");
@@ -349,7 +322,8 @@ mod tests {
             }
         }
         // The longest shows where it fits: nothing is dropped for no reason.
-        assert_eq!(fitting(&CHAINS_HINTS, 200), CHAINS_HINTS[0]);
+        let chains = super::super::pane(crate::screen::View::Chains).hints();
+        assert_eq!(fitting(chains, 200), chains[0]);
     }
 
     #[test]

@@ -10,20 +10,21 @@
 //! Every mark comes from the analysis (the row's findings, its `late_ms`, the budget helper of
 //! the library): the screen judges nothing itself, so a mark never disagrees with a finding.
 
+use crossterm::event::KeyCode;
 use deadline_budget::analysis::{
     BudgetSource, ChainAnalysis, ChainOutcome, Finding, FindingKind, Outcome, Row, Span, SpanId,
 };
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::popup::meaning;
 use super::text::{clean, ms};
 use super::theme::{Theme, severity_glyph};
-use super::{put, put_right, scroll_offset};
+use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::legend::carrier_tag;
-use crate::screen::{ChainView, State};
+use crate::screen::{ChainView, Overlay, State, View};
 
 struct Geometry {
     label_w: u16,
@@ -114,6 +115,75 @@ const KEYS: [&str; 4] = [
     "rcv got · fwd sent (3000>937: 937 left) · q queued · ─ own work · ? legend",
     "rcv got · fwd sent · q queued · ? legend",
 ];
+
+/// The Waterfall tab: the selected chain, one row per span.
+#[derive(Debug)]
+pub(crate) struct Waterfall;
+
+impl Pane for Waterfall {
+    fn title(&self) -> &'static str {
+        "Waterfall"
+    }
+
+    fn hints(&self) -> &'static [&'static str] {
+        &[
+            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit",
+            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit",
+            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ? legend  q quit",
+        ]
+    }
+
+    fn arrange(&self, body: Rect, layout: &mut ScreenLayout) {
+        layout.waterfall = Some(body);
+    }
+
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
+        if let Some(r) = layout.waterfall {
+            render(state, theme, r, buf);
+        }
+    }
+
+    fn move_by(&self, state: &mut State, delta: isize) {
+        let len = state.selected_chain().map(|c| c.rows.len()).unwrap_or(0);
+        state.ui.span_row = step(state.ui.span_row, len, delta);
+    }
+
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        match key {
+            KeyCode::Char('n') => state.next_finding(true),
+            KeyCode::Char('N') => state.next_finding(false),
+            KeyCode::Char('e') => state.export_selected_here(),
+            KeyCode::Enter => {
+                if state.selected_span().is_none() {
+                    return Some(false);
+                }
+                state.ui.overlay = Overlay::Detail;
+                state.ui.popup_scroll = 0;
+            }
+            KeyCode::Esc => state.ui.view = View::Chains,
+            _ => return None,
+        }
+        Some(true)
+    }
+
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+        click(state, layout, pos)
+    }
+}
+
+/// A click on a waterfall row (the tab's, or the preview under the chain list) selects that
+/// span, and keeps it selected as the chain grows.
+pub(crate) fn click(state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+    let Some(r) = layout.waterfall.filter(|r| r.contains(pos)) else {
+        return false;
+    };
+    let Some(i) = row_at(state, r, pos.y) else {
+        return false;
+    };
+    state.ui.span_row = i;
+    state.ui.pinned_span = state.selected_span();
+    true
+}
 
 /// The waterfall row at screen row `y`.
 pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
