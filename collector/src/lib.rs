@@ -20,4 +20,5 @@ pub mod report_html;
 pub mod report_text;
 pub mod screen;
 pub mod services;
+pub mod span_text;
 pub mod store;

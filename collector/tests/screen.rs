@@ -487,7 +487,7 @@ fn control_characters_from_spans_never_reach_the_screen() {
             !cell
                 .symbol()
                 .chars()
-                .any(budget_top::report_text::is_unsafe_char),
+                .any(budget_top::span_text::is_unsafe_char),
             "{:?}",
             cell.symbol()
         );

@@ -9,10 +9,11 @@ use deadline_budget::analysis::{ChainOutcome, Severity};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::text::{clean, clock, ms};
+use super::text::{clock, ms};
 use super::theme::{Theme, severity_glyph};
 use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step, waterfall};
 use crate::screen::{State, View};
+use crate::span_text::for_screen;
 
 /// The Chains tab: the chain list, with the selected chain's waterfall below it when there is
 /// room (else its finding in words).
@@ -280,7 +281,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         }
         put(buf, x, y, &start, c.start, theme.dim().patch(row_style));
         x += c.start;
-        let root = format!("{} {}", clean(&s.root_service), clean(&s.root_name));
+        let root = format!(
+            "{} {}",
+            for_screen(&s.root_service),
+            for_screen(&s.root_name)
+        );
         let root_w = c.root.saturating_sub(1);
         put(
             buf,

@@ -8,10 +8,11 @@ use ratatui::style::Style;
 
 use std::borrow::Cow;
 
-use super::text::{clean, count, rate};
+use super::text::{count, rate};
 use super::theme::{Theme, severity_glyph};
 use super::{put, unicode_width};
 use crate::screen::{Mode, State, View};
+use crate::span_text::for_screen;
 
 /// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
@@ -25,7 +26,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let mut x = put(buf, area.x, y, "budget-top", area.width, theme.title());
     let mode = match &state.mode {
         Mode::Live => "live".to_string(),
-        Mode::Replay(file) => format!("replay {}", clean(file)),
+        Mode::Replay(file) => format!("replay {}", for_screen(file)),
         Mode::Demo => "demo".to_string(),
     };
     x = put(buf, x + 1, y, &mode, w(x + 1), theme.accent());
@@ -144,7 +145,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             .services_without_budget
             .iter()
             .take(4)
-            .map(|s| clean(s).into_owned())
+            .map(|s| for_screen(s).into_owned())
             .collect();
         let text = format!(
             "⚠ budget known on {} of {} hops: add --budget-header or the contract's attributes (none: {})",
@@ -175,7 +176,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         info.push_str(&format!("  filter: {filter}"));
     }
     if !state.ui.query.search.is_empty() {
-        info.push_str(&format!("  search: {}", clean(&state.ui.query.search)));
+        info.push_str(&format!("  search: {}", for_screen(&state.ui.query.search)));
     }
     let evicted = state.data.store.counters().chains_evicted;
     if evicted > 0 {
@@ -195,7 +196,7 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         && area.height >= 2
     {
         let y = area.y;
-        let (scenario, keys) = (clean(&demo.scenario), clean(&demo.keys));
+        let (scenario, keys) = (for_screen(&demo.scenario), for_screen(&demo.keys));
         let (scenario, keys) = scenario_line(&scenario, &keys, area.width);
         let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
         let x = put(
@@ -237,10 +238,10 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     let line = if state.ui.searching {
         format!(
             "/{}▏  Enter keeps  Esc clears",
-            clean(&state.ui.query.search)
+            for_screen(&state.ui.query.search)
         )
     } else if let Some(m) = &state.ui.message {
-        clean(m).into_owned()
+        for_screen(m).into_owned()
     } else {
         hints(state, area.width).to_string()
     };

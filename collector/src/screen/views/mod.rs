@@ -90,7 +90,7 @@ pub const LESSON_ROWS: usize = 3;
 pub fn lesson_lines(state: &State, width: u16) -> Vec<String> {
     state.demo.as_ref().map_or_else(Vec::new, |demo| {
         // A number and its unit stay on one line ("~600 ms", not "~600" then "ms").
-        let lesson = text::clean(&demo.lesson).replace(" ms", "\u{a0}ms");
+        let lesson = crate::span_text::for_screen(&demo.lesson).replace(" ms", "\u{a0}ms");
         let mut lines = text::wrap(&lesson, width as usize, LESSON_ROWS);
         for line in &mut lines {
             *line = line.replace('\u{a0}', " ");

@@ -9,11 +9,12 @@ use deadline_budget::analysis::Severity;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::text::{clean, count, ms, opt_ms, rate};
+use super::text::{count, ms, opt_ms, rate};
 use super::theme::Theme;
 use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::screen::data::ServiceStats;
 use crate::screen::{State, View};
+use crate::span_text::for_screen;
 use deadline_budget::analysis::{EdgeAggregate, FindingKind};
 
 /// The Edges tab: caller → callee links, worst first.
@@ -314,7 +315,7 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     };
     for (i, y, row_style) in t.body(buf, area, state.ui.table_row, rows.len(), theme) {
         let e = &rows[i];
-        let name = format!("{} → {}", clean(&e.caller), clean(&e.callee));
+        let name = format!("{} → {}", for_screen(&e.caller), for_screen(&e.callee));
         let n = |k| e.findings.get(k);
         let late = n(FindingKind::RanAfterExpiry) + n(FindingKind::OrphanedWork);
         let mut cells = vec![
@@ -436,7 +437,7 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
                 dead_style,
             ));
         }
-        t.cells(buf, area, y, &clean(name), &cells, row_style);
+        t.cells(buf, area, y, &for_screen(name), &cells, row_style);
     }
     let note = fitting_note(
         area.width,

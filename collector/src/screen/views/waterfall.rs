@@ -20,11 +20,12 @@ use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::popup::meaning;
-use super::text::{clean, ms};
+use super::text::ms;
 use super::theme::{Theme, severity_glyph};
 use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::legend::carrier_tag;
 use crate::screen::{ChainView, Overlay, State, View};
+use crate::span_text::for_screen;
 
 struct Geometry {
     label_w: u16,
@@ -229,8 +230,8 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let y = area.y;
     let mut title = format!(
         "─ {} {}  budget {}  used {}  {}  {} ",
-        clean(&s.root_service),
-        clean(&s.root_name),
+        for_screen(&s.root_service),
+        for_screen(&s.root_name),
         s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into()),
         ms(s.duration_ms),
         super::text::counted(s.hops as u64, "hop"),
@@ -371,16 +372,20 @@ fn label_of(
             }
             _ => String::new(),
         };
-        return format!("{indent}→ {attempt}{}", clean(&span.name));
+        return format!("{indent}→ {attempt}{}", for_screen(&span.name));
     }
     let parent_service = row
         .parent_row
         .and_then(|p| chain.row(p as usize))
         .map(|(_, parent)| parent.service.clone());
     if !span.kind.is_hop() && parent_service.as_deref() == Some(&*span.service) {
-        format!("{indent}{}", clean(&span.name))
+        format!("{indent}{}", for_screen(&span.name))
     } else {
-        format!("{indent}{} {}", clean(&span.service), clean(&span.name))
+        format!(
+            "{indent}{} {}",
+            for_screen(&span.service),
+            for_screen(&span.name)
+        )
     }
 }
 
@@ -738,7 +743,7 @@ fn draw_explanation(
                     format!("{} {} ", severity_glyph(f.severity), f.kind.as_str()),
                     theme.severity(f.severity),
                 ),
-                TextSpan::raw(clean(&f.message).into_owned()),
+                TextSpan::raw(for_screen(&f.message).into_owned()),
             ]));
         }
     } else {
@@ -754,7 +759,7 @@ fn draw_explanation(
             severity_glyph(first.severity),
             first.kind.as_str(),
             first.severity,
-            clean(&first.service)
+            for_screen(&first.service)
         );
         put(
             buf,
@@ -768,7 +773,7 @@ fn draw_explanation(
         // explanation is never pushed out by a second message.
         for (i, f) in here.iter().enumerate() {
             let mut parts = vec![TextSpan::styled(
-                clean(&f.message).into_owned(),
+                for_screen(&f.message).into_owned(),
                 theme.title(),
             )];
             if let Some(w) = f.wasted_ms.filter(|w| *w > 0) {
@@ -801,11 +806,11 @@ fn story(chain: &ChainAnalysis) -> String {
         .findings
         .iter()
         .map(|f| {
-            let message = clean(&f.message);
+            let message = for_screen(&f.message);
             if message.starts_with(&*f.service) {
                 message.into_owned()
             } else {
-                format!("{}: {message}", clean(&f.service))
+                format!("{}: {message}", for_screen(&f.service))
             }
         })
         .collect();
