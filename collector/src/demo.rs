@@ -25,16 +25,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::screen::{self, DemoControl, DemoStatus};
 
-/// The scenarios in teaching order; the digit keys 1-9 and 0 pick from this list.
-pub const ORDER: [Scenario; Scenario::ALL.len()] = Scenario::ALL;
-
-/// The scenario a digit key picks: `1` the first, `0` the tenth.
+/// The scenario a digit key picks from [`Scenario::ALL`] (the teaching order): `1` the first,
+/// `0` the tenth.
 fn scenario_of_digit(key: char) -> Option<Scenario> {
     let index = match key.to_digit(10)? {
         0 => 9,
         d => d as usize - 1,
     };
-    ORDER.get(index).copied()
+    Scenario::ALL.get(index).copied()
 }
 
 /// How much `+` and `-` change the selected service's work time.
@@ -147,7 +145,7 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
     let workshop = (args.workshop || args.run.scenario.is_none()).then(|| {
         let start = match (args.run.scenario, args.workshop) {
             (Some(scenario), _) => scenario,
-            (None, true) => ORDER[0],
+            (None, true) => Scenario::ALL[0],
             (None, false) => Scenario::FIRST_BROKEN,
         };
         Workshop::starting_at(start, config.timing)
@@ -623,9 +621,10 @@ fn busy_label((switching, scenario, cure): (bool, Scenario, bool)) -> String {
     format!("{verb} {}…", scenario_label(scenario, cure))
 }
 
-/// "3/10 drop-header" (", cured" when cured): the scenario's place in [`ORDER`] and name.
+/// "3/10 drop-header" (", cured" when cured): the scenario's place in the teaching order
+/// ([`Scenario::ALL`]) and its name.
 fn scenario_label(scenario: Scenario, cure: bool) -> String {
-    let place = ORDER
+    let place = Scenario::ALL
         .iter()
         .position(|s| *s == scenario)
         .map_or(0, |i| i + 1);
@@ -634,7 +633,7 @@ fn scenario_label(scenario: Scenario, cure: bool) -> String {
     } else {
         ""
     };
-    format!("{place}/{} {scenario}{cured}", ORDER.len())
+    format!("{place}/{} {scenario}{cured}", Scenario::ALL.len())
 }
 
 /// The lesson of a run.
@@ -871,9 +870,12 @@ mod tests {
     fn the_workshop_teaches_every_scenario_in_order() {
         let mut scenarios: Vec<Scenario> = STEPS.iter().map(|s| s.scenario).collect();
         scenarios.dedup();
-        assert_eq!(scenarios, ORDER);
+        assert_eq!(scenarios, Scenario::ALL);
         for scenario in Demo::scenarios() {
-            assert!(ORDER.contains(scenario), "{scenario} missing from ORDER");
+            assert!(
+                Scenario::ALL.contains(scenario),
+                "{scenario} missing from Scenario::ALL"
+            );
         }
     }
 

@@ -427,6 +427,22 @@ fn empty_state_tells_the_user_what_to_set() {
     assert!(state.ui.start_demo_requested);
 }
 
+/// Built without the demo (or listening without gRPC, where the demo exports), the empty
+/// screen does not offer `d`, and `d` does nothing.
+#[test]
+fn an_empty_screen_that_cannot_start_the_demo_does_not_offer_it() {
+    let mut state = empty_state();
+    state.demo_startable = false;
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317"));
+    assert!(!text.contains("press d"), "{text}");
+    assert!(!text.contains("d demo"), "{text}");
+    assert!(text.contains("? legend  q quit"), "{text}");
+    assert!(!key(&mut state, KeyCode::Char('d')));
+    assert!(!state.ui.start_demo_requested);
+    assert_eq!(state.ui.message, None);
+}
+
 #[test]
 fn filter_search_and_sort_change_the_list() {
     let mut state = fixture_state(false);

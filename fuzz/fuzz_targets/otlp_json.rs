@@ -8,8 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 
-#[path = "common/otlp.rs"]
-mod otlp;
+use budget_top_fuzz as otlp;
 
 fuzz_target!(|data: &[u8]| {
     // The HTTP receiver's decode: invalid UTF-8 repaired, then read as the Collector reads it

@@ -267,7 +267,6 @@ impl ScreenData {
 
     /// Take in spans without raw attributes, received at `now` (the tests and benches feed
     /// fixtures this way).
-    #[allow(dead_code)]
     pub fn add_spans(&mut self, spans: Vec<Span>, now_unix_nano: u64) {
         self.span_rate.add(now_unix_nano, spans.len() as i64);
         self.touch(&spans);

@@ -216,6 +216,7 @@ pub async fn run_live(
     state.max_attribute_bytes = attribute_bytes;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
+    state.demo_startable = controls.start_demo.is_some();
     let mut term = super::term::Term::enter()?;
     let events = crossterm::event::EventStream::new();
     let result = tokio::select! {

@@ -95,7 +95,9 @@ impl State {
             KeyCode::End | KeyCode::Char('G') => self.move_by(isize::MAX / 2),
             KeyCode::Tab => self.cycle_view(true),
             KeyCode::BackTab => self.cycle_view(false),
-            KeyCode::Char('d') if self.data.is_empty() && self.mode == Mode::Live => {
+            KeyCode::Char('d')
+                if self.data.is_empty() && self.mode == Mode::Live && self.demo_startable =>
+            {
                 self.ui.start_demo_requested = true;
                 self.ui.message = Some(STARTING_DEMO.into());
             }

@@ -159,6 +159,10 @@ pub struct State {
     pub requests_ignored: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
+    /// Whether `d` on the empty live screen can start the demo: [`super::run_live`] sets it
+    /// from its controls (no demo when budget-top was built without it, or listens without
+    /// gRPC, where the demo's services export).
+    pub demo_startable: bool,
     /// The most spans a fresh store holds (for [`State::start_over`]).
     pub max_spans: usize,
     /// The most raw attribute bytes a fresh store holds (for [`State::start_over`]).
@@ -224,6 +228,7 @@ impl State {
             requests_refused_unread: 0,
             requests_ignored: 0,
             demo: None,
+            demo_startable: true,
             max_spans: crate::store::DEFAULT_MAX_SPANS,
             max_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
             stale: std::collections::HashSet::new(),

@@ -271,12 +271,18 @@ fn scenario_line<'a>(scenario: &'a str, keys: &'a str, width: u16) -> (Cow<'a, s
 }
 
 const EMPTY_HINTS: [&str; 1] = ["d demo  ? legend  q quit"];
+/// On an empty screen that cannot start the demo (built without it, or no gRPC receiver).
+const EMPTY_HINTS_NO_DEMO: [&str; 1] = ["? legend  q quit"];
 
 /// The key hints for the view, the longest that fits `width` whole (so `q quit` is always on
 /// the line).
 fn hints(state: &State, width: u16) -> &'static str {
     let choices: &[&'static str] = if state.data.is_empty() {
-        &EMPTY_HINTS
+        if state.demo_startable {
+            &EMPTY_HINTS
+        } else {
+            &EMPTY_HINTS_NO_DEMO
+        }
     } else {
         super::pane(state.ui.view).hints()
     };
@@ -315,7 +321,10 @@ mod tests {
     #[test]
     fn the_key_hints_fit_and_always_end_with_q_quit() {
         let views = crate::screen::View::ALL.map(|v| super::super::pane(v).hints());
-        for choices in std::iter::once(&EMPTY_HINTS[..]).chain(views) {
+        for choices in [&EMPTY_HINTS[..], &EMPTY_HINTS_NO_DEMO]
+            .into_iter()
+            .chain(views)
+        {
             for width in 80..=220 {
                 let line = fitting(choices, width);
                 assert!(line.ends_with("q quit"), "at {width}: {line}");
