@@ -42,6 +42,8 @@ pub const RPC_METADATA_GRPC_TIMEOUT: &str = "rpc.request.metadata.grpc-timeout";
 pub const HTTP_REQUEST_HEADER_PREFIX: &str = "http.request.header.";
 /// Prefix of gRPC request metadata captured by stock instrumentation.
 pub const RPC_REQUEST_METADATA_PREFIX: &str = "rpc.request.metadata.";
+/// The same, as the gRPC semantic conventions (and the Java agent) write it.
+pub const RPC_GRPC_REQUEST_METADATA_PREFIX: &str = "rpc.grpc.request.metadata.";
 /// The older HTTP status key, still the default of several SDKs (Python's among them).
 pub const HTTP_STATUS_CODE: &str = "http.status_code";
 /// The name of the span event an SDK records for an exception.
@@ -52,6 +54,8 @@ pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 pub const RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
 /// RPC status code (newer convention).
 pub const RPC_STATUS_CODE: &str = "rpc.status_code";
+/// RPC status of the newest conventions: a code's name (`DEADLINE_EXCEEDED`) or its number.
+pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
 /// The class of error.
 pub const ERROR_TYPE: &str = "error.type";
 

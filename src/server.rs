@@ -495,6 +495,7 @@ where
 
         const X_REQUEST_DEADLINE: http::HeaderName =
             http::HeaderName::from_static(carrier::X_REQUEST_DEADLINE);
+        let mut now = 0;
         let received = match req.headers().get(X_REQUEST_DEADLINE) {
             Some(absolute) => {
                 // Captured as OpenTelemetry does, so the collector can compare the absolute
@@ -502,7 +503,7 @@ where
                 if let Ok(value) = absolute.to_str() {
                     record(&span, crate::semconv::HTTP_HEADER_REQUEST_DEADLINE, value);
                 }
-                let now = carrier::now_unix_ms().saturating_add(self.config.clock_offset_ms);
+                now = carrier::now_unix_ms().saturating_add(self.config.clock_offset_ms);
                 carrier::read_headers(req.headers(), now)
             }
             // The wall clock is only needed for an absolute deadline.
@@ -510,8 +511,18 @@ where
         };
         let mut deadline = None;
         match &received {
-            Received::Budget { budget, .. } => {
-                record(&span, crate::semconv::RECEIVED_MS, saturating_ms(*budget));
+            Received::Budget {
+                budget,
+                deadline_unix_ms,
+                ..
+            } => {
+                // An absolute deadline already past on this clock is recorded below zero, as
+                // it was read: a budget of 0 would hide how far this clock is from the caller's.
+                let received_ms = match deadline_unix_ms {
+                    Some(d) => d.saturating_sub(now),
+                    None => saturating_ms(*budget),
+                };
+                record(&span, crate::semconv::RECEIVED_MS, received_ms);
                 deadline = Some(Deadline::at(arrival + *budget));
             }
             Received::Invalid { value, .. } => {

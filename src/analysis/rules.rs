@@ -120,9 +120,18 @@ fn status_outcome(s: &Span) -> Outcome {
     }
 }
 
-/// The chain's outcome from its root hop: `budget.outcome`, else its status.
+/// The chain's outcome from its root hop: `budget.outcome`, else its status. A generic `error`
+/// outcome gives way to the more precise answer its status carries (a gateway relaying its
+/// queue's 503 records `error`: its user was shed).
 fn chain_outcome(s: &Span) -> ChainOutcome {
-    let outcome = s.budget.outcome.unwrap_or_else(|| status_outcome(s));
+    let outcome = match s.budget.outcome {
+        Some(Outcome::Error) => match status_outcome(s) {
+            o @ (Outcome::ShedFull | Outcome::DeadlineExceeded | Outcome::Cancelled) => o,
+            _ => Outcome::Error,
+        },
+        Some(o) => o,
+        None => status_outcome(s),
+    };
     match outcome {
         Outcome::Ok => ChainOutcome::Ok,
         Outcome::ShedFull | Outcome::ShedExpired => ChainOutcome::Shed,
@@ -627,7 +636,10 @@ impl Walk<'_> {
                     _ if f.outcome.is_none() => {
                         "answered 504 before any work started: dropped unworked".to_owned()
                     }
-                    _ => "shed at dequeue: expired before work started".to_owned(),
+                    (None, Some(b)) if b <= 0 => {
+                        "refused on arrival: its budget had already run out".to_owned()
+                    }
+                    _ => "shed: its budget ran out before work started".to_owned(),
                 };
                 let numbers = Numbers {
                     received: f.received_ms,
@@ -925,8 +937,13 @@ impl Walk<'_> {
             if diff.saturating_abs() > self.opts.skew_threshold_ms {
                 skewed = true;
                 let side = if diff > 0 { "later" } else { "earlier" };
+                let budget = if b >= 0 {
+                    format!("+ {b} ms budget")
+                } else {
+                    format!("- {} ms (a budget already spent)", b.saturating_neg())
+                };
                 let message = format!(
-                    "absolute deadline is {} ms {side} than arrival + {b} ms budget by the clock of {}",
+                    "absolute deadline is {} ms {side} than arrival {budget} by the clock of {}",
                     diff.saturating_abs(),
                     s.service
                 );

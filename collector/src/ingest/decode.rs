@@ -571,6 +571,37 @@ impl<'a> ValueRef<'a> {
         }
     }
 
+    /// A gRPC status code: its number, or its name (`DEADLINE_EXCEEDED`), as the newest RPC
+    /// conventions write it.
+    fn grpc_code(self) -> Option<i64> {
+        const NAMES: [&str; 17] = [
+            "OK",
+            "CANCELLED",
+            "UNKNOWN",
+            "INVALID_ARGUMENT",
+            "DEADLINE_EXCEEDED",
+            "NOT_FOUND",
+            "ALREADY_EXISTS",
+            "PERMISSION_DENIED",
+            "RESOURCE_EXHAUSTED",
+            "FAILED_PRECONDITION",
+            "ABORTED",
+            "OUT_OF_RANGE",
+            "UNIMPLEMENTED",
+            "INTERNAL",
+            "UNAVAILABLE",
+            "DATA_LOSS",
+            "UNAUTHENTICATED",
+        ];
+        self.int().or_else(|| {
+            let name = self.str()?.trim();
+            NAMES
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name))
+                .map(|i| i as i64)
+        })
+    }
+
     /// A string, or an integer written as its digits (`error.type` is either, by SDK).
     fn text(self) -> Option<Arc<str>> {
         match self {
@@ -650,12 +681,15 @@ impl Slot {
             semconv::ATTEMPT => Slot::Attempt,
             semconv::HTTP_RESPONSE_STATUS_CODE => Slot::HttpStatus,
             semconv::HTTP_STATUS_CODE => Slot::HttpStatusOld,
-            semconv::RPC_GRPC_STATUS_CODE | semconv::RPC_STATUS_CODE => Slot::RpcStatus,
+            semconv::RPC_GRPC_STATUS_CODE
+            | semconv::RPC_STATUS_CODE
+            | semconv::RPC_RESPONSE_STATUS_CODE => Slot::RpcStatus,
             semconv::ERROR_TYPE => Slot::ErrorType,
             _ => {
                 let name = key
                     .strip_prefix(semconv::HTTP_REQUEST_HEADER_PREFIX)
-                    .or_else(|| key.strip_prefix(semconv::RPC_REQUEST_METADATA_PREFIX))?;
+                    .or_else(|| key.strip_prefix(semconv::RPC_REQUEST_METADATA_PREFIX))
+                    .or_else(|| key.strip_prefix(semconv::RPC_GRPC_REQUEST_METADATA_PREFIX))?;
                 Slot::Carrier(carriers.position(name)?)
             }
         })
@@ -710,7 +744,7 @@ impl<'a> FactsReader<'a> {
             Slot::Attempt => facts.attempt = value.int(),
             Slot::HttpStatus => facts.http_status = value.int(),
             Slot::HttpStatusOld => self.http_status_old = value.int(),
-            Slot::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.int()),
+            Slot::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.grpc_code()),
             Slot::ErrorType => facts.error_type = value.text(),
             Slot::Carrier(i) => {
                 if let Some(v) = value.header()
@@ -1394,6 +1428,7 @@ mod tests {
             "http.request.header.x-prazo-restante-ms",
             "http.request.header.x_prazo_restante_ms",
             "rpc.request.metadata.x-prazo-restante-ms",
+            "rpc.grpc.request.metadata.x-prazo-restante-ms",
         ] {
             let facts = budget_facts(
                 &[
@@ -1507,6 +1542,14 @@ mod tests {
             0,
         );
         assert_eq!(facts.http_status, Some(504));
+        // The newest RPC conventions name the gRPC code.
+        let facts = hop_facts(
+            &[string("rpc.response.status_code", "DEADLINE_EXCEEDED")],
+            0,
+        );
+        assert_eq!(facts.rpc_status, Some(4));
+        let facts = hop_facts(&[kv("rpc.grpc.status_code", Value::IntValue(8))], 0);
+        assert_eq!(facts.rpc_status, Some(8));
         // undici writes its timeout as an integer.
         let facts = hop_facts(&[kv(semconv::ERROR_TYPE, Value::IntValue(23))], 0);
         assert_eq!(facts.error_type.as_deref(), Some("23"));

@@ -190,6 +190,21 @@ fn the_chain_outcome_is_read_from_the_root_hop() {
         outcome(&|s| s.budget.rpc_status = Some(0)),
         ChainOutcome::Ok
     );
+    // A generic error gives way to what the status says: a gateway relaying a 503.
+    assert_eq!(
+        outcome(&|s| {
+            s.budget.http_status = Some(503);
+            s.budget.outcome = Some(Outcome::Error);
+        }),
+        ChainOutcome::Shed
+    );
+    assert_eq!(
+        outcome(&|s| {
+            s.budget.http_status = Some(500);
+            s.budget.outcome = Some(Outcome::Error);
+        }),
+        ChainOutcome::Error
+    );
     // budget.outcome wins over the status.
     assert_eq!(
         outcome(&|s| {
