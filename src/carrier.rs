@@ -506,9 +506,8 @@ impl Carrier {
 }
 
 /// The carriers a hop reads, in order: a team's own first (in the order given), then the
-/// contract's built-in ones (`x-budget-ms`, `grpc-timeout`, `connect-timeout-ms`,
-/// `x-request-deadline`, `x-envoy-expected-rq-timeout-ms`). The one table both a service
-/// ([`read_headers`]) and the collector (captured headers) read.
+/// contract's built-in ones ([`Carriers::builtin`], section 1 of CONVENTIONS.md). The one table
+/// both a service ([`read_headers`]) and the collector (captured headers) read.
 #[derive(Clone, Debug)]
 pub struct Carriers {
     list: Vec<Carrier>,

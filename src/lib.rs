@@ -1,8 +1,8 @@
 //! deadline-budget: propagate a deadline budget hop by hop through tokio/tower services.
 //!
 //! A **budget** is how many milliseconds the original caller is still willing to wait. Each hop
-//! reads it from the request ([`carrier`]: `x-budget-ms`, `grpc-timeout`, `connect-timeout-ms`,
-//! `x-request-deadline`, `x-envoy-expected-rq-timeout-ms`), turns it into a [`Deadline`] on
+//! reads it from the request (the first [`carrier`] present, in the order of
+//! [`carrier::Carriers`]), turns it into a [`Deadline`] on
 //! tokio's monotonic clock, and gives each outgoing call `min(sla, remaining - margin)`, never
 //! more than its caller will wait. Along the way it records the span attributes of the budget
 //! contract ([`semconv`]) through `tracing`, so `tracing-opentelemetry` exports them and
@@ -79,6 +79,7 @@ pub mod budget;
 pub mod carrier;
 #[cfg(feature = "service")]
 pub mod client;
+pub mod duration;
 #[cfg(feature = "tonic")]
 pub mod grpc;
 #[cfg(feature = "service")]

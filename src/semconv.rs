@@ -61,16 +61,11 @@ pub const ERROR_TYPE: &str = "error.type";
 
 /// Values of `budget.source`: the carrier a budget was read from.
 pub mod source {
-    /// Our own header.
-    pub const X_BUDGET_MS: &str = "x-budget-ms";
-    /// gRPC's timeout header.
-    pub const GRPC_TIMEOUT: &str = "grpc-timeout";
-    /// Connect protocol's timeout header.
-    pub const CONNECT_TIMEOUT_MS: &str = "connect-timeout-ms";
-    /// An absolute deadline, skew-prone.
-    pub const X_REQUEST_DEADLINE: &str = "x-request-deadline";
-    /// What Envoy expects.
-    pub const X_ENVOY_EXPECTED_RQ_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
+    // A built-in carrier's source is its header's name: one constant, in `carrier`.
+    pub use crate::carrier::{
+        CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, X_BUDGET_MS, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+        X_REQUEST_DEADLINE,
+    };
     /// The edge assigned its own budget.
     pub const DEFAULT: &str = "default";
     /// A carrier was present but its value could not be trusted.

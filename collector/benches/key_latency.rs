@@ -2,7 +2,7 @@
 //! criterion bench: it prints percentiles). Target (issue 6): a burst never delays a key press by
 //! more than one frame (100 ms).
 //!
-//! The real screen loop (`app::run`) runs on a 2-worker tokio runtime against a test terminal
+//! The real screen loop (`screen::run`) runs on a 2-worker tokio runtime against a test terminal
 //! whose backend notes the time of every frame it is given. A feeder task on the same runtime
 //! decodes `budget-demo load`'s requests with the receivers' `decode_protobuf` (keeping raw
 //! attributes, as the screen asks) and sends them as fast as the screen's channel takes them, for
@@ -14,15 +14,7 @@
 //! `cargo bench -p budget-top --bench key_latency`; knobs: `BURST_SECS`, `MAX_SPANS`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[allow(dead_code, unused_imports)]
-#[path = "../src/app.rs"]
-mod app;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/term.rs"]
-mod term;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/view/mod.rs"]
-mod view;
+use budget_top::screen;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,7 +31,7 @@ use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
 use ratatui::buffer::Cell;
 use ratatui::layout::{Position, Size};
 
-use app::{Controls, Mode, ScreenData, State};
+use screen::{Controls, Mode, ScreenData, State};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -180,7 +172,7 @@ async fn phase(burst: bool, secs: f64, max_spans: usize) -> (Vec<f64>, usize, u6
         sent
     });
     let controls = Controls::default();
-    app::run(&mut terminal, &mut state, spans_rx, events, controls)
+    screen::run(&mut terminal, &mut state, spans_rx, events, controls)
         .await
         .unwrap();
     stop.store(true, Ordering::Relaxed);

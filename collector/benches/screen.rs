@@ -2,17 +2,7 @@
 //! list + waterfall (the default view), the edges view and the services view. Target: < 5 ms.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[allow(dead_code, unused_imports)]
-#[path = "../src/app.rs"]
-mod app;
-#[path = "../tests/screen_support/mod.rs"]
-mod screen_support;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/term.rs"]
-mod term;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/view/mod.rs"]
-mod view;
+use budget_top::screen;
 
 use std::hint::black_box;
 
@@ -21,8 +11,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-use app::{Mode, ScreenData, State, View};
-use screen_support::{ChainBuilder, NOW_NS};
+use budget_top::screen::fixtures::{ChainBuilder, NOW_NS};
+use screen::{Mode, ScreenData, State, View};
 
 const CHAINS: u64 = 100_000;
 
@@ -93,7 +83,7 @@ fn render_frames(c: &mut Criterion) {
         c.bench_function(&format!("frame 200x60, 100k chains, {name}"), |b| {
             b.iter(|| {
                 buf.reset();
-                view::render(black_box(&state), area, &mut buf);
+                screen::render(black_box(&state), area, &mut buf);
             })
         });
     }
@@ -103,7 +93,7 @@ fn render_frames(c: &mut Criterion) {
     c.bench_function("frame 200x60, 100k chains, list scrolled to 50,000", |b| {
         b.iter(|| {
             buf.reset();
-            view::render(black_box(&state), area, &mut buf);
+            screen::render(black_box(&state), area, &mut buf);
         })
     });
 }

@@ -3,10 +3,7 @@
 //! panic hook gives the terminal back (alternate screen left, raw mode off) and that the panic
 //! message is readable on the restored terminal.
 
-#[allow(dead_code)]
-#[path = "../src/term.rs"]
-mod term;
-
+use budget_top::screen::term;
 use ratatui::widgets::Paragraph;
 
 fn main() -> anyhow::Result<()> {

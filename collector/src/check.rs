@@ -7,30 +7,24 @@
 //! `--fail-on`.
 
 use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader, IsTerminal as _, Read, Write as _};
+use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
-use std::pin::pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use deadline_budget::analysis::{Report, TraceId};
 use deadline_budget::carrier::Carriers;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::time::Instant;
 
 use crate::cli::{CheckArgs, FailOn, Format};
-use crate::ingest::{self, Ingest, IngestCounts, decode};
+use crate::ingest::{self, IngestCounts, decode};
+use crate::listen::{Signals, feed_until, finish, sleep_until};
+use crate::recording::{Reader, RecordingError};
 use crate::store::Store;
 use crate::{report_html, report_text};
 
 /// The exit status for "bad usage or unreadable input".
 pub const EXIT_USAGE: u8 = 2;
-
-/// An error that means exit status 2, with a message that says what and where.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
 
 /// Runs `check`; returns the exit status (0 or 1). Errors mean exit status 2.
 pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
@@ -151,73 +145,6 @@ pub fn json_report(report: &Report, ingest: Option<IngestCounts>) -> anyhow::Res
     Ok(out)
 }
 
-/// Opens a file of OTLP/JSON lines, gzip-compressed or not (detected by its magic bytes);
-/// `-` is standard input.
-pub fn open_lines(path: &Path) -> Result<Box<dyn std::io::BufRead>, InputError> {
-    let source: Box<dyn Read> = if path == Path::new("-") {
-        Box::new(std::io::stdin())
-    } else {
-        Box::new(
-            std::fs::File::open(path)
-                .map_err(|e| InputError(format!("{}: cannot open: {e}", path.display())))?,
-        )
-    };
-    let mut reader = BufReader::new(source);
-    let magic = reader
-        .fill_buf()
-        .map_err(|e| InputError(format!("{}: cannot read: {e}", path.display())))?;
-    if magic.starts_with(&[0x1f, 0x8b]) {
-        let decoder: Box<dyn Read> = Box::new(flate2::bufread::MultiGzDecoder::new(reader));
-        Ok(Box::new(BufReader::new(decoder)))
-    } else {
-        Ok(Box::new(reader))
-    }
-}
-
-/// Parses one line of a recording; `None` for a blank line.
-pub fn parse_line(
-    path: &Path,
-    number: usize,
-    line: &str,
-) -> Result<Option<ExportTraceServiceRequest>, InputError> {
-    // A byte-order mark (some Windows editors write one) is not JSON, and says nothing.
-    let line = line.trim().trim_start_matches('\u{feff}');
-    if line.is_empty() {
-        return Ok(None);
-    }
-    ingest::json::parse_request(line.as_bytes())
-        .map(Some)
-        .map_err(|e| {
-            InputError(format!(
-                "{}: line {number}: invalid OTLP/JSON ExportTraceServiceRequest: {e}",
-                path.display()
-            ))
-        })
-}
-
-/// Reads one line of a recording (up to and with its newline) into `line`; returns the bytes
-/// read (0 at the end) and, when the line was not valid UTF-8, what was repaired: it is kept
-/// with U+FFFD in place of the bad bytes, the rule of the receivers.
-pub fn read_line(
-    lines: &mut dyn std::io::BufRead,
-    bytes: &mut Vec<u8>,
-    line: &mut String,
-    path: &Path,
-    number: usize,
-) -> Result<(usize, Option<String>), InputError> {
-    bytes.clear();
-    line.clear();
-    let n = lines.read_until(b'\n', bytes).map_err(|e| {
-        InputError(format!(
-            "{}: line {number}: cannot read: {e}",
-            path.display()
-        ))
-    })?;
-    let (text, repairs) = ingest::utf8::repair_json(bytes);
-    line.push_str(&String::from_utf8_lossy(&text));
-    Ok((n, repairs.message()))
-}
-
 /// Reads every line of `path` into the store (with each span's attributes when
 /// `keep_attributes`). Spans with bad ids are skipped with a warning on stderr; a line that is
 /// not OTLP/JSON stops the check with its line number.
@@ -226,28 +153,19 @@ pub fn read_file(
     store: &mut Store,
     carriers: Arc<Carriers>,
     keep_attributes: bool,
-) -> Result<(), InputError> {
-    let mut lines = open_lines(path)?;
+) -> Result<(), RecordingError> {
+    let mut reader = Reader::open(path)?;
     let mut interner = decode::Interner::with_carriers(carriers);
-    let (mut bytes, mut line) = (Vec::new(), String::new());
-    let mut number = 0;
-    loop {
-        number += 1;
-        let (n, repaired) = read_line(&mut *lines, &mut bytes, &mut line, path, number)?;
-        if n == 0 {
-            return Ok(());
-        }
-        if let Some(message) = repaired {
-            eprintln!("warning: {}: line {number}: {message}", path.display());
-        }
-        let Some(mut request) = parse_line(path, number, &line)? else {
-            continue;
-        };
-        let decoded = decode::decode_request(&mut request, &mut interner, keep_attributes);
+    let warn = |number: usize, message: &str| {
+        eprintln!("warning: {}: line {number}: {message}", path.display());
+    };
+    while let Some(mut line) = reader.next_request(warn)? {
+        let decoded = decode::decode_request(&mut line.request, &mut interner, keep_attributes);
         if decoded.rejected > 0 {
             eprintln!(
-                "warning: {}: line {number}: {} span(s) skipped: {}",
+                "warning: {}: line {}: {} span(s) skipped: {}",
                 path.display(),
+                line.line,
                 decoded.rejected,
                 decoded.first_error.unwrap_or_default()
             );
@@ -258,6 +176,7 @@ pub fn read_file(
             raw: None,
         });
     }
+    Ok(())
 }
 
 /// Listens until `--idle`/`--for`/Ctrl-C/SIGTERM, feeding the store.
@@ -283,92 +202,4 @@ async fn listen(
     };
     feed_until(&mut ingest, store, args.idle, stop).await;
     Ok(finish(ingest, store).await)
-}
-
-/// Feeds `store` from the receivers until `stop` completes or, with `idle`, once spans have
-/// arrived and none came for that long. The receivers keep running: more can follow (e.g. what
-/// services flush as they stop), until [`finish`].
-pub async fn feed_until(
-    ingest: &mut Ingest,
-    store: &mut Store,
-    idle: Option<Duration>,
-    stop: impl Future<Output = ()>,
-) {
-    let mut stop = pin!(stop);
-    let mut last_span: Option<Instant> = None;
-    loop {
-        let idle_at = match (idle, last_span) {
-            (Some(idle), Some(last)) => Some(last + idle),
-            _ => None,
-        };
-        tokio::select! {
-            batch = ingest.receiver.recv() => {
-                let Some(batch) = batch else { break };
-                if !batch.spans.is_empty() {
-                    last_span = Some(Instant::now());
-                }
-                store.insert_batch(batch);
-            }
-            () = sleep_until(idle_at) => break,
-            () = &mut stop => break,
-        }
-    }
-}
-
-/// Stops the receivers and takes everything they accepted into `store`; returns their counts.
-pub async fn finish(mut ingest: Ingest, store: &mut Store) -> IngestCounts {
-    ingest.shutdown();
-    // Whatever was answered with success is in the channel: take all of it.
-    ingest.receiver.close();
-    while let Some(batch) = ingest.receiver.recv().await {
-        store.insert_batch(batch);
-    }
-    ingest.stats.snapshot()
-}
-
-/// Sleeps until `at`; forever when there is none.
-pub async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Ctrl-C and SIGTERM, as one stream.
-pub struct Signals {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-}
-
-impl std::fmt::Debug for Signals {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Signals")
-    }
-}
-
-impl Signals {
-    /// Starts listening for both signals, from now on (not from the first `recv`).
-    pub fn new() -> anyhow::Result<Self> {
-        #[cfg(unix)]
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            #[cfg(unix)]
-            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
-            #[cfg(unix)]
-            interrupt: signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?,
-        })
-    }
-
-    /// Waits for Ctrl-C or SIGTERM.
-    pub async fn recv(&mut self) {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.term.recv() => {}
-        }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use budget_demo::parse_duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use deadline_budget::analysis::Severity;
 use deadline_budget::carrier::{Carrier, Carriers, Form};
+use deadline_budget::duration::parse_duration;
 
 use crate::ingest;
 use crate::store;
@@ -112,6 +112,7 @@ pub enum Command {
     /// Play a recording into the live screen.
     Replay(ReplayArgs),
     /// Run the demo services into budget-top: live, as a workshop, or headless (--check).
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
 }
 
@@ -167,6 +168,7 @@ pub struct ReplayArgs {
 
 /// `budget-top demo`: the demo's services and load (the same options as `budget-demo`), on the
 /// live screen, as a guided workshop, or headless with the `check` report.
+#[cfg(feature = "demo")]
 #[derive(Debug, Args)]
 // Its own group id: the flattened `budget_demo::DemoArgs` already takes the name `DemoArgs`.
 #[group(id = "demo-command")]
@@ -294,6 +296,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "demo")]
     fn demo_takes_the_demo_options_and_the_check_options() {
         let cli = Cli::try_parse_from([
             "budget-top",
@@ -326,6 +329,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "demo")]
     fn demo_report_options_need_check_and_the_workshop_has_a_screen() {
         let parse = |args: &[&str]| Cli::try_parse_from([&["budget-top", "demo"], args].concat());
         assert!(parse(&[]).is_ok());

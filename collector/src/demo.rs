@@ -10,30 +10,29 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::check;
+use crate::cli::DemoArgs;
+use crate::ingest::{self, Ingest, IngestConfig};
+use crate::listen::{self, Signals};
+use crate::store::Store;
 use anyhow::Context as _;
 use budget_demo::{Demo, DemoConfig, DemoHandle, Latencies, Scenario, ServiceInfo, Timing};
-use budget_top::check::{self, Signals};
-use budget_top::cli::DemoArgs;
-use budget_top::ingest::{self, Ingest, IngestConfig};
-use budget_top::store::Store;
 use deadline_budget::carrier::Carriers;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{self, DemoControl, DemoStatus};
+use crate::screen::{self, DemoControl, DemoStatus};
 
-/// The scenarios in teaching order; the digit keys 1-9 and 0 pick from this list.
-pub const ORDER: [Scenario; Scenario::ALL.len()] = Scenario::ALL;
-
-/// The scenario a digit key picks: `1` the first, `0` the tenth.
+/// The scenario a digit key picks from [`Scenario::ALL`] (the teaching order): `1` the first,
+/// `0` the tenth.
 fn scenario_of_digit(key: char) -> Option<Scenario> {
     let index = match key.to_digit(10)? {
         0 => 9,
         d => d as usize - 1,
     };
-    ORDER.get(index).copied()
+    Scenario::ALL.get(index).copied()
 }
 
 /// How much `+` and `-` change the selected service's work time.
@@ -99,22 +98,22 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
     let stop = async {
         tokio::select! {
             () = demo.load_finished() => {}
-            () = check::sleep_until(give_up_at) => {}
+            () = listen::sleep_until(give_up_at) => {}
             () = signals.recv() => {}
         }
     };
-    check::feed_until(&mut ingest, &mut store, None, stop).await;
+    listen::feed_until(&mut ingest, &mut store, None, stop).await;
     let counts = demo.load_counts();
     // Stopping flushes every service's exporter into the receivers: keep taking batches.
     let mut stopping = tokio::spawn(demo.shutdown());
     let stopped = async {
         let _ = (&mut stopping).await;
     };
-    check::feed_until(&mut ingest, &mut store, None, stopped).await;
+    listen::feed_until(&mut ingest, &mut store, None, stopped).await;
     if !stopping.is_finished() {
         let _ = stopping.await;
     }
-    let ingest_counts = check::finish(ingest, &mut store).await;
+    let ingest_counts = listen::finish(ingest, &mut store).await;
     // Every request sent is accounted for: those without an answer when the load stopped
     // were abandoned in flight.
     eprintln!(
@@ -146,7 +145,7 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
     let workshop = (args.workshop || args.run.scenario.is_none()).then(|| {
         let start = match (args.run.scenario, args.workshop) {
             (Some(scenario), _) => scenario,
-            (None, true) => ORDER[0],
+            (None, true) => Scenario::ALL[0],
             (None, false) => Scenario::FIRST_BROKEN,
         };
         Workshop::starting_at(start, config.timing)
@@ -164,13 +163,13 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
     let driver = Driver::spawn(Some(handle), config);
     let control = Controller::new(driver.link(), workshop);
     let stats = ingest.stats.clone();
-    let controls = app::Controls {
+    let controls = screen::Controls {
         demo: Some(Box::new(control)),
-        refused: Some(Box::new(move || app::Refused::of(&stats))),
-        ..app::Controls::default()
+        refused: Some(Box::new(move || screen::Refused::of(&stats))),
+        ..screen::Controls::default()
     };
-    let live = app::LiveConfig {
-        mode: app::Mode::Demo,
+    let live = screen::LiveConfig {
+        mode: screen::Mode::Demo,
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
         max_spans,
@@ -181,7 +180,7 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
         shutdown_token,
         ..
     } = ingest;
-    let result = app::run_live(live, receiver, controls).await;
+    let result = screen::run_live(live, receiver, controls).await;
     // The receivers go first: the services' last flush then fails fast instead of waiting on a
     // screen that is gone.
     shutdown_token.cancel();
@@ -198,6 +197,14 @@ pub struct LiveDemo {
     pub start: Box<dyn FnMut() + Send>,
     /// Stop it after the screen closes.
     pub driver: Driver,
+}
+
+impl std::fmt::Debug for LiveDemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveDemo")
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The demo, ready to start against the gRPC receiver at `grpc` (none without one).
@@ -614,9 +621,10 @@ fn busy_label((switching, scenario, cure): (bool, Scenario, bool)) -> String {
     format!("{verb} {}…", scenario_label(scenario, cure))
 }
 
-/// "3/10 drop-header" (", cured" when cured): the scenario's place in [`ORDER`] and name.
+/// "3/10 drop-header" (", cured" when cured): the scenario's place in the teaching order
+/// ([`Scenario::ALL`]) and its name.
 fn scenario_label(scenario: Scenario, cure: bool) -> String {
-    let place = ORDER
+    let place = Scenario::ALL
         .iter()
         .position(|s| *s == scenario)
         .map_or(0, |i| i + 1);
@@ -625,7 +633,7 @@ fn scenario_label(scenario: Scenario, cure: bool) -> String {
     } else {
         ""
     };
-    format!("{place}/{} {scenario}{cured}", ORDER.len())
+    format!("{place}/{} {scenario}{cured}", Scenario::ALL.len())
 }
 
 /// The lesson of a run.
@@ -862,9 +870,12 @@ mod tests {
     fn the_workshop_teaches_every_scenario_in_order() {
         let mut scenarios: Vec<Scenario> = STEPS.iter().map(|s| s.scenario).collect();
         scenarios.dedup();
-        assert_eq!(scenarios, ORDER);
+        assert_eq!(scenarios, Scenario::ALL);
         for scenario in Demo::scenarios() {
-            assert!(ORDER.contains(scenario), "{scenario} missing from ORDER");
+            assert!(
+                Scenario::ALL.contains(scenario),
+                "{scenario} missing from Scenario::ALL"
+            );
         }
     }
 

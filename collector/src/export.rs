@@ -7,13 +7,13 @@
 //! OTLP/JSON line, the format `record` writes and `check --input` reads.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use deadline_budget::analysis::{BudgetFacts, Chain, Span, SpanId, SpanKind, SpanStatus};
 use deadline_budget::semconv;
+
+use crate::recording::{RecordingError, Writer};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
     AnyValue, InstrumentationScope, KeyValue, any_value::Value,
@@ -63,22 +63,13 @@ pub fn chain_request(
     }
 }
 
-/// Append the chain to `path` as one OTLP/JSON line (created when missing).
+/// Append the chain to the recording at `path` as one line (created when missing).
 pub fn write_chain(
     path: &Path,
     chain: &Chain,
     attributes: impl Fn(SpanId) -> Option<Vec<KeyValue>>,
-) -> anyhow::Result<()> {
-    let mut line = serde_json::to_vec(&chain_request(chain, attributes))
-        .context("cannot encode the chain as OTLP/JSON")?;
-    line.push(b'\n');
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    file.write_all(&line)
-        .with_context(|| format!("cannot write to {}", path.display()))
+) -> Result<(), RecordingError> {
+    Writer::append(path)?.write(&chain_request(chain, attributes))
 }
 
 fn otlp_span(s: &Span, attributes: Vec<KeyValue>) -> OtlpSpan {

@@ -1,18 +1,24 @@
-//! budget-top's collector core, as a library so the binary's screen, the tests and the benches
-//! share one implementation.
+//! budget-top: an OTLP sink that shows deadline budgets flowing through a chain of services.
 //!
 //! Data flows one way: [`ingest`] (OTLP/gRPC + OTLP/HTTP) decodes export requests into
 //! [`ingest::Batch`]es on a bounded channel -> one loop owns a [`store::Store`] -> the library's
-//! analysis -> the screen or the [`check`] report (text, JSON, or the [`report_html`] page).
-//! [`record`] writes what arrives to a file.
+//! analysis -> the [`screen`] or the [`check`] report (text, JSON, or the [`report_html`] page).
+//! [`record`] writes what arrives to a file. The binary (`main.rs`) only parses the command line
+//! and dispatches here; the tests and benches use the same modules.
 
 pub mod check;
 pub mod cli;
+#[cfg(feature = "demo")]
+pub mod demo;
 pub mod export;
 pub mod ingest;
 pub mod legend;
+pub mod listen;
 pub mod record;
+pub mod recording;
 pub mod report_html;
 pub mod report_text;
+pub mod screen;
 pub mod services;
+pub mod span_text;
 pub mod store;

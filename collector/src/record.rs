@@ -4,13 +4,10 @@
 //! channel, and Ctrl-C / SIGTERM drain the channel before exiting, so nothing answered with
 //! success is lost.
 
-use std::io::Write as _;
-
-use anyhow::Context as _;
-
-use crate::check::Signals;
 use crate::cli::RecordArgs;
 use crate::ingest;
+use crate::listen::Signals;
+use crate::recording::{RecordingError, Writer};
 
 /// Runs `record` until Ctrl-C or SIGTERM.
 pub async fn run(
@@ -18,8 +15,7 @@ pub async fn run(
     carriers: std::sync::Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
     let path = &args.output;
-    let mut file =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut file = Writer::create(path)?;
     // Before the receivers start: a SIGTERM right after the first request must be handled.
     let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
@@ -30,12 +26,11 @@ pub async fn run(
     eprintln!("listening: {}", ingest.describe());
     eprintln!("recording to {} (stop with Ctrl-C)", path.display());
     let mut requests = 0u64;
-    let mut line = Vec::new();
     loop {
         tokio::select! {
             batch = ingest.receiver.recv() => {
                 let Some(batch) = batch else { break };
-                requests += write_line(&mut file, &mut line, batch, path)?;
+                requests += write_line(&mut file, batch)?;
             }
             () = signals.recv() => break,
         }
@@ -43,10 +38,9 @@ pub async fn run(
     ingest.shutdown();
     ingest.receiver.close();
     while let Some(batch) = ingest.receiver.recv().await {
-        requests += write_line(&mut file, &mut line, batch, path)?;
+        requests += write_line(&mut file, batch)?;
     }
-    file.sync_all()
-        .with_context(|| format!("cannot flush {}", path.display()))?;
+    file.sync()?;
     let stats = ingest.stats.snapshot();
     eprintln!(
         "recorded {requests} request(s), {} span(s) to {}; {} span(s) refused",
@@ -57,20 +51,11 @@ pub async fn run(
     Ok(())
 }
 
-fn write_line(
-    file: &mut std::fs::File,
-    line: &mut Vec<u8>,
-    batch: ingest::Batch,
-    path: &std::path::Path,
-) -> anyhow::Result<u64> {
+/// Writes the request a batch came from (kept raw for this); returns the lines written.
+fn write_line(file: &mut Writer, batch: ingest::Batch) -> Result<u64, RecordingError> {
     let Some(raw) = batch.raw else {
         return Ok(0);
     };
-    line.clear();
-    serde_json::to_writer(&mut *line, &raw).context("cannot encode a request as OTLP/JSON")?;
-    line.push(b'\n');
-    // One write per line: a stopped process leaves whole lines behind.
-    file.write_all(line)
-        .with_context(|| format!("cannot write to {}", path.display()))?;
+    file.write(&raw)?;
     Ok(1)
 }

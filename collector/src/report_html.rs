@@ -11,7 +11,7 @@
 //! The page draws from the analysis only, as the screen's waterfall does: each row's findings,
 //! `dead_ms` and `late_ms`, the findings' numbers, the edges' aggregates. It judges nothing
 //! itself, so a mark never disagrees with the finding beside it. Every string a span sent goes
-//! through [`report_text::clean`] (control, bidirectional and zero-width characters out, long
+//! through [`span_text::for_report`](crate::span_text::for_report) (control, bidirectional and zero-width characters out, long
 //! values cut) and is then escaped: a span named `<script>` is text.
 //!
 //! The page stays small whatever the input: it draws at most [`CHAINS_PER_KIND`] chains per
@@ -31,8 +31,8 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Valu
 
 use crate::ingest::IngestCounts;
 use crate::legend::{self, MARKS, MarkRole};
-use crate::report_text::clean;
 use crate::services::{ServiceStats, service_stats};
+use crate::span_text::for_report;
 use crate::store::Store;
 
 /// Chains drawn for each finding kind: the worst ones.
@@ -164,7 +164,7 @@ struct SpanText<'a>(&'a str);
 
 impl Display for SpanText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        Esc(&clean(self.0)).fmt(f)
+        Esc(&for_report(self.0)).fmt(f)
     }
 }
 
@@ -173,7 +173,7 @@ struct TableName<'a>(&'a str);
 
 impl Display for TableName<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let clean = clean(self.0);
+        let clean = for_report(self.0);
         match clean.char_indices().nth(TABLE_NAME_CHARS) {
             Some((cut, _)) => write!(f, "{}…", Esc(&clean[..cut])),
             None => Esc(&clean).fmt(f),
@@ -717,9 +717,9 @@ impl Page<'_> {
         let start = a.summary.offset_ms(span);
         let end = start + span.duration_ms().max(0);
         let label = if span.kind.is_call() {
-            format!("→ {}", clean(&span.name))
+            format!("→ {}", for_report(&span.name))
         } else {
-            format!("{} {}", clean(&span.service), clean(&span.name))
+            format!("{} {}", for_report(&span.service), for_report(&span.name))
         };
         let (numbers, numbers_late) = numbers(span, row, reset);
         let worst = row.worst();

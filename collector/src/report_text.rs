@@ -11,6 +11,7 @@ use deadline_budget::analysis::{
 };
 
 use crate::ingest::IngestCounts;
+use crate::span_text::for_report;
 
 /// Renders the report. `roots` names each chain by its root span (service, name); `edges`
 /// are the store's aggregates (budget percentiles and waste per edge).
@@ -55,7 +56,7 @@ pub fn render(
             paint(
                 color,
                 Some(Severity::Warning),
-                format!("warning: {}", clean(&warning))
+                format!("warning: {}", for_report(&warning))
             )
         );
     }
@@ -93,9 +94,9 @@ pub fn render(
         [
             f.severity.as_str().to_string(),
             f.kind.as_str().to_string(),
-            clean(&f.service),
-            clean(&f.span_name),
-            clean(&f.message),
+            for_report(&f.service),
+            for_report(&f.span_name),
+            for_report(&f.message),
         ]
     };
     let header = ["SEVERITY", "KIND", "SERVICE", "SPAN", "MESSAGE"].map(String::from);
@@ -127,7 +128,7 @@ pub fn render(
     for (trace_id, findings) in &by_chain {
         let root = roots
             .get(trace_id)
-            .map(|(service, name)| format!(" {} {}", clean(service), clean(name)))
+            .map(|(service, name)| format!(" {} {}", for_report(service), for_report(name)))
             .unwrap_or_default();
         let _ = writeln!(out, "chain {trace_id}{root}");
         for f in findings {
@@ -155,8 +156,8 @@ pub fn render(
                 findings.push("timeout_oversized 1".into());
             }
             rows.push([
-                clean(&e.caller),
-                clean(&e.callee),
+                for_report(&e.caller),
+                for_report(&e.callee),
                 e.calls.to_string(),
                 percentiles(&e.received),
                 percentiles(&e.forwarded),
@@ -232,97 +233,5 @@ fn paint(color: bool, severity: Option<Severity>, text: impl std::fmt::Display) 
         format!("\x1b[{code}m{text}\x1b[0m")
     } else {
         text.to_string()
-    }
-}
-
-/// Control characters (escape sequences, newlines, tabs) become spaces; bidirectional
-/// overrides and zero-width characters are removed (a span name cannot reorder or hide the
-/// text around it); long values are cut. The HTML report cleans every span string the same way
-/// before escaping it.
-pub fn clean(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .filter(|&c| !hidden(c))
-        .take(200)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if s.chars().filter(|&c| !hidden(c)).nth(200).is_some() {
-        out.push('…');
-    }
-    out
-}
-
-/// Characters that change how the text around them reads without showing themselves: the
-/// bidirectional embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069), and
-/// the zero-width and other invisible format characters (U+200B-U+200F, U+2060-U+206F, U+FEFF,
-/// the soft hyphen, variation selectors, tags...), which take no cell: they misalign columns
-/// and make one name look like another.
-pub fn hidden(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00ad}'
-            | '\u{034f}'
-            | '\u{061c}'
-            | '\u{115f}'
-            | '\u{1160}'
-            | '\u{17b4}'
-            | '\u{17b5}'
-            | '\u{180b}'..='\u{180f}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{206f}'
-            | '\u{3164}'
-            | '\u{fe00}'..='\u{fe0f}'
-            | '\u{feff}'
-            | '\u{ffa0}'
-            | '\u{fff9}'..='\u{fffb}'
-            | '\u{1bca0}'..='\u{1bca3}'
-            | '\u{1d173}'..='\u{1d17a}'
-            | '\u{e0000}'..='\u{e0fff}'
-    )
-}
-
-/// Whether a character from a span must not reach a terminal as it is: a control character
-/// (escape sequences, newlines, tabs move the cursor) or a [`hidden`] one. The screen removes
-/// them; the text report turns control characters into spaces and removes the hidden ones.
-pub fn is_unsafe_char(c: char) -> bool {
-    c.is_control() || hidden(c)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn span_strings_cannot_reach_the_terminal_as_escapes() {
-        assert_eq!(clean("a\x1b[2Jb\nc"), "a [2Jb c");
-        assert_eq!(clean(&"x".repeat(300)).chars().count(), 201);
-    }
-
-    #[test]
-    fn span_strings_cannot_reorder_or_hide_text() {
-        // RIGHT-TO-LEFT OVERRIDE would show "gpj.exe" as "exe.jpg"; zero-width characters make
-        // two names look the same.
-        assert_eq!(clean("a\u{202e}gpj.exe\u{202c}"), "agpj.exe");
-        assert_eq!(clean("or\u{200b}ders\u{2066}\u{feff}"), "orders");
-        assert_eq!(clean("ملف"), "ملف");
-        assert_eq!(
-            clean("svc\u{202e}nimda\u{202c}\u{200b}x\u{feff}\u{2066}y\u{2069}\u{e0041}\u{00ad}"),
-            "svcnimdaxy"
-        );
-        // Every kept character takes the cells its width says.
-        for c in [
-            '\u{200d}',
-            '\u{2060}',
-            '\u{00ad}',
-            '\u{e0041}',
-            '\u{061c}',
-            '\u{1b}',
-        ] {
-            assert!(is_unsafe_char(c), "{c:?}");
-        }
-        for c in ['é', '→', '日', ' ', '-', 'م'] {
-            assert!(!is_unsafe_char(c), "{c:?}");
-        }
     }
 }

@@ -2,20 +2,9 @@
 //! fixed set of chains covering every finding kind, with the clock pinned, plus the keys.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The screen's modules belong to the binary; the tests include the same files.
-#[allow(dead_code, unused_imports)]
-#[path = "../src/app.rs"]
-mod app;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/term.rs"]
-mod term;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/view/mod.rs"]
-mod view;
+use budget_top::screen;
 
-mod screen_support;
-
-use screen_support::*;
+use budget_top::screen::fixtures::*;
 
 #[test]
 fn fixtures_cover_every_finding_kind() {
@@ -39,7 +28,7 @@ fn fixtures_cover_every_finding_kind() {
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;
 
-use app::{Overlay, State, View};
+use screen::{Overlay, State, View};
 
 fn key(state: &mut State, code: KeyCode) -> bool {
     state.on_key(KeyEvent::new(code, KeyModifiers::NONE), &mut None)
@@ -438,6 +427,22 @@ fn empty_state_tells_the_user_what_to_set() {
     assert!(state.ui.start_demo_requested);
 }
 
+/// Built without the demo (or listening without gRPC, where the demo exports), the empty
+/// screen does not offer `d`, and `d` does nothing.
+#[test]
+fn an_empty_screen_that_cannot_start_the_demo_does_not_offer_it() {
+    let mut state = empty_state();
+    state.demo_startable = false;
+    let text = screen_text(&draw(&state, 120, 40));
+    assert!(text.contains("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317"));
+    assert!(!text.contains("press d"), "{text}");
+    assert!(!text.contains("d demo"), "{text}");
+    assert!(text.contains("? legend  q quit"), "{text}");
+    assert!(!key(&mut state, KeyCode::Char('d')));
+    assert!(!state.ui.start_demo_requested);
+    assert_eq!(state.ui.message, None);
+}
+
 #[test]
 fn filter_search_and_sort_change_the_list() {
     let mut state = fixture_state(false);
@@ -498,7 +503,7 @@ fn control_characters_from_spans_never_reach_the_screen() {
             !cell
                 .symbol()
                 .chars()
-                .any(budget_top::report_text::is_unsafe_char),
+                .any(budget_top::span_text::is_unsafe_char),
             "{:?}",
             cell.symbol()
         );
@@ -611,17 +616,17 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
     let mut state = empty_state();
     let (batches, rx) = tokio::sync::mpsc::channel(4);
     let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
-    let controls = app::Controls {
+    let controls = screen::Controls {
         clock: Box::new(|| NOW_NS),
-        refused: Some(Box::new(|| app::Refused {
+        refused: Some(Box::new(|| screen::Refused {
             spans: 7,
             requests_unread: 3,
             requests_ignored: 2,
         })),
-        ..app::Controls::default()
+        ..screen::Controls::default()
     };
     let task = tokio::spawn(async move {
-        app::run(&mut terminal, &mut state, rx, events, controls)
+        screen::run(&mut terminal, &mut state, rx, events, controls)
             .await
             .unwrap();
         (terminal, state)
@@ -634,7 +639,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
         })
         .await
         .unwrap();
-    tokio::time::sleep(app::FRAME * 3).await;
+    tokio::time::sleep(screen::FRAME * 3).await;
     keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
         KeyCode::Char('q'),
         KeyModifiers::NONE,
@@ -656,9 +661,9 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
 /// A demo that only switches: the test turns its generation.
 struct SwitchingDemo(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
-impl app::DemoControl for SwitchingDemo {
-    fn status(&self) -> app::DemoStatus {
-        app::DemoStatus {
+impl screen::DemoControl for SwitchingDemo {
+    fn status(&self) -> screen::DemoStatus {
+        screen::DemoStatus {
             scenario: "6/7 burst".into(),
             lesson: "the same burst done right".into(),
             keys: String::new(),
@@ -687,13 +692,13 @@ async fn a_demo_switch_starts_the_screen_over() {
     let mut state = empty_state();
     let (batches, rx) = tokio::sync::mpsc::channel(4);
     let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
-    let controls = app::Controls {
+    let controls = screen::Controls {
         clock: Box::new(|| NOW_NS),
         demo: Some(Box::new(SwitchingDemo(generation.clone()))),
-        ..app::Controls::default()
+        ..screen::Controls::default()
     };
     let task = tokio::spawn(async move {
-        app::run(&mut terminal, &mut state, rx, events, controls)
+        screen::run(&mut terminal, &mut state, rx, events, controls)
             .await
             .unwrap();
         (terminal, state)
@@ -705,15 +710,15 @@ async fn a_demo_switch_starts_the_screen_over() {
     };
     let old = fixture_spans();
     batches.send(batch(old.clone())).await.unwrap();
-    tokio::time::sleep(app::FRAME * 3).await;
+    tokio::time::sleep(screen::FRAME * 3).await;
     generation.fetch_add(1, Ordering::Relaxed);
-    tokio::time::sleep(app::FRAME * 3).await;
+    tokio::time::sleep(screen::FRAME * 3).await;
     // A late span of an old chain, then a chain of the new scenario.
     batches.send(batch(old[..1].to_vec())).await.unwrap();
     let mut fresh = ChainBuilder::new(900, 14_000);
     fresh.edge(1, "frontdoor", "GET /burst", 0, 5, 100);
     batches.send(batch(fresh.spans)).await.unwrap();
-    tokio::time::sleep(app::FRAME * 3).await;
+    tokio::time::sleep(screen::FRAME * 3).await;
     keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
         KeyCode::Char('q'),
         KeyModifiers::NONE,
@@ -734,12 +739,12 @@ async fn a_demo_switch_starts_the_screen_over() {
 /// A demo that shows nothing until started (as on the live screen before `d`).
 struct LaterDemo(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
-impl app::DemoControl for LaterDemo {
-    fn status(&self) -> app::DemoStatus {
+impl screen::DemoControl for LaterDemo {
+    fn status(&self) -> screen::DemoStatus {
         if !self.0.load(std::sync::atomic::Ordering::Relaxed) {
-            return app::DemoStatus::default();
+            return screen::DemoStatus::default();
         }
-        app::DemoStatus {
+        screen::DemoStatus {
             scenario: "starting 1/7 propagate…".into(),
             lesson: "Everything right".into(),
             keys: String::new(),
@@ -763,31 +768,31 @@ async fn d_turns_the_live_screen_into_the_demo_screen() {
     let started = std::sync::Arc::new(AtomicBool::new(false));
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
     let mut state = empty_state();
-    assert_eq!(state.mode, app::Mode::Live);
+    assert_eq!(state.mode, screen::Mode::Live);
     let (_batches, rx) = tokio::sync::mpsc::channel(4);
     let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
     let start_flag = started.clone();
-    let controls = app::Controls {
+    let controls = screen::Controls {
         clock: Box::new(|| NOW_NS),
         demo: Some(Box::new(LaterDemo(started.clone()))),
         start_demo: Some(Box::new(move || start_flag.store(true, Ordering::Relaxed))),
-        ..app::Controls::default()
+        ..screen::Controls::default()
     };
     let (screens_tx, mut screens) = tokio::sync::mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
-        app::run(&mut terminal, &mut state, rx, events, controls)
+        screen::run(&mut terminal, &mut state, rx, events, controls)
             .await
             .unwrap();
         let _ = screens_tx.send(screen_text(&terminal));
         state
     });
-    tokio::time::sleep(app::FRAME * 3).await;
+    tokio::time::sleep(screen::FRAME * 3).await;
     keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
         KeyCode::Char('d'),
         KeyModifiers::NONE,
     ))))
     .unwrap();
-    tokio::time::sleep(app::FRAME * 3).await;
+    tokio::time::sleep(screen::FRAME * 3).await;
     assert!(started.load(Ordering::Relaxed), "d started the demo");
     keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
         KeyCode::Char('q'),
@@ -799,7 +804,7 @@ async fn d_turns_the_live_screen_into_the_demo_screen() {
         .expect("the loop stops on q")
         .unwrap();
     let text = screens.recv().await.unwrap();
-    assert_eq!(state.mode, app::Mode::Demo);
+    assert_eq!(state.mode, screen::Mode::Demo);
     assert!(text.starts_with("budget-top demo"), "{text}");
     assert!(!text.contains("starting the demo..."), "{text}");
     assert!(text.contains("starting 1/7 propagate…"), "{text}");
@@ -815,12 +820,12 @@ async fn the_loop_ends_when_the_terminal_goes_away() {
     let mut state = empty_state();
     let (_batches, rx) = tokio::sync::mpsc::channel(1);
     let events = futures::stream::empty::<std::io::Result<crossterm::event::Event>>();
-    let run = app::run(
+    let run = screen::run(
         &mut terminal,
         &mut state,
         rx,
         events,
-        app::Controls::default(),
+        screen::Controls::default(),
     );
     tokio::time::timeout(std::time::Duration::from_secs(5), run)
         .await
@@ -835,9 +840,9 @@ struct FakeDemo {
     lesson: Option<&'static str>,
 }
 
-impl app::DemoControl for FakeDemo {
-    fn status(&self) -> app::DemoStatus {
-        app::DemoStatus {
+impl screen::DemoControl for FakeDemo {
+    fn status(&self) -> screen::DemoStatus {
+        screen::DemoStatus {
             scenario: format!("{}/7 fixed-timeout", self.scenario),
             lesson: self.lesson.map_or_else(
                 || {
@@ -866,13 +871,13 @@ impl app::DemoControl for FakeDemo {
 #[test]
 fn demo_keys_reach_the_demo_and_its_lesson_is_on_screen() {
     let mut state = fixture_state(false);
-    let mut demo: Option<Box<dyn app::DemoControl>> = Some(Box::new(FakeDemo {
+    let mut demo: Option<Box<dyn screen::DemoControl>> = Some(Box::new(FakeDemo {
         scenario: 2,
         latency_ms: 100,
         lesson: None,
     }));
     state.demo = demo.as_ref().map(|d| d.status());
-    let press = |state: &mut State, demo: &mut Option<Box<dyn app::DemoControl>>, c: char| {
+    let press = |state: &mut State, demo: &mut Option<Box<dyn screen::DemoControl>>, c: char| {
         state.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), demo)
     };
     assert!(press(&mut state, &mut demo, '3'));
@@ -914,7 +919,7 @@ fn a_long_lesson_wraps_whole_and_the_list_gives_it_room() {
         assert_eq!(lesson.join(" "), LONG_LESSON, "{text}");
         assert!(lines[lines.len() - 2 - rows].starts_with("▶ 2/7 fixed-timeout"));
         // The list ends above the footer: no row of it is hidden under the lesson.
-        let l = view::layout(&state, ratatui::layout::Rect::new(0, 0, w, h));
+        let l = screen::layout(&state, ratatui::layout::Rect::new(0, 0, w, h));
         assert_eq!(l.body.y + l.body.height, l.footer.y);
         for part in [l.list, l.waterfall].into_iter().flatten() {
             assert!(part.y + part.height <= l.footer.y, "{part:?} under {l:?}");
@@ -923,7 +928,7 @@ fn a_long_lesson_wraps_whole_and_the_list_gives_it_room() {
     }
     // Far too long a lesson: three lines at most, the cut marked.
     state.demo.as_mut().unwrap().lesson = LONG_LESSON.repeat(4);
-    let l = view::layout(&state, ratatui::layout::Rect::new(0, 0, 80, 24));
+    let l = screen::layout(&state, ratatui::layout::Rect::new(0, 0, 80, 24));
     assert_eq!(l.footer.height, 5);
     let text = screen_text(&draw(&state, 80, 24));
     let lines: Vec<&str> = text.lines().collect();
@@ -939,7 +944,7 @@ fn a_long_lesson_wraps_whole_and_the_list_gives_it_room() {
 #[test]
 fn the_scenario_line_keeps_its_keys_whole_and_numbers_keep_their_units() {
     let mut state = fixture_state(false);
-    state.demo = Some(app::DemoStatus {
+    state.demo = Some(screen::DemoStatus {
         scenario: "step 2/8 propagate, slow settlement  ·  settlement 750 ms".into(),
         lesson: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).".into(),
         keys: "w next  1-7 jump  [ ] +/- latency".into(),
@@ -963,15 +968,15 @@ fn the_scenario_line_keeps_its_keys_whole_and_numbers_keep_their_units() {
     assert!(!text.contains("1-7 jump"), "{text}");
 }
 
-fn demo_status(demo: &FakeDemo) -> app::DemoStatus {
-    use app::DemoControl as _;
+fn demo_status(demo: &FakeDemo) -> screen::DemoStatus {
+    use screen::DemoControl as _;
     demo.status()
 }
 
 #[test]
 fn evicted_chains_leave_the_list() {
     use budget_top::store::Store;
-    let mut state = State::new(app::ScreenData::new(Store::new(30)), app::Mode::Live);
+    let mut state = State::new(screen::ScreenData::new(Store::new(30)), screen::Mode::Live);
     state.now_unix_nano = NOW_NS;
     for t in 0..40 {
         let mut c = ChainBuilder::new(t + 100, t * 10);
@@ -1139,7 +1144,7 @@ fn n_in_the_chain_list_walks_the_findings_and_the_choice_stays() {
 fn the_demo_opens_on_the_chain_that_shows_its_lesson() {
     use deadline_budget::analysis::FindingKind;
     let mut state = fixture_state(false);
-    let lesson = |focus: Vec<FindingKind>| app::DemoStatus {
+    let lesson = |focus: Vec<FindingKind>| screen::DemoStatus {
         scenario: "7/10 no-dequeue-check".into(),
         lesson: "orders takes queued items without checking their deadline".into(),
         keys: String::new(),

@@ -92,30 +92,6 @@ fn parse_latency(text: &str) -> Result<(String, u64), String> {
     Ok((service.trim().to_owned(), ms))
 }
 
-/// Parse a duration like `15s`, `500ms`, `2m` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("expected a duration like 15s or 500ms, got {text:?}"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {text:?}: use ms, s, m or h"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,15 +155,5 @@ mod tests {
         assert_eq!(config.clock_skew_ms, Some(-800));
         assert!(config.cure);
         assert!(Cli::try_parse_from(["demo", "--scenario", "nope"]).is_err());
-    }
-
-    #[test]
-    fn durations_parse_in_the_usual_units() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("3 weeks").is_err());
     }
 }

@@ -16,7 +16,8 @@ mod scenario;
 mod telemetry;
 mod topology;
 
-pub use args::{DemoArgs, parse_duration};
+pub use args::DemoArgs;
+pub use deadline_budget::duration::parse_duration;
 pub use latency::Latencies;
 pub use load::{LoadCounts, LoadPlan, LoadStats};
 pub use scenario::{Scenario, Timing, Topology, UnknownScenario};

@@ -8,8 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 
-#[path = "common/otlp.rs"]
-mod otlp;
+use budget_top_fuzz as otlp;
 
 fuzz_target!(|data: &[u8]| {
     // The HTTP receiver's decode: invalid UTF-8 repaired, then read as the Collector reads it
@@ -32,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         for (number, line) in text.lines().enumerate().take(4) {
             if let Ok(Some(request)) =
-                budget_top::check::parse_line(Path::new("fuzz"), number + 1, line)
+                budget_top::recording::parse_line(Path::new("fuzz"), number + 1, line)
             {
                 otlp::ingest(request);
             }

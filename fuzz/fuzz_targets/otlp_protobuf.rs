@@ -20,8 +20,7 @@ fn wire(attributes: &[RawAttributes]) -> Vec<(Vec<Vec<u8>>, u16, u16)> {
         .collect()
 }
 
-#[path = "common/otlp.rs"]
-mod otlp;
+use budget_top_fuzz as otlp;
 
 fuzz_target!(|data: &[u8]| {
     let fast = decode_protobuf(data, &mut Interner::default(), true);

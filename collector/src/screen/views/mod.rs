@@ -1,9 +1,10 @@
-//! Rendering: a pure function of the [`State`] into a ratatui `Buffer`.
+//! Drawing: a pure function of the [`State`] into a ratatui `Buffer`, and the views themselves.
 //!
 //! Nothing here reads a clock or the environment: the loop puts `now` and the colour choice in
 //! the state, so the same state always draws the same screen (and the snapshot tests can pin
-//! it). [`layout`] is shared by [`render`] and [`hit`], so a mouse click lands on the row that
-//! was drawn there.
+//! it). Each top-level view (a tab) is a [`Pane`] in its own file: what it draws in the body,
+//! where a click lands, and the keys it answers beyond the screen's own. [`pane`] registers it.
+//! [`layout`] is shared by [`render`] and the clicks, so a click lands on the row drawn there.
 
 pub mod chains;
 pub mod empty;
@@ -14,11 +15,53 @@ pub mod text;
 pub mod theme;
 pub mod waterfall;
 
+use crossterm::event::KeyCode;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use crate::app::{Overlay, State, View};
+use crate::screen::{Overlay, State, View};
 pub use theme::Theme;
+
+/// A top-level view: one tab of the screen.
+pub(crate) trait Pane {
+    /// Its tab's title in the header.
+    fn title(&self) -> &'static str;
+    /// Its key hints for the footer, longest first: the longest that fits is shown.
+    fn hints(&self) -> &'static [&'static str];
+    /// Where its parts of the body go (the chain list, the waterfall, the finding strip); by
+    /// default the body is one part.
+    fn arrange(&self, _body: Rect, _layout: &mut ScreenLayout) {}
+    /// Draw the body (there are chains: the empty screen draws itself).
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer);
+    /// Move its selection by `delta` rows (arrows, j/k, pages, Home/End, the wheel).
+    fn move_by(&self, state: &mut State, delta: isize);
+    /// A key the screen's own keys left: `None` when this view does not use it (it then goes to
+    /// the demo), else whether the screen changed.
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool>;
+    /// A left click at `pos` on the screen laid out as `layout`: whether anything changed.
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool;
+}
+
+/// The view behind each tab: adding a view is its file, a [`View`] variant and a line here.
+pub(crate) fn pane(view: View) -> &'static dyn Pane {
+    match view {
+        View::Chains => &chains::Chains,
+        View::Waterfall => &waterfall::Waterfall,
+        View::Edges => &tables::Edges,
+        View::Services => &tables::Services,
+    }
+}
+
+/// `current` moved by `delta` within `0..len` (0 when there is nothing).
+pub(crate) fn step(current: usize, len: usize, delta: isize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        (current as isize)
+            .saturating_add(delta)
+            .clamp(0, len as isize - 1) as usize
+    }
+}
 
 /// Heights of the fixed parts.
 const HEADER_ROWS: u16 = 3;
@@ -47,7 +90,7 @@ pub const LESSON_ROWS: usize = 3;
 pub fn lesson_lines(state: &State, width: u16) -> Vec<String> {
     state.demo.as_ref().map_or_else(Vec::new, |demo| {
         // A number and its unit stay on one line ("~600 ms", not "~600" then "ms").
-        let lesson = text::clean(&demo.lesson).replace(" ms", "\u{a0}ms");
+        let lesson = crate::span_text::for_screen(&demo.lesson).replace(" ms", "\u{a0}ms");
         let mut lines = text::wrap(&lesson, width as usize, LESSON_ROWS);
         for line in &mut lines {
             *line = line.replace('\u{a0}', " ");
@@ -73,43 +116,18 @@ pub fn layout(state: &State, area: Rect) -> ScreenLayout {
     let header = Rect::new(area.x, area.y, area.width, header_h);
     let body = Rect::new(area.x, area.y + header_h, area.width, body_h);
     let footer = Rect::new(area.x, area.y + header_h + body_h, area.width, footer_h);
-    let (list, waterfall, finding) = match state.ui.view {
-        _ if state.data.is_empty() => (None, None, None),
-        View::Chains if body.height >= 30 => {
-            let list_h = (body.height * 2 / 5).max(8);
-            (
-                Some(Rect::new(body.x, body.y, body.width, list_h)),
-                Some(Rect::new(
-                    body.x,
-                    body.y + list_h,
-                    body.width,
-                    body.height - list_h,
-                )),
-                None,
-            )
-        }
-        // No room for the waterfall: the selected chain's finding, in words, under the list.
-        View::Chains if body.height >= 10 => {
-            let strip_h = if body.height >= 15 { 5 } else { 4 };
-            let list_h = body.height - strip_h;
-            (
-                Some(Rect::new(body.x, body.y, body.width, list_h)),
-                None,
-                Some(Rect::new(body.x, body.y + list_h, body.width, strip_h)),
-            )
-        }
-        View::Chains => (Some(body), None, None),
-        View::Waterfall => (None, Some(body), None),
-        View::Edges | View::Services => (None, None, None),
-    };
-    ScreenLayout {
+    let mut layout = ScreenLayout {
         header,
         body,
-        list,
-        waterfall,
-        finding,
+        list: None,
+        waterfall: None,
+        finding: None,
         footer,
+    };
+    if !state.data.is_empty() {
+        pane(state.ui.view).arrange(body, &mut layout);
     }
+    layout
 }
 
 /// The smallest screen the views are laid out for.
@@ -129,21 +147,7 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
     if state.data.is_empty() {
         empty::render(state, theme, l.body, buf);
     } else {
-        match state.ui.view {
-            View::Chains | View::Waterfall => {
-                if let Some(r) = l.list {
-                    chains::render(state, theme, r, buf);
-                }
-                if let Some(r) = l.waterfall {
-                    waterfall::render(state, theme, r, buf);
-                }
-                if let Some(r) = l.finding {
-                    waterfall::render_finding(state, theme, r, buf);
-                }
-            }
-            View::Edges => tables::render_edges(state, theme, l.body, buf),
-            View::Services => tables::render_services(state, theme, l.body, buf),
-        }
+        pane(state.ui.view).render(state, theme, &l, buf);
     }
     header::render_footer(state, theme, l.footer, buf);
     match state.ui.overlay {
@@ -178,39 +182,6 @@ fn too_small(area: Rect, buf: &mut Buffer, theme: Theme) {
     Paragraph::new(lines)
         .wrap(Wrap { trim: true })
         .render(inner, buf);
-}
-
-/// What a mouse click landed on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hit {
-    /// A chain list row (index into the list).
-    Chain(usize),
-    /// A waterfall row.
-    SpanRow(usize),
-    /// An edges/services table row.
-    TableRow(usize),
-}
-
-/// Which row is at `pos` on a screen of size `area`.
-pub fn hit(state: &State, area: Rect, pos: Position) -> Option<Hit> {
-    if state.ui.overlay != Overlay::None || area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
-        return None;
-    }
-    let l = layout(state, area);
-    if let Some(r) = l.list
-        && r.contains(pos)
-    {
-        return chains::row_at(state, r, pos.y).map(Hit::Chain);
-    }
-    if let Some(r) = l.waterfall
-        && r.contains(pos)
-    {
-        return waterfall::row_at(state, r, pos.y).map(Hit::SpanRow);
-    }
-    if matches!(state.ui.view, View::Edges | View::Services) && l.body.contains(pos) {
-        return tables::row_at(state, l.body, pos.y).map(Hit::TableRow);
-    }
-    None
 }
 
 /// The first visible row of a scrolled list of `len` rows in `height` rows with `selected`

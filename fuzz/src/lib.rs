@@ -1,4 +1,5 @@
-//! The collector's path after the wire decode, shared by the two OTLP targets: an
+//! The collector's path after the wire decode, shared by the two OTLP targets (a library of
+//! the fuzz package, so the targets share it without including its file): an
 //! `ExportTraceServiceRequest` -> `decode_request` -> the store -> the analysis and the report.
 
 use budget_top::ingest::Batch;

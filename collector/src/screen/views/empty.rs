@@ -6,7 +6,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::theme::Theme;
-use crate::app::{Mode, State};
+use crate::screen::{Mode, State};
 
 /// Draw the empty state into the body.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
@@ -43,8 +43,10 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             lines.push(Line::raw(
                 "Every request chain then shows up here with where its budget went.",
             ));
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("Or press d to start the demo.", theme.title()));
+            if state.demo_startable {
+                lines.push(Line::raw(""));
+                lines.push(Line::styled("Or press d to start the demo.", theme.title()));
+            }
         }
     }
     let h = lines.len() as u16;

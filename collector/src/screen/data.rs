@@ -10,8 +10,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use budget_top::ingest::Batch;
-use budget_top::store::Store;
+use crate::ingest::Batch;
+use crate::store::Store;
 use deadline_budget::analysis::{Chain, ChainAnalysis, ChainOutcome, Row, Span, TraceId};
 
 /// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
@@ -122,7 +122,7 @@ impl ChainView<'_> {
     }
 }
 
-pub use budget_top::services::ServiceStats;
+pub use crate::services::ServiceStats;
 
 /// Per-second sums over a short window, for "per second" figures in the header.
 #[derive(Clone, Debug, Default)]
@@ -267,7 +267,6 @@ impl ScreenData {
 
     /// Take in spans without raw attributes, received at `now` (the tests and benches feed
     /// fixtures this way).
-    #[allow(dead_code)]
     pub fn add_spans(&mut self, spans: Vec<Span>, now_unix_nano: u64) {
         self.span_rate.add(now_unix_nano, spans.len() as i64);
         self.touch(&spans);
@@ -420,6 +419,6 @@ impl ScreenData {
 
     fn rebuild_services(&mut self, now_unix_nano: u64) {
         let from = now_unix_nano.saturating_sub(RATE_WINDOW_SECS * 1_000_000_000);
-        self.services = budget_top::services::service_stats(&self.store, from..now_unix_nano);
+        self.services = crate::services::service_stats(&self.store, from..now_unix_nano);
     }
 }

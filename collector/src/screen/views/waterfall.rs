@@ -10,20 +10,22 @@
 //! Every mark comes from the analysis (the row's findings, its `late_ms`, the budget helper of
 //! the library): the screen judges nothing itself, so a mark never disagrees with a finding.
 
+use crossterm::event::KeyCode;
 use deadline_budget::analysis::{
     BudgetSource, ChainAnalysis, ChainOutcome, Finding, FindingKind, Outcome, Row, Span, SpanId,
 };
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::popup::meaning;
-use super::text::{clean, ms};
+use super::text::ms;
 use super::theme::{Theme, severity_glyph};
-use super::{put, put_right, scroll_offset};
-use crate::app::{ChainView, State};
-use budget_top::legend::carrier_tag;
+use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
+use crate::legend::carrier_tag;
+use crate::screen::{ChainView, Overlay, State, View};
+use crate::span_text::for_screen;
 
 struct Geometry {
     label_w: u16,
@@ -115,6 +117,75 @@ const KEYS: [&str; 4] = [
     "rcv got · fwd sent · q queued · ? legend",
 ];
 
+/// The Waterfall tab: the selected chain, one row per span.
+#[derive(Debug)]
+pub(crate) struct Waterfall;
+
+impl Pane for Waterfall {
+    fn title(&self) -> &'static str {
+        "Waterfall"
+    }
+
+    fn hints(&self) -> &'static [&'static str] {
+        &[
+            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit",
+            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit",
+            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ? legend  q quit",
+        ]
+    }
+
+    fn arrange(&self, body: Rect, layout: &mut ScreenLayout) {
+        layout.waterfall = Some(body);
+    }
+
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
+        if let Some(r) = layout.waterfall {
+            render(state, theme, r, buf);
+        }
+    }
+
+    fn move_by(&self, state: &mut State, delta: isize) {
+        let len = state.selected_chain().map(|c| c.rows.len()).unwrap_or(0);
+        state.ui.span_row = step(state.ui.span_row, len, delta);
+    }
+
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        match key {
+            KeyCode::Char('n') => state.next_finding(true),
+            KeyCode::Char('N') => state.next_finding(false),
+            KeyCode::Char('e') => state.export_selected_here(),
+            KeyCode::Enter => {
+                if state.selected_span().is_none() {
+                    return Some(false);
+                }
+                state.ui.overlay = Overlay::Detail;
+                state.ui.popup_scroll = 0;
+            }
+            KeyCode::Esc => state.ui.view = View::Chains,
+            _ => return None,
+        }
+        Some(true)
+    }
+
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+        click(state, layout, pos)
+    }
+}
+
+/// A click on a waterfall row (the tab's, or the preview under the chain list) selects that
+/// span, and keeps it selected as the chain grows.
+pub(crate) fn click(state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+    let Some(r) = layout.waterfall.filter(|r| r.contains(pos)) else {
+        return false;
+    };
+    let Some(i) = row_at(state, r, pos.y) else {
+        return false;
+    };
+    state.ui.span_row = i;
+    state.ui.pinned_span = state.selected_span();
+    true
+}
+
 /// The waterfall row at screen row `y`.
 pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
     let chain = state.selected_chain()?;
@@ -159,8 +230,8 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let y = area.y;
     let mut title = format!(
         "─ {} {}  budget {}  used {}  {}  {} ",
-        clean(&s.root_service),
-        clean(&s.root_name),
+        for_screen(&s.root_service),
+        for_screen(&s.root_name),
         s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into()),
         ms(s.duration_ms),
         super::text::counted(s.hops as u64, "hop"),
@@ -301,16 +372,20 @@ fn label_of(
             }
             _ => String::new(),
         };
-        return format!("{indent}→ {attempt}{}", clean(&span.name));
+        return format!("{indent}→ {attempt}{}", for_screen(&span.name));
     }
     let parent_service = row
         .parent_row
         .and_then(|p| chain.row(p as usize))
         .map(|(_, parent)| parent.service.clone());
     if !span.kind.is_hop() && parent_service.as_deref() == Some(&*span.service) {
-        format!("{indent}{}", clean(&span.name))
+        format!("{indent}{}", for_screen(&span.name))
     } else {
-        format!("{indent}{} {}", clean(&span.service), clean(&span.name))
+        format!(
+            "{indent}{} {}",
+            for_screen(&span.service),
+            for_screen(&span.name)
+        )
     }
 }
 
@@ -668,7 +743,7 @@ fn draw_explanation(
                     format!("{} {} ", severity_glyph(f.severity), f.kind.as_str()),
                     theme.severity(f.severity),
                 ),
-                TextSpan::raw(clean(&f.message).into_owned()),
+                TextSpan::raw(for_screen(&f.message).into_owned()),
             ]));
         }
     } else {
@@ -684,7 +759,7 @@ fn draw_explanation(
             severity_glyph(first.severity),
             first.kind.as_str(),
             first.severity,
-            clean(&first.service)
+            for_screen(&first.service)
         );
         put(
             buf,
@@ -698,7 +773,7 @@ fn draw_explanation(
         // explanation is never pushed out by a second message.
         for (i, f) in here.iter().enumerate() {
             let mut parts = vec![TextSpan::styled(
-                clean(&f.message).into_owned(),
+                for_screen(&f.message).into_owned(),
                 theme.title(),
             )];
             if let Some(w) = f.wasted_ms.filter(|w| *w > 0) {
@@ -731,11 +806,11 @@ fn story(chain: &ChainAnalysis) -> String {
         .findings
         .iter()
         .map(|f| {
-            let message = clean(&f.message);
+            let message = for_screen(&f.message);
             if message.starts_with(&*f.service) {
                 message.into_owned()
             } else {
-                format!("{}: {message}", clean(&f.service))
+                format!("{}: {message}", for_screen(&f.service))
             }
         })
         .collect();

@@ -1,19 +1,6 @@
-//! Small text helpers: making span-provided strings safe to draw, and formatting numbers.
+//! Formatting for narrow columns: numbers, durations, times, and fitting and wrapping text.
 
 use std::borrow::Cow;
-
-/// Remove control characters (escape sequences, newlines, tabs), bidirectional overrides and
-/// zero-width characters from a string that came from a span, so a hostile or careless service
-/// cannot move the cursor, reorder text or break the layout (the same set as the check report,
-/// [`budget_top::report_text::is_unsafe_char`]).
-pub fn clean(s: &str) -> Cow<'_, str> {
-    use budget_top::report_text::is_unsafe_char;
-    if s.chars().any(is_unsafe_char) {
-        Cow::Owned(s.chars().filter(|c| !is_unsafe_char(*c)).collect())
-    } else {
-        Cow::Borrowed(s)
-    }
-}
 
 /// Milliseconds for a narrow column: `850ms`, `12.5s`, `3m20s`.
 pub fn ms(v: i64) -> String {
@@ -179,18 +166,6 @@ pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn control_characters_are_removed() {
-        assert_eq!(clean("ok"), "ok");
-        assert_eq!(clean("evil\x1b[2Jname\n\t"), "evil[2Jname");
-        assert_eq!(clean("a\u{7f}b\u{9b}c"), "abc");
-        // Bidirectional overrides and zero-width characters would reorder or misalign a title.
-        assert_eq!(
-            clean("pay\u{202e}lanoitan\u{202c}\u{200b}-\u{2066}x\u{2069}\u{feff}"),
-            "paylanoitan-x"
-        );
-    }
 
     #[test]
     fn numbers_fit_narrow_columns() {

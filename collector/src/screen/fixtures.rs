@@ -1,23 +1,18 @@
-//! Fixtures for the screen tests and benches: a fixed set of chains that covers every finding
-//! kind, at fixed times, and helpers that draw a state into a `TestBackend`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::too_many_arguments,
-    dead_code
-)]
+//! Fixtures for the screen's tests and benches (feature `fixtures`, which only they turn on): a
+//! fixed set of chains that covers every finding kind, at fixed times, and helpers that draw a
+//! state into a `TestBackend`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_arguments)]
 
 use std::sync::Arc;
 
-use budget_top::store::Store;
+use crate::store::Store;
 use deadline_budget::analysis::{
     BudgetFacts, BudgetSource, Outcome, Span, SpanId, SpanKind, SpanStatus, TraceId,
 };
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-use crate::app::{Mode, ScreenData, State};
-use crate::view;
+use crate::screen::{Mode, ScreenData, State};
 
 /// Where every fixture chain starts (Unix ms): 2025-11-29 15:26:40 UTC.
 pub const T0_MS: u64 = 1_764_430_000_000;
@@ -37,6 +32,7 @@ fn sid(trace: u64, n: u64) -> SpanId {
 }
 
 /// Builds the spans of one chain; times in ms after the chain's own start.
+#[derive(Debug)]
 pub struct ChainBuilder {
     trace: u64,
     start_ms: u64,
@@ -320,7 +316,7 @@ pub fn empty_state() -> State {
 pub fn draw(state: &State, w: u16, h: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
     terminal
-        .draw(|f| view::render(state, f.area(), f.buffer_mut()))
+        .draw(|f| crate::screen::render(state, f.area(), f.buffer_mut()))
         .unwrap();
     terminal
 }

@@ -4,16 +4,122 @@
 
 use std::sync::Arc;
 
+use crossterm::event::KeyCode;
 use deadline_budget::analysis::Severity;
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 
-use super::text::{clean, count, ms, opt_ms, rate};
+use super::text::{count, ms, opt_ms, rate};
 use super::theme::Theme;
-use super::{put, put_right, scroll_offset};
-use crate::app::data::ServiceStats;
-use crate::app::{State, View};
+use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
+use crate::screen::data::ServiceStats;
+use crate::screen::{State, View};
+use crate::span_text::for_screen;
 use deadline_budget::analysis::{EdgeAggregate, FindingKind};
+
+/// The Edges tab: caller → callee links, worst first.
+#[derive(Debug)]
+pub(crate) struct Edges;
+
+/// The Services tab: per-service Little's law and dead work.
+#[derive(Debug)]
+pub(crate) struct Services;
+
+const HINTS: [&str; 2] = [
+    "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit",
+    "↑↓ move  ⏎ its chains  Tab view  Esc back  ? legend  q quit",
+];
+
+impl Pane for Edges {
+    fn title(&self) -> &'static str {
+        "Edges"
+    }
+
+    fn hints(&self) -> &'static [&'static str] {
+        &HINTS
+    }
+
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
+        render_edges(state, theme, layout.body, buf);
+    }
+
+    fn move_by(&self, state: &mut State, delta: isize) {
+        state.ui.table_row = step(state.ui.table_row, state.data.store.edges().len(), delta);
+    }
+
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        let callee = edge_rows(state)
+            .get(state.ui.table_row)
+            .map(|e| e.callee.to_string());
+        table_key(state, key, callee)
+    }
+
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+        click(state, layout, pos)
+    }
+}
+
+impl Pane for Services {
+    fn title(&self) -> &'static str {
+        "Services"
+    }
+
+    fn hints(&self) -> &'static [&'static str] {
+        &HINTS
+    }
+
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
+        render_services(state, theme, layout.body, buf);
+    }
+
+    fn move_by(&self, state: &mut State, delta: isize) {
+        state.ui.table_row = step(state.ui.table_row, state.data.services.len(), delta);
+    }
+
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        let service = service_rows(state)
+            .get(state.ui.table_row)
+            .map(|(n, _)| n.to_string());
+        table_key(state, key, service)
+    }
+
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+        click(state, layout, pos)
+    }
+}
+
+/// The tables' keys: Enter goes to the chains through the selected row's service (`service`),
+/// Esc back to the chains.
+fn table_key(state: &mut State, key: KeyCode, service: Option<String>) -> Option<bool> {
+    match key {
+        KeyCode::Enter => {
+            let Some(name) = service else {
+                return Some(false);
+            };
+            state.ui.query.search = name.chars().filter(|c| !c.is_control()).take(64).collect();
+            state.ui.view = View::Chains;
+            state.ui.selected = 0;
+            state.ui.selected_id = None;
+        }
+        KeyCode::Esc => state.ui.view = View::Chains,
+        _ => return None,
+    }
+    Some(true)
+}
+
+/// A click on a table row selects it.
+fn click(state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+    if !layout.body.contains(pos) {
+        return false;
+    }
+    match row_at(state, layout.body, pos.y) {
+        Some(i) => {
+            state.ui.table_row = i;
+            true
+        }
+        None => false,
+    }
+}
 
 /// An edge's findings of one severity (the analysis's severities: nothing is judged here).
 fn of_severity(e: &EdgeAggregate, severity: Severity) -> u64 {
@@ -209,7 +315,7 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     };
     for (i, y, row_style) in t.body(buf, area, state.ui.table_row, rows.len(), theme) {
         let e = &rows[i];
-        let name = format!("{} → {}", clean(&e.caller), clean(&e.callee));
+        let name = format!("{} → {}", for_screen(&e.caller), for_screen(&e.callee));
         let n = |k| e.findings.get(k);
         let late = n(FindingKind::RanAfterExpiry) + n(FindingKind::OrphanedWork);
         let mut cells = vec![
@@ -331,7 +437,7 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
                 dead_style,
             ));
         }
-        t.cells(buf, area, y, &clean(name), &cells, row_style);
+        t.cells(buf, area, y, &for_screen(name), &cells, row_style);
     }
     let note = fitting_note(
         area.width,

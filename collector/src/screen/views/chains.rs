@@ -4,14 +4,114 @@
 //! Only the rows on screen are touched, so the cost of a frame does not grow with the number
 //! of chains held.
 
+use crossterm::event::KeyCode;
 use deadline_budget::analysis::{ChainOutcome, Severity};
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 
-use super::text::{clean, clock, ms};
+use super::text::{clock, ms};
 use super::theme::{Theme, severity_glyph};
-use super::{put, put_right, scroll_offset};
-use crate::app::State;
+use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step, waterfall};
+use crate::screen::{State, View};
+use crate::span_text::for_screen;
+
+/// The Chains tab: the chain list, with the selected chain's waterfall below it when there is
+/// room (else its finding in words).
+#[derive(Debug)]
+pub(crate) struct Chains;
+
+impl Pane for Chains {
+    fn title(&self) -> &'static str {
+        "Chains"
+    }
+
+    fn hints(&self) -> &'static [&'static str] {
+        &[
+            "↑↓/jk move  Enter open  n/N finding  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit",
+            "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit",
+            "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ? legend  q quit",
+            "↑↓ move  ⏎ open  n/N finding  Tab view  f filter  s sort  ? legend  q quit",
+        ]
+    }
+
+    fn arrange(&self, body: Rect, layout: &mut ScreenLayout) {
+        if body.height >= 30 {
+            let list_h = (body.height * 2 / 5).max(8);
+            layout.list = Some(Rect::new(body.x, body.y, body.width, list_h));
+            layout.waterfall = Some(Rect::new(
+                body.x,
+                body.y + list_h,
+                body.width,
+                body.height - list_h,
+            ));
+        } else if body.height >= 10 {
+            // No room for the waterfall: the selected chain's finding, in words, under the list.
+            let strip_h = if body.height >= 15 { 5 } else { 4 };
+            let list_h = body.height - strip_h;
+            layout.list = Some(Rect::new(body.x, body.y, body.width, list_h));
+            layout.finding = Some(Rect::new(body.x, body.y + list_h, body.width, strip_h));
+        } else {
+            layout.list = Some(body);
+        }
+    }
+
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
+        if let Some(r) = layout.list {
+            render(state, theme, r, buf);
+        }
+        if let Some(r) = layout.waterfall {
+            waterfall::render(state, theme, r, buf);
+        }
+        if let Some(r) = layout.finding {
+            waterfall::render_finding(state, theme, r, buf);
+        }
+    }
+
+    fn move_by(&self, state: &mut State, delta: isize) {
+        state.select(step(state.ui.selected, state.data.visible.len(), delta));
+    }
+
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        match key {
+            KeyCode::Char('n') => state.next_finding(true),
+            KeyCode::Char('N') => state.next_finding(false),
+            KeyCode::Char('e') => state.export_selected_here(),
+            KeyCode::Enter => {
+                if state.selected_chain().is_none() {
+                    return Some(false);
+                }
+                state.ui.view = View::Waterfall;
+                state.ui.span_row = state.preview_row();
+            }
+            KeyCode::Esc => {
+                if state.ui.query.search.is_empty() {
+                    return Some(false);
+                }
+                state.ui.query.search.clear();
+            }
+            _ => return None,
+        }
+        Some(true)
+    }
+
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+        if let Some(r) = layout.list
+            && r.contains(pos)
+        {
+            let Some(i) = row_at(state, r, pos.y) else {
+                return false;
+            };
+            // A click on the selected chain opens it.
+            if state.ui.selected == i {
+                state.ui.view = View::Waterfall;
+                state.ui.span_row = state.preview_row();
+            }
+            state.select(i);
+            return true;
+        }
+        waterfall::click(state, layout, pos)
+    }
+}
 
 struct Columns {
     start: u16,
@@ -181,7 +281,11 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         }
         put(buf, x, y, &start, c.start, theme.dim().patch(row_style));
         x += c.start;
-        let root = format!("{} {}", clean(&s.root_service), clean(&s.root_name));
+        let root = format!(
+            "{} {}",
+            for_screen(&s.root_service),
+            for_screen(&s.root_name)
+        );
         let root_w = c.root.saturating_sub(1);
         put(
             buf,

@@ -8,10 +8,11 @@ use ratatui::style::Style;
 
 use std::borrow::Cow;
 
-use super::text::{clean, count, rate};
+use super::text::{count, rate};
 use super::theme::{Theme, severity_glyph};
 use super::{put, unicode_width};
-use crate::app::{Mode, State, View};
+use crate::screen::{Mode, State, View};
+use crate::span_text::for_screen;
 
 /// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
@@ -25,7 +26,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let mut x = put(buf, area.x, y, "budget-top", area.width, theme.title());
     let mode = match &state.mode {
         Mode::Live => "live".to_string(),
-        Mode::Replay(file) => format!("replay {}", clean(file)),
+        Mode::Replay(file) => format!("replay {}", for_screen(file)),
         Mode::Demo => "demo".to_string(),
     };
     x = put(buf, x + 1, y, &mode, w(x + 1), theme.accent());
@@ -144,7 +145,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             .services_without_budget
             .iter()
             .take(4)
-            .map(|s| clean(s).into_owned())
+            .map(|s| for_screen(s).into_owned())
             .collect();
         let text = format!(
             "⚠ budget known on {} of {} hops: add --budget-header or the contract's attributes (none: {})",
@@ -160,12 +161,8 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     // Line 3: tabs, then the list's filter and order.
     let y = area.y + 2;
     let mut x = area.x;
-    for (view, name) in [
-        (View::Chains, "Chains"),
-        (View::Waterfall, "Waterfall"),
-        (View::Edges, "Edges"),
-        (View::Services, "Services"),
-    ] {
+    for view in View::ALL {
+        let name = super::pane(view).title();
         let style = if state.ui.view == view {
             theme.selected()
         } else {
@@ -179,7 +176,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         info.push_str(&format!("  filter: {filter}"));
     }
     if !state.ui.query.search.is_empty() {
-        info.push_str(&format!("  search: {}", clean(&state.ui.query.search)));
+        info.push_str(&format!("  search: {}", for_screen(&state.ui.query.search)));
     }
     let evicted = state.data.store.counters().chains_evicted;
     if evicted > 0 {
@@ -199,7 +196,7 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         && area.height >= 2
     {
         let y = area.y;
-        let (scenario, keys) = (clean(&demo.scenario), clean(&demo.keys));
+        let (scenario, keys) = (for_screen(&demo.scenario), for_screen(&demo.keys));
         let (scenario, keys) = scenario_line(&scenario, &keys, area.width);
         let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
         let x = put(
@@ -241,10 +238,10 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     let line = if state.ui.searching {
         format!(
             "/{}▏  Enter keeps  Esc clears",
-            clean(&state.ui.query.search)
+            for_screen(&state.ui.query.search)
         )
     } else if let Some(m) = &state.ui.message {
-        clean(m).into_owned()
+        for_screen(m).into_owned()
     } else {
         hints(state, area.width).to_string()
     };
@@ -274,33 +271,20 @@ fn scenario_line<'a>(scenario: &'a str, keys: &'a str, width: u16) -> (Cow<'a, s
 }
 
 const EMPTY_HINTS: [&str; 1] = ["d demo  ? legend  q quit"];
-const CHAINS_HINTS: [&str; 4] = [
-    "↑↓/jk move  Enter open  n/N finding  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit",
-    "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit",
-    "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ? legend  q quit",
-    "↑↓ move  ⏎ open  n/N finding  Tab view  f filter  s sort  ? legend  q quit",
-];
-const WATERFALL_HINTS: [&str; 3] = [
-    "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit",
-    "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit",
-    "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ? legend  q quit",
-];
-const TABLE_HINTS: [&str; 2] = [
-    "↑↓/jk move  Enter its chains  Tab view  Esc back  space pause  ? legend  q quit",
-    "↑↓ move  ⏎ its chains  Tab view  Esc back  ? legend  q quit",
-];
+/// On an empty screen that cannot start the demo (built without it, or no gRPC receiver).
+const EMPTY_HINTS_NO_DEMO: [&str; 1] = ["? legend  q quit"];
 
 /// The key hints for the view, the longest that fits `width` whole (so `q quit` is always on
 /// the line).
 fn hints(state: &State, width: u16) -> &'static str {
     let choices: &[&'static str] = if state.data.is_empty() {
-        &EMPTY_HINTS
-    } else {
-        match state.ui.view {
-            View::Chains => &CHAINS_HINTS,
-            View::Waterfall => &WATERFALL_HINTS,
-            View::Edges | View::Services => &TABLE_HINTS,
+        if state.demo_startable {
+            &EMPTY_HINTS
+        } else {
+            &EMPTY_HINTS_NO_DEMO
         }
+    } else {
+        super::pane(state.ui.view).hints()
     };
     fitting(choices, width)
 }
@@ -317,10 +301,10 @@ fn fitting(choices: &[&'static str], width: u16) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use budget_top::store::Store;
+    use crate::store::Store;
 
     use super::*;
-    use crate::app::data::ScreenData;
+    use crate::screen::data::ScreenData;
 
     fn first_line(grpc: &str) -> String {
         let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);
@@ -336,12 +320,11 @@ mod tests {
 
     #[test]
     fn the_key_hints_fit_and_always_end_with_q_quit() {
-        for choices in [
-            &EMPTY_HINTS[..],
-            &CHAINS_HINTS,
-            &WATERFALL_HINTS,
-            &TABLE_HINTS,
-        ] {
+        let views = crate::screen::View::ALL.map(|v| super::super::pane(v).hints());
+        for choices in [&EMPTY_HINTS[..], &EMPTY_HINTS_NO_DEMO]
+            .into_iter()
+            .chain(views)
+        {
             for width in 80..=220 {
                 let line = fitting(choices, width);
                 assert!(line.ends_with("q quit"), "at {width}: {line}");
@@ -349,7 +332,8 @@ mod tests {
             }
         }
         // The longest shows where it fits: nothing is dropped for no reason.
-        assert_eq!(fitting(&CHAINS_HINTS, 200), CHAINS_HINTS[0]);
+        let chains = super::super::pane(crate::screen::View::Chains).hints();
+        assert_eq!(fitting(chains, 200), chains[0]);
     }
 
     #[test]

@@ -1,19 +1,20 @@
 //! The overlays: the legend (`?`), which explains every highlight in plain words, and the detail
 //! of one span with all its budget facts and findings.
 
-use budget_top::legend::{MARKS, MarkRole, ROW_FIGURES, facts};
+use crate::legend::{MARKS, MarkRole, ROW_FIGURES, facts};
 use deadline_budget::analysis::FindingKind;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
-use super::text::{clean, ms};
+use super::text::ms;
 use super::theme::{Theme, severity_glyph};
 use super::{boxed, waterfall};
-use crate::app::{Overlay, State};
+use crate::screen::{Overlay, State};
+use crate::span_text::for_screen;
 
-pub use budget_top::legend::meaning;
+pub use crate::legend::meaning;
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
@@ -260,8 +261,8 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
     let span = &span;
     let title = format!(
         "{} {}  (Esc closes)",
-        clean(&span.service),
-        clean(&span.name)
+        for_screen(&span.service),
+        for_screen(&span.name)
     );
     let mut lines = Vec::new();
     let kv = |k: &str, v: String| {
@@ -290,14 +291,14 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
         theme.title(),
     ));
     for (k, v) in facts(span) {
-        lines.push(kv(k, clean(&v).into_owned()));
+        lines.push(kv(k, for_screen(&v).into_owned()));
     }
     if let Some(attrs) = state.data.store.attributes(chain.trace_id, span.span_id) {
         lines.push(Line::styled("attributes, as received", theme.title()));
         for a in attrs {
             lines.push(kv(
-                &clean(&a.key),
-                clean(&any_value(a.value.as_ref())).into_owned(),
+                &for_screen(&a.key),
+                for_screen(&any_value(a.value.as_ref())).into_owned(),
             ));
         }
     }
@@ -319,7 +320,7 @@ fn detail(state: &State, theme: Theme, width: u16) -> Option<(String, Vec<Line<'
                 format!("{} {} ", severity_glyph(f.severity), f.kind.as_str()),
                 theme.severity(f.severity),
             ),
-            TextSpan::raw(clean(&f.message).into_owned()),
+            TextSpan::raw(for_screen(&f.message).into_owned()),
         ]));
         lines.extend(hanging(
             TextSpan::raw("  "),

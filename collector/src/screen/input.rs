@@ -1,0 +1,182 @@
+//! What a person does: keys and the mouse, turned into changes of the [`State`].
+//!
+//! The screen's own keys (quit, legend, pause, search, filter, order, moving, Tab) are answered
+//! here, the same in every view; what a key means in one view (Enter, Esc, `n`/`N`, `e`) and where
+//! a click lands are the view's own ([`Pane`](super::views::Pane)); a letter nobody used goes
+//! to the demo. Returns say whether the screen needs a redraw.
+
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::{Position, Rect};
+
+use super::state::STARTING_DEMO;
+use super::views::{self, MIN_SIZE, pane};
+use super::{DemoControl, Mode, Overlay, State, View};
+
+impl State {
+    /// Handle one key; `demo` gets the keys the screen does not use. Returns whether the
+    /// screen needs a redraw.
+    pub fn on_key(&mut self, key: KeyEvent, demo: &mut Option<Box<dyn DemoControl>>) -> bool {
+        if key.kind == KeyEventKind::Release {
+            return false;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d')) {
+            self.ui.quit = true;
+            return true;
+        }
+        if self.ui.searching {
+            match key.code {
+                KeyCode::Esc => {
+                    self.ui.searching = false;
+                    self.ui.query.search.clear();
+                }
+                KeyCode::Enter => self.ui.searching = false,
+                KeyCode::Backspace => {
+                    self.ui.query.search.pop();
+                }
+                KeyCode::Char(c) if !c.is_control() && self.ui.query.search.len() < 64 => {
+                    self.ui.query.search.push(c)
+                }
+                _ => return false,
+            }
+            self.ui.selected = 0;
+            self.ui.selected_id = None;
+            return true;
+        }
+        if self.ui.overlay != Overlay::None {
+            let scroll = self.ui.popup_scroll;
+            self.ui.popup_scroll = match key.code {
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?') | KeyCode::Char('q') => {
+                    self.ui.overlay = Overlay::None;
+                    0
+                }
+                KeyCode::Down | KeyCode::Char('j') => scroll.saturating_add(1),
+                KeyCode::Up | KeyCode::Char('k') => scroll.saturating_sub(1),
+                KeyCode::PageDown | KeyCode::Char(' ') => scroll.saturating_add(10),
+                KeyCode::PageUp => scroll.saturating_sub(10),
+                KeyCode::Home | KeyCode::Char('g') => 0,
+                KeyCode::End | KeyCode::Char('G') => u16::MAX,
+                _ => return false,
+            };
+            return true;
+        }
+        match key.code {
+            KeyCode::Char('q') => self.ui.quit = true,
+            KeyCode::Char('?') => {
+                self.ui.overlay = Overlay::Legend;
+                self.ui.popup_scroll = 0;
+            }
+            KeyCode::Char(' ') => self.toggle_pause(),
+            KeyCode::Char('/') => {
+                self.ui.searching = true;
+                self.ui.view = View::Chains;
+            }
+            KeyCode::Char('f') | KeyCode::Char('s') => {
+                if key.code == KeyCode::Char('f') {
+                    self.ui.query.filter = self.ui.query.filter.next();
+                } else {
+                    self.ui.query.sort = self.ui.query.sort.next();
+                }
+                // The list in its new order now, its top (or the lesson) selected, so a Tab
+                // right after shows that chain and not the one selected before.
+                self.ui.follow = true;
+                self.ui.selected_id = None;
+                if self.ui.view == View::Chains {
+                    self.settle();
+                }
+            }
+            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
+            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
+            KeyCode::PageDown => self.move_by(10),
+            KeyCode::PageUp => self.move_by(-10),
+            KeyCode::Home | KeyCode::Char('g') => self.move_by(isize::MIN / 2),
+            KeyCode::End | KeyCode::Char('G') => self.move_by(isize::MAX / 2),
+            KeyCode::Tab => self.cycle_view(true),
+            KeyCode::BackTab => self.cycle_view(false),
+            KeyCode::Char('d')
+                if self.data.is_empty() && self.mode == Mode::Live && self.demo_startable =>
+            {
+                self.ui.start_demo_requested = true;
+                self.ui.message = Some(STARTING_DEMO.into());
+            }
+            code => {
+                if let Some(redraw) = pane(self.ui.view).on_key(self, code) {
+                    return redraw;
+                }
+                let KeyCode::Char(c) = code else {
+                    return false;
+                };
+                return match demo {
+                    Some(d) => {
+                        let used = d.key(c);
+                        if used {
+                            self.demo = d.status().shown();
+                        }
+                        used
+                    }
+                    None => false,
+                };
+            }
+        }
+        true
+    }
+
+    /// Move the view's selection by `delta` rows.
+    fn move_by(&mut self, delta: isize) {
+        pane(self.ui.view).move_by(self, delta);
+    }
+
+    /// Tab and Shift-Tab: the next (or previous) view in [`View::ALL`]'s order.
+    fn cycle_view(&mut self, forward: bool) {
+        let n = View::ALL.len();
+        let i = View::ALL
+            .iter()
+            .position(|v| *v == self.ui.view)
+            .unwrap_or(0);
+        let next = if forward {
+            (i + 1) % n
+        } else {
+            (i + n - 1) % n
+        };
+        self.ui.view = View::ALL[next];
+        self.ui.table_row = 0;
+    }
+
+    /// Keep the popup's scroll within what it has to show on a screen of size `area`.
+    pub fn clamp_popup_scroll(&mut self, area: Rect) {
+        self.ui.popup_scroll = self
+            .ui
+            .popup_scroll
+            .min(views::popup::max_scroll(self, area));
+    }
+
+    /// Handle a mouse event on a screen of size `area`. Returns whether to redraw.
+    pub fn on_mouse(&mut self, mouse: MouseEvent, area: Rect) -> bool {
+        if self.ui.overlay != Overlay::None {
+            let scroll = self.ui.popup_scroll;
+            self.ui.popup_scroll = match mouse.kind {
+                MouseEventKind::ScrollDown => scroll.saturating_add(3),
+                MouseEventKind::ScrollUp => scroll.saturating_sub(3),
+                _ => return false,
+            };
+            self.clamp_popup_scroll(area);
+            return true;
+        }
+        match mouse.kind {
+            MouseEventKind::ScrollDown => self.move_by(3),
+            MouseEventKind::ScrollUp => self.move_by(-3),
+            MouseEventKind::Down(MouseButton::Left) => {
+                if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+                    return false;
+                }
+                let layout = views::layout(self, area);
+                let pos = Position::new(mouse.column, mouse.row);
+                return pane(self.ui.view).click(self, &layout, pos);
+            }
+            _ => return false,
+        }
+        true
+    }
+}

@@ -1,0 +1,106 @@
+//! `budget-top replay FILE`: a recording played into the screen, paced as it was recorded.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{Controls, LiveConfig, Mode, run_live, wall_clock};
+use crate::ingest::{Batch, decode};
+use crate::recording::{Reader, RecordingError};
+
+/// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
+/// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
+/// reads). The screen's clock follows the recording, so rates and λ read as they were.
+pub async fn run_replay(
+    file: PathBuf,
+    speed: f64,
+    max_spans: usize,
+    carriers: Arc<deadline_budget::carrier::Carriers>,
+) -> anyhow::Result<()> {
+    // Fail before taking over the terminal when the file cannot be opened.
+    let reader = Reader::open(&file)?;
+    let (tx, rx) = mpsc::channel::<Batch>(64);
+    let notice = Arc::new(Mutex::new(None));
+    let recording_t0 = Arc::new(AtomicU64::new(0));
+    let started = std::time::Instant::now();
+    let feeder = {
+        let (notice, recording_t0) = (notice.clone(), recording_t0.clone());
+        tokio::task::spawn_blocking(move || {
+            let path = reader.path().display().to_string();
+            let text = match feed_recording(reader, speed, &tx, &recording_t0, started, carriers) {
+                Ok(n) => format!("replay finished: {n} spans from {path}"),
+                Err(e) => format!("replay stopped: {e}"),
+            };
+            if let Ok(mut n) = notice.lock() {
+                *n = Some(text);
+            }
+        })
+    };
+    let clock_t0 = recording_t0.clone();
+    let pace = if speed > 0.0 && speed.is_finite() {
+        speed
+    } else {
+        1.0
+    };
+    let controls = Controls {
+        clock: Box::new(move || match clock_t0.load(Ordering::Relaxed) {
+            0 => wall_clock(),
+            t0 => t0 + (started.elapsed().as_nanos() as f64 * pace) as u64,
+        }),
+        notice: Some(notice),
+        ..Controls::default()
+    };
+    let config = LiveConfig {
+        mode: Mode::Replay(file.display().to_string()),
+        max_spans,
+        ..LiveConfig::default()
+    };
+    let result = run_live(config, rx, controls).await;
+    feeder.abort();
+    result
+}
+
+/// Read the recording and send its batches, sleeping so they arrive as they were recorded.
+/// Returns the spans sent; stops quietly when the screen has gone.
+fn feed_recording(
+    mut reader: Reader,
+    speed: f64,
+    tx: &mpsc::Sender<Batch>,
+    recording_t0: &AtomicU64,
+    started: std::time::Instant,
+    carriers: Arc<deadline_budget::carrier::Carriers>,
+) -> Result<u64, RecordingError> {
+    let mut interner = decode::Interner::with_carriers(carriers);
+    let mut sent = 0u64;
+    // Repaired UTF-8 is shown as U+FFFD; stderr is the screen here, so no warning.
+    while let Some(mut line) = reader.next_request(|_, _| {})? {
+        let decoded = decode::decode_request(&mut line.request, &mut interner, true);
+        let Some(first) = decoded.spans.iter().map(|s| s.start_unix_nano).min() else {
+            continue;
+        };
+        let t0 = match recording_t0.compare_exchange(0, first, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => first,
+            Err(t0) => t0,
+        };
+        if speed > 0.0 && speed.is_finite() {
+            let due = Duration::from_nanos((first.saturating_sub(t0) as f64 / speed) as u64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait.min(Duration::from_secs(60)));
+            }
+        }
+        sent += decoded.spans.len() as u64;
+        let batch = Batch {
+            spans: decoded.spans,
+            attributes: decoded.attributes,
+            raw: None,
+        };
+        if tx.blocking_send(batch).is_err() {
+            return Ok(sent);
+        }
+    }
+    Ok(sent)
+}
