@@ -73,6 +73,11 @@ pub struct Listen {
     /// (RESOURCE_EXHAUSTED / 503) before their body is read
     #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_INFLIGHT)]
     pub max_inflight: usize,
+    /// Bytes the request bodies being read may hold between them, counted as they arrive
+    /// (never below --max-body); a body that would go past it is cut off and its request
+    /// refused (RESOURCE_EXHAUSTED / 503)
+    #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_INFLIGHT_BYTES)]
+    pub max_inflight_bytes: usize,
     /// Spans waiting for the store; past it requests are refused (RESOURCE_EXHAUSTED / 503)
     #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_QUEUED_SPANS)]
     pub max_queued_spans: usize,
@@ -94,6 +99,7 @@ impl Listen {
             http: Some(self.http),
             max_body: self.max_body,
             max_inflight: self.max_inflight,
+            max_inflight_bytes: self.max_inflight_bytes,
             max_queued_spans: self.max_queued_spans,
             max_connections: self.max_connections,
             allow_remote: self.allow_remote,

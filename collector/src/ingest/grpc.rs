@@ -92,11 +92,19 @@ where
             ran: Arc::new(AtomicBool::new(false)),
         };
         let (shared, ran, max_body) = (self.shared.clone(), export.ran.clone(), self.max_body);
+        let (parts, body) = request.into_parts();
+        let (body, held) = shared.body_bytes.meter(body);
+        let request = http::Request::from_parts(parts, body);
         Box::pin(async move {
             // Held while the message is read and decoded.
             let _permit = permit;
             let _busy = busy;
             let response = grpc(BytesCodec, max_body).unary(export, request).await;
+            if held.over() {
+                // Cut off mid-body: budget-top holds as many request bytes as it may.
+                shared.refuse_unread();
+                return Ok(throttled().into_http());
+            }
             Ok(refused_unread(response, &ran, &shared, max_body))
         })
     }

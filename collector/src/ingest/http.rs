@@ -170,11 +170,18 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
         shared.reject_request();
         error_response(encoding, status, message)
     };
+    let (body, held) = shared.body_bytes.meter(body);
     let read = tokio::time::timeout(
         state.body_timeout,
-        axum::body::to_bytes(body, state.max_body),
+        axum::body::to_bytes(Body::new(body), state.max_body),
     );
-    let body = match read.await {
+    let read = read.await;
+    if held.over() {
+        // Cut off mid-body: budget-top holds as many request bytes as it may.
+        shared.refuse_unread();
+        return throttled(encoding);
+    }
+    let body = match read {
         Err(_elapsed) => {
             return fail(
                 StatusCode::REQUEST_TIMEOUT,

@@ -8,9 +8,11 @@
 //! stays bounded (the OpenTelemetry Collector's memory limiter refuses once the heap is too big;
 //! here the limits are counted in what costs memory: requests held and spans queued):
 //!
-//! 1. At most [`IngestConfig::max_inflight`] requests are being read and decoded at once (bodies
-//!    held: at most that many times `max_body`). A request past it, or one that arrives while the
-//!    queue is already full, is refused before its body is read or decoded.
+//! 1. At most [`IngestConfig::max_inflight`] requests are being read and decoded at once, and
+//!    their bodies hold at most [`IngestConfig::max_inflight_bytes`] between them (counted as
+//!    the bytes arrive, see `body_bytes`). A request past the count, or one that arrives while
+//!    the queue is already full, is refused before its body is read or decoded; a body that
+//!    would go past the bytes is cut off where it is and its request refused.
 //! 2. At most [`IngestConfig::max_queued_spans`] spans wait in the channel for the owner loop
 //!    (a request larger than that alone is taken into an empty queue). A request that would
 //!    overfill it is refused after decoding; while the queue has no room for a request the size
@@ -29,6 +31,7 @@
 //! Connections are capped per receiver without a queue (see `limit`): a good exporter is
 //! served at once while idle or slow clients hold the slots.
 
+mod body_bytes;
 pub mod decode;
 mod grpc;
 pub mod gzip;
@@ -67,7 +70,10 @@ pub const DEFAULT_IDLE_TIMEOUT_NEAR_CAP: Duration = Duration::from_secs(5);
 /// The default for [`IngestConfig::header_timeout`].
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default for [`IngestConfig::max_inflight`].
-pub const DEFAULT_MAX_INFLIGHT: usize = 64;
+pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
+/// The default for [`IngestConfig::max_inflight_bytes`]: what 64 bodies of the default
+/// `max_body` hold.
+pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 * DEFAULT_MAX_BODY;
 /// The default for [`IngestConfig::max_queued_spans`].
 pub const DEFAULT_MAX_QUEUED_SPANS: usize = 100_000;
 /// How long a throttled client is asked to wait before retrying.
@@ -86,9 +92,12 @@ pub struct IngestConfig {
     /// besides [`IngestConfig::max_queued_spans`]).
     pub channel_capacity: usize,
     /// Requests being read and decoded at once, both receivers together; past it a request is
-    /// refused (throttled) before its body is read. Bounds the memory of bodies held to this
-    /// many times `max_body`.
+    /// refused (throttled) before its body is read.
     pub max_inflight: usize,
+    /// Bytes the bodies being read may hold between them, counted as they arrive (never below
+    /// `max_body`); a body that would go past it is cut off and its request refused
+    /// (throttled). This, not the count, bounds the memory of bodies held.
+    pub max_inflight_bytes: usize,
     /// Spans that may wait in the channel for the owner loop; a request that would go past it
     /// is refused (throttled). A request is admitted whole or not at all; one larger than the
     /// limit alone is taken when the queue is empty.
@@ -129,6 +138,7 @@ impl Default for IngestConfig {
             max_body: DEFAULT_MAX_BODY,
             channel_capacity: 1024,
             max_inflight: DEFAULT_MAX_INFLIGHT,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
             max_queued_spans: DEFAULT_MAX_QUEUED_SPANS,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -278,6 +288,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         max_queued_spans: config.max_queued_spans as u64,
         max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
+        body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
         stats: stats.clone(),
         interner: Mutex::new(decode::Interner::with_carriers(config.carriers.clone())),
         keep_attributes: config.keep_attributes,
@@ -349,6 +360,8 @@ struct Shared {
     max_queued_attribute_bytes: u64,
     /// One permit per request being read and decoded.
     inflight: Arc<Semaphore>,
+    /// The bytes the bodies being read hold between them.
+    body_bytes: body_bytes::BodyBytes,
     stats: Arc<IngestStats>,
     interner: Mutex<decode::Interner>,
     keep_attributes: bool,
@@ -459,12 +472,17 @@ impl Shared {
             self.inflight.clone().try_acquire_owned().ok()
         };
         if permit.is_none() {
-            self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .requests_refused_unread
-                .fetch_add(1, Ordering::Relaxed);
+            self.refuse_unread();
         }
         permit
+    }
+
+    /// Counts a request refused before its spans were read (throttled).
+    fn refuse_unread(&self) {
+        self.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .requests_refused_unread
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {

@@ -257,7 +257,9 @@ impl State {
         let Some(chain) = store.chain(id) else {
             return format!("chain {id} is no longer held");
         };
-        match crate::export::write_chain(path, chain, |span| store.attributes(id, span)) {
+        // Every span's attributes in one pass over the chain's records, not one pass a span.
+        let attributes = store.chain_attributes(id);
+        match crate::export::write_chain(path, chain, |span| attributes.get(&span).cloned()) {
             Ok(()) => format!(
                 "exported chain {id} to {} (check --input or replay reads it)",
                 path.display()

@@ -977,3 +977,95 @@ async fn a_request_past_the_inflight_limit_is_refused_before_its_body_is_read() 
     }
     assert!(served, "the freed slot was never given back");
 }
+
+/// `reset_chain(t)` with a `padding` attribute that makes its encoding about `bytes` long.
+fn padded_chain(t: u8, bytes: usize) -> Vec<u8> {
+    let mut request = reset_chain(t);
+    request.resource_spans[0].scope_spans[0].spans[0]
+        .attributes
+        .push(crate::support::string("padding", &"x".repeat(bytes)));
+    request.encode_to_vec()
+}
+
+/// The bodies being read hold at most `max_inflight_bytes` between them, counted as their
+/// bytes arrive: a client that has sent most of a large body holds them, so the next request
+/// whose body does not fit in what is left is cut off with OTLP's throttling answer (HTTP 503 +
+/// Retry-After, gRPC RESOURCE_EXHAUSTED), counted as refused unread; the large body is still
+/// served whole when it ends, and once it is done a request of the same size is served again.
+#[tokio::test]
+async fn a_body_past_the_bytes_in_flight_is_throttled_and_the_body_holding_them_is_served() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut ingest = ingest::start(IngestConfig {
+        grpc: Some("127.0.0.1:0".parse().unwrap()),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        max_body: 64 * 1024,
+        max_inflight_bytes: 64 * 1024,
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    let large = padded_chain(1, 50_000);
+    let probe = padded_chain(2, 30_000);
+    let (head, tail) = large.split_at(45_000);
+    // The large body's first 45,000 bytes, then a pause: once the server has read them, a
+    // 30,000-byte body no longer fits in 64 KiB. Until then the probe may be served (then try
+    // again with a fresh large client; bounded).
+    let mut refused = None;
+    for _ in 0..50 {
+        let mut slow = tokio::net::TcpStream::connect(ingest.http_addr.unwrap())
+            .await
+            .unwrap();
+        let headers = format!(
+            "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
+             content-length: {}\r\n\r\n",
+            large.len()
+        );
+        slow.write_all(headers.as_bytes()).await.unwrap();
+        slow.write_all(head).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, headers, body) =
+            post(&url(&ingest), "application/x-protobuf", None, probe.clone()).await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(headers["retry-after"], "1");
+            assert!(body.contains("retry later"), "{body}");
+            refused = Some(slow);
+            break;
+        }
+        assert_eq!(status, StatusCode::OK, "{body}");
+        next_batch(&mut ingest).await;
+    }
+    let mut slow = refused.expect("a body past the bytes in flight was throttled");
+    // The same bound holds across receivers: over gRPC the probe is throttled too.
+    let mut client = TraceServiceClient::connect(format!("http://{}", ingest.grpc_addr.unwrap()))
+        .await
+        .unwrap();
+    let grpc_probe =
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(
+            probe.as_slice(),
+        )
+        .unwrap();
+    let error = client.export(grpc_probe.clone()).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::ResourceExhausted, "{error:?}");
+    let counts = ingest.stats.snapshot();
+    assert_eq!(counts.requests_refused_unread, 2);
+    assert_eq!(counts.requests_refused, 2);
+    assert_eq!(counts.requests_rejected, 0, "throttled, never rejected");
+
+    // The large body ends: it is served whole, and its bytes are given back.
+    slow.write_all(tail).await.unwrap();
+    let mut answer = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(10), slow.read(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+    drop(slow);
+    let (status, _, body) =
+        post(&url(&ingest), "application/x-protobuf", None, probe.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+    client.export(grpc_probe).await.unwrap();
+    assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+}
