@@ -22,6 +22,8 @@
 #                                # the overload curve: one capacity, then a fresh budget-top at
 #                                # each factor x capacity; prints offered -> accepted per factor
 #   BT=path/to/budget-top scripts/overload.sh   # another build of budget-top (an A/B)
+#   LOAD_ARGS="--max-inflight 4096" scripts/overload.sh   # the generators' own flags (here: more
+#                                # requests awaiting an answer than budget-top reads at once)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${SECONDS_:-60}
@@ -31,6 +33,7 @@ CONNECTIONS=${CONNECTIONS:-4}
 LOADERS=${LOADERS:-2}
 MAX_SPANS=${MAX_SPANS:-1000000}
 CHECK_ARGS=${CHECK_ARGS:-}
+LOAD_ARGS=${LOAD_ARGS:-}
 PIN=${PIN:-0}
 ON_BT=()
 ON_LOAD=()
@@ -98,7 +101,7 @@ if [ -n "${FACTORS:-}" ]; then
         pids=()
         for i in $(seq "$LOADERS"); do
             "${ON_LOAD[@]}" "$LOAD" load --grpc "$GRPC" --open-loop --rate $((CAPACITY * factor / LOADERS)) \
-                --spans 1000000000000 --connections "$CONNECTIONS" --for "${RUN}s" >"$OUT/curve-$factor-$i.txt" 2>&1 &
+                --spans 1000000000000 --connections "$CONNECTIONS" --for "${RUN}s" $LOAD_ARGS >"$OUT/curve-$factor-$i.txt" 2>&1 &
             pids+=($!)
         done
         for p in "${pids[@]}"; do wait "$p" || true; done
@@ -142,7 +145,7 @@ SAMPLER=$!
 pids=()
 for i in $(seq "$LOADERS"); do
     "${ON_LOAD[@]}" "$LOAD" load --grpc "$GRPC" --open-loop --rate $((RATE / LOADERS)) --spans 1000000000000 \
-        --connections "$CONNECTIONS" --for "${RUN}s" >"$OUT/load-$i.txt" 2>&1 &
+        --connections "$CONNECTIONS" --for "${RUN}s" $LOAD_ARGS >"$OUT/load-$i.txt" 2>&1 &
     pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || true; done

@@ -66,6 +66,8 @@ for _ in $(seq 60); do
     LAST=$NOW
 done
 FULL=$(rss_kib)
+# Where the memory is (the main heap, each thread's malloc arena, large blocks): for a look.
+cp "/proc/$PID/smaps" "$OUT/smaps.txt" 2>/dev/null || true
 header >"$OUT/header.txt"
 HELD=$(( ACCEPTED < MAX_SPANS ? ACCEPTED : MAX_SPANS ))
 echo "screen-memory: $(grep -o 'spans/s: [0-9]*' "$OUT/load.txt" | head -1) while loading; $(uptime | sed 's/.*load/load/')"

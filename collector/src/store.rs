@@ -45,6 +45,8 @@ pub struct ChainEntry<'a> {
     pub summary: &'a ChainSummary,
     /// Whether spans joined the chain since that analysis.
     pub stale: bool,
+    /// When its first span arrived, on the clock given by [`Store::set_clock`].
+    pub arrived_unix_nano: u64,
 }
 
 /// Store-wide counters.
@@ -90,6 +92,8 @@ struct Entry {
     /// taken out again when the chain is analysed anew or evicted.
     samples: EdgeSamples,
     dirty: bool,
+    /// When the chain's first span arrived ([`Store::set_clock`]).
+    arrived_unix_nano: u64,
 }
 
 /// The store. See the module documentation.
@@ -131,6 +135,8 @@ pub struct Store {
     attribute_seq: u64,
     /// The raw attributes that repeat, numbered once for every chain.
     dictionary: Dictionary,
+    /// The time spans inserted now arrive at ([`Store::set_clock`]).
+    clock_unix_nano: u64,
 }
 
 /// The share of `--max-attribute-bytes` the dictionary of repeated attributes may take.
@@ -162,7 +168,14 @@ impl Store {
             attribute_order: VecDeque::new(),
             attribute_seq: 0,
             dictionary: Dictionary::with_limit(DEFAULT_MAX_ATTRIBUTE_BYTES / DICTIONARY_SHARE),
+            clock_unix_nano: 0,
         }
+    }
+
+    /// The time the spans inserted from now on arrive at (the screen's clock, so a chain's
+    /// [`ChainEntry::arrived_unix_nano`] says when it first showed up); 0 until set.
+    pub fn set_clock(&mut self, now_unix_nano: u64) {
+        self.clock_unix_nano = now_unix_nano;
     }
 
     /// The same store holding at most `bytes` of raw attributes (`--max-attribute-bytes`).
@@ -301,6 +314,7 @@ impl Store {
                 analysis: None,
                 samples: EdgeSamples::default(),
                 dirty: false,
+                arrived_unix_nano: self.clock_unix_nano,
             }),
         );
         self.counters.chains_held += 1;
@@ -474,6 +488,21 @@ impl Store {
                 trace_id: *id,
                 summary: &analysis.summary,
                 stale: entry.dirty,
+                arrived_unix_nano: entry.arrived_unix_nano,
+            })
+        })
+    }
+
+    /// The same summaries in no particular order: one pass over the chains held, without a
+    /// lookup per chain (for a caller that sorts them itself, as the screen's list does).
+    pub fn chains_unordered(&self) -> impl Iterator<Item = ChainEntry<'_>> + '_ {
+        self.chains.iter().filter_map(|(id, entry)| {
+            let analysis = entry.analysis.as_ref()?;
+            Some(ChainEntry {
+                trace_id: *id,
+                summary: &analysis.summary,
+                stale: entry.dirty,
+                arrived_unix_nano: entry.arrived_unix_nano,
             })
         })
     }

@@ -1203,3 +1203,79 @@ fn retries_are_numbered_and_own_spans_not_named_twice() {
         "the key to the figures: {text}"
     );
 }
+
+/// A chain whose root has not arrived stays out of the list for `ROOTLESS_GRACE_NS` after its
+/// first span arrived (its request span is usually a moment behind), then is listed even if the
+/// root never comes; a later span does not restart the wait, and a listed chain that gains a
+/// span with a missing parent stays listed.
+#[test]
+fn a_chain_without_its_root_waits_out_its_grace_from_its_first_span() {
+    use budget_top::screen::{ListQuery, ROOTLESS_GRACE_NS, ScreenData};
+    use budget_top::store::Store;
+    let s = 1_000_000_000;
+    let mut data = ScreenData::new(Store::new(10_000));
+    let query = ListQuery::default();
+    let mut whole = ChainBuilder::new(1, 0);
+    whole.hop(1, None, "frontend", "GET /", 0, 100, Some(1000));
+    let mut rootless = ChainBuilder::new(2, 0);
+    rootless.hop(2, Some(1), "orders", "GET /orders", 10, 90, Some(900));
+    data.add_spans(whole.spans.clone(), NOW_NS);
+    data.add_spans(rootless.spans.clone(), NOW_NS);
+    data.settle(&query, NOW_NS, false);
+    assert_eq!(data.visible, vec![tid(1)], "the rootless chain waits");
+
+    // Another span of it 3 s later: the wait still counts from the first.
+    let mut more = ChainBuilder::new(2, 0);
+    more.hop(3, Some(2), "inventory", "GET /stock", 20, 80, Some(800));
+    data.add_spans(more.spans.clone(), NOW_NS + 3 * s);
+    data.settle(&query, NOW_NS + 3 * s, false);
+    assert_eq!(data.visible, vec![tid(1)]);
+    data.settle(&query, NOW_NS + ROOTLESS_GRACE_NS - 1, false);
+    assert_eq!(data.visible, vec![tid(1)]);
+    data.settle(&query, NOW_NS + ROOTLESS_GRACE_NS, false);
+    let mut listed = data.visible.clone();
+    listed.sort();
+    assert_eq!(
+        listed,
+        vec![tid(1), tid(2)],
+        "listed once its grace is over"
+    );
+
+    // The listed whole chain gains a span whose parent it does not hold: it stays listed.
+    let mut late = ChainBuilder::new(1, 0);
+    late.hop(9, Some(8), "payments", "POST /pay", 30, 60, Some(500));
+    data.add_spans(late.spans.clone(), NOW_NS + 6 * s);
+    data.settle(&query, NOW_NS + 6 * s, false);
+    assert!(data.visible.contains(&tid(1)), "{:?}", data.visible);
+}
+
+/// A burst larger than one frame's analysis slice is analysed over several frames, and every
+/// chain of it reaches the list, not only those analysed in the first frame.
+#[test]
+fn every_chain_of_a_burst_analysed_over_several_frames_is_listed() {
+    use budget_top::screen::{ListQuery, ScreenData};
+    use budget_top::store::Store;
+    const CHAINS: u64 = 20_000;
+    let mut data = ScreenData::new(Store::new(1_000_000));
+    let mut spans = Vec::new();
+    for t in 0..CHAINS {
+        let mut c = ChainBuilder::new(t + 1, t / 10);
+        c.edge(1, "gateway", "GET /", 0, 100, 1000);
+        c.call(2, 1, "gateway", "GET orders", 5, 95, 995, Some(990));
+        c.hop(3, Some(2), "orders", "GET /orders", 8, 90, Some(990));
+        spans.extend(c.spans);
+    }
+    data.add_spans(spans, NOW_NS);
+    let query = ListQuery::default();
+    let mut frames = 0;
+    for _ in 0..2_000 {
+        data.settle(&query, NOW_NS, false);
+        frames += 1;
+        if !data.store.has_dirty() && data.visible.len() == CHAINS as usize {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(!data.store.has_dirty(), "analysed within {frames} frames");
+    assert_eq!(data.visible.len(), CHAINS as usize, "after {frames} frames");
+}

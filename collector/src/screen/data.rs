@@ -6,13 +6,13 @@
 //! and the loop calls [`ScreenData::settle`] on its frame tick, which analyses the dirty chains
 //! once and rebuilds the list. Nothing here knows ratatui or tokio.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ingest::Batch;
 use crate::store::Store;
-use deadline_budget::analysis::{Chain, ChainAnalysis, ChainOutcome, Row, Span, TraceId};
+use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, TraceId};
 
 /// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
 pub const RATE_WINDOW_SECS: u64 = 10;
@@ -160,19 +160,6 @@ impl RateWindow {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct ListKey {
-    start: u64,
-    duration: i64,
-    wasted: i64,
-    findings: bool,
-    outcome: ChainOutcome,
-    /// When the list first saw the chain (the screen's clock).
-    first_seen: u64,
-    /// Whether the chain's root has not arrived (a span names a parent it does not hold).
-    rootless: bool,
-}
-
 /// How long a chain whose root has not arrived stays out of the list: a service's own work span
 /// is often exported before the request span it belongs to, and "… assembling" rows at the top
 /// of the list would push the chains a person can read down. Past this, the chain is listed (its
@@ -197,13 +184,6 @@ pub struct ScreenData {
     services_second: Option<u64>,
     /// Analysed chains not yet in `visible` (the rebuild was throttled).
     list_stale: bool,
-    /// What the list sorts and filters on, per chain: a compact copy of each summary, so a
-    /// rebuild walks one table instead of 100,000 separate analyses.
-    keys: HashMap<TraceId, ListKey>,
-    /// Trace ids in the order they were first listed (the store evicts oldest first).
-    listed: VecDeque<TraceId>,
-    /// Traces that received spans since the last settle.
-    touched: Vec<TraceId>,
     last_rebuild: Option<Instant>,
     rebuild_cost: Duration,
     /// The earliest time a chain held back for [`ROOTLESS_GRACE_NS`] is due in the list.
@@ -231,9 +211,6 @@ impl ScreenData {
             query_applied: None,
             services_second: None,
             list_stale: false,
-            keys: HashMap::new(),
-            listed: VecDeque::new(),
-            touched: Vec::new(),
             last_rebuild: None,
             rebuild_cost: Duration::ZERO,
             next_unhide: None,
@@ -261,7 +238,7 @@ impl ScreenData {
     /// Take in a batch from ingest, received at `now`.
     pub fn add_batch(&mut self, batch: Batch, now_unix_nano: u64) {
         self.span_rate.add(now_unix_nano, batch.spans.len() as i64);
-        self.touch(&batch.spans);
+        self.store.set_clock(now_unix_nano);
         self.store.insert_batch(batch);
     }
 
@@ -269,79 +246,14 @@ impl ScreenData {
     /// fixtures this way).
     pub fn add_spans(&mut self, spans: Vec<Span>, now_unix_nano: u64) {
         self.span_rate.add(now_unix_nano, spans.len() as i64);
-        self.touch(&spans);
+        self.store.set_clock(now_unix_nano);
         self.store.insert_spans(spans);
-    }
-
-    fn touch(&mut self, spans: &[Span]) {
-        let mut last = None;
-        for s in spans {
-            // Spans of one trace usually come together: skip the runs.
-            if last != Some(s.trace_id) {
-                self.touched.push(s.trace_id);
-                last = Some(s.trace_id);
-            }
-        }
-    }
-
-    /// Bring the list keys up to date with the store: new and changed chains, evicted ones.
-    fn refresh_keys(&mut self, now_unix_nano: u64) {
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
-        for id in touched {
-            match self.store.held_analysis(id) {
-                Some(a) => {
-                    let s = &a.summary;
-                    let key = ListKey {
-                        start: s.start_unix_nano,
-                        duration: s.duration_ms,
-                        wasted: s.wasted_ms,
-                        findings: s.worst.is_some(),
-                        outcome: s.outcome,
-                        first_seen: self.keys.get(&id).map_or(now_unix_nano, |k| k.first_seen),
-                        rootless: s.orphans > 0,
-                    };
-                    if self.keys.insert(id, key).is_none() {
-                        self.listed.push_back(id);
-                    }
-                }
-                None => {
-                    self.keys.remove(&id);
-                }
-            }
-        }
-        // Evicted chains: the store drops the oldest first, so look from the front.
-        let held = self.store.counters().chains_held as usize;
-        let mut kept = Vec::new();
-        while self.keys.len() > held {
-            let Some(id) = self.listed.pop_front() else {
-                break;
-            };
-            if self.store.chain(id).is_some() {
-                kept.push(id);
-            } else {
-                self.keys.remove(&id);
-            }
-        }
-        for id in kept.into_iter().rev() {
-            self.listed.push_front(id);
-        }
-        // Ids listed twice (a chain evicted, then seen again) are harmless; keep the deque
-        // from growing without bound.
-        if self.listed.len() > self.keys.len() * 2 + 1024 {
-            let keys = &self.keys;
-            let mut seen = std::collections::HashSet::new();
-            self.listed
-                .retain(|id| keys.contains_key(id) && seen.insert(*id));
-        }
     }
 
     /// Analyse what changed, rebuild the list (and the services table when `services` is
     /// wanted, at most once a second). Returns whether the screen changed.
     pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
         let analysed = self.store.analyse_dirty_for(ANALYSIS_SLICE);
-        self.refresh_keys(now_unix_nano);
         self.list_stale |= analysed > 0 || self.next_unhide.is_some_and(|t| now_unix_nano >= t);
         let query_changed = self.query_applied.as_ref() != Some(query);
         let due = self.rebuild_cost < CHEAP_REBUILD
@@ -369,28 +281,39 @@ impl ScreenData {
     fn rebuild_list(&mut self, query: &ListQuery, now_unix_nano: u64) {
         let needle = query.search.to_lowercase();
         let mut wasted_total = 0;
-        let mut rows: Vec<(TraceId, u64, i64, i64)> = Vec::with_capacity(self.keys.len());
-        self.next_unhide = None;
-        for (id, k) in &self.keys {
-            wasted_total += k.wasted;
-            let due = k.first_seen.saturating_add(ROOTLESS_GRACE_NS);
-            if k.rootless && now_unix_nano < due {
-                self.next_unhide = Some(self.next_unhide.map_or(due, |t| t.min(due)));
+        let held = self.store.counters().chains_held as usize;
+        let mut rows: Vec<(TraceId, u64, i64, i64)> = Vec::with_capacity(held);
+        let mut next_unhide: Option<u64> = None;
+        // One walk over the store's own chains: the list keeps no copy of them.
+        for entry in self.store.chains_unordered() {
+            let s = entry.summary;
+            wasted_total += s.wasted_ms;
+            // A chain whose root has not arrived (a span names a parent it does not hold)
+            // waits out its grace from when its first span arrived.
+            let due = entry.arrived_unix_nano.saturating_add(ROOTLESS_GRACE_NS);
+            if s.orphans > 0 && now_unix_nano < due {
+                next_unhide = Some(next_unhide.map_or(due, |t| t.min(due)));
                 continue;
             }
             let kept = match query.filter {
                 Filter::All => true,
-                Filter::Findings => k.findings,
-                Filter::Failed => k.outcome.failed(),
+                Filter::Findings => s.worst.is_some(),
+                Filter::Failed => s.outcome.failed(),
             };
             if !kept {
                 continue;
             }
-            if !needle.is_empty() && !self.matches(*id, &needle) {
+            if !needle.is_empty() && !self.matches(entry.trace_id, &needle) {
                 continue;
             }
-            rows.push((*id, k.start, k.duration, k.wasted));
+            rows.push((
+                entry.trace_id,
+                s.start_unix_nano,
+                s.duration_ms,
+                s.wasted_ms,
+            ));
         }
+        self.next_unhide = next_unhide;
         match query.sort {
             SortBy::Time => rows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0))),
             SortBy::Duration => {

@@ -17,7 +17,7 @@ mod state;
 pub mod term;
 mod views;
 
-pub use data::{ChainView, Filter, ListQuery, ScreenData, SortBy};
+pub use data::{ChainView, Filter, ListQuery, ROOTLESS_GRACE_NS, ScreenData, SortBy};
 pub use event_loop::{Controls, FRAME, LiveConfig, run, run_listening, run_live, wall_clock};
 pub use replay::run_replay;
 pub use state::{
