@@ -73,41 +73,73 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path() != EXPORT {
-            self.shared.reject_request();
-            return Box::pin(async {
-                Ok(Status::unimplemented("only TraceService/Export is served").into_http())
-            });
-        }
-        let busy = request
-            .extensions()
-            .get::<ConnectionTag>()
-            .map(ConnectionTag::busy);
-        // Refused before the message is read: the cheap answer to load past capacity.
-        let Some(permit) = self.shared.begin() else {
-            return Box::pin(async { Ok(throttled().into_http()) });
-        };
+        let shared = self.shared.clone();
+        let ran = Arc::new(AtomicBool::new(false));
         let export = Export {
-            shared: self.shared.clone(),
-            ran: Arc::new(AtomicBool::new(false)),
+            shared: shared.clone(),
+            ran: ran.clone(),
         };
-        let (shared, ran, max_body) = (self.shared.clone(), export.ran.clone(), self.max_body);
-        let (parts, body) = request.into_parts();
-        let (body, held) = shared.body_bytes.meter(body);
-        let request = http::Request::from_parts(parts, body);
-        Box::pin(async move {
-            // Held while the message is read and decoded.
-            let _permit = permit;
-            let _busy = busy;
-            let response = grpc(BytesCodec, max_body).unary(export, request).await;
-            if held.over() {
-                // Cut off mid-body: budget-top holds as many request bytes as it may.
-                shared.refuse_unread();
-                return Ok(throttled().into_http());
-            }
-            Ok(refused_unread(response, &ran, &shared, max_body))
-        })
+        serve_export(
+            shared,
+            self.max_body,
+            request,
+            (EXPORT, "only TraceService/Export is served"),
+            BytesCodec,
+            export,
+            ran,
+        )
     }
+}
+
+/// One unary `Export` through the admission gate, for every signal: a path other than
+/// `served.0` is UNIMPLEMENTED (rejected); past the gate the request is throttled before its
+/// message is read; the message is read with its bytes counted against `--max-inflight-bytes`
+/// (cut off there: throttled) and handed to `method` (which sets `ran`); a message tonic refused
+/// while reading it is rejected (see [`refused_unread`]).
+fn serve_export<B, C, M>(
+    shared: Arc<Shared>,
+    max_body: usize,
+    request: http::Request<B>,
+    served: (&'static str, &'static str),
+    codec: C,
+    method: M,
+    ran: Arc<AtomicBool>,
+) -> futures::future::BoxFuture<'static, Result<http::Response<tonic::body::Body>, Infallible>>
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+    C: Codec + Send + 'static,
+    M: tonic::server::UnaryService<C::Decode, Response = C::Encode> + Send + 'static,
+    M::Future: Send,
+{
+    let (path, unimplemented) = served;
+    if request.uri().path() != path {
+        shared.reject_request();
+        return Box::pin(async move { Ok(Status::unimplemented(unimplemented).into_http()) });
+    }
+    let busy = request
+        .extensions()
+        .get::<ConnectionTag>()
+        .map(ConnectionTag::busy);
+    // Refused before the message is read: the cheap answer to load past capacity.
+    let Some(permit) = shared.begin() else {
+        return Box::pin(async { Ok(throttled().into_http()) });
+    };
+    let (parts, body) = request.into_parts();
+    let (body, held) = shared.body_bytes.meter(body);
+    let request = http::Request::from_parts(parts, body);
+    Box::pin(async move {
+        // Held while the message is read and handled.
+        let _permit = permit;
+        let _busy = busy;
+        let response = grpc(codec, max_body).unary(method, request).await;
+        if held.over() {
+            // Cut off mid-body: budget-top holds as many request bytes as it may.
+            shared.refuse_unread();
+            return Ok(throttled().into_http());
+        }
+        Ok(refused_unread(response, &ran, &shared, max_body))
+    })
 }
 
 /// tonic's server for one unary method: gzip accepted and answered, messages over `max_body`
@@ -290,34 +322,23 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path() != S::EXPORT {
-            self.shared.reject_request();
-            return Box::pin(async {
-                Ok(Status::unimplemented("only Export is served").into_http())
-            });
-        }
-        let busy = request
-            .extensions()
-            .get::<ConnectionTag>()
-            .map(ConnectionTag::busy);
         // The message is still read (up to --max-body): the same gate as for traces.
-        let Some(permit) = self.shared.begin() else {
-            return Box::pin(async { Ok(throttled().into_http()) });
-        };
+        let shared = self.shared.clone();
+        let ran = Arc::new(AtomicBool::new(false));
         let drop_it = DropExport::<S> {
-            shared: self.shared.clone(),
-            ran: Arc::new(AtomicBool::new(false)),
+            shared: shared.clone(),
+            ran: ran.clone(),
             signal: PhantomData,
         };
-        let (shared, ran, max_body) = (self.shared.clone(), drop_it.ran.clone(), self.max_body);
-        Box::pin(async move {
-            let _permit = permit;
-            let _busy = busy;
-            let response = grpc(DiscardCodec::<S::Response>(PhantomData), max_body)
-                .unary(drop_it, request)
-                .await;
-            Ok(refused_unread(response, &ran, &shared, max_body))
-        })
+        serve_export(
+            shared,
+            self.max_body,
+            request,
+            (S::EXPORT, "only Export is served"),
+            DiscardCodec::<S::Response>(PhantomData),
+            drop_it,
+            ran,
+        )
     }
 }
 
