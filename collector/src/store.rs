@@ -49,6 +49,18 @@ pub struct ChainEntry<'a> {
     pub arrived_unix_nano: u64,
 }
 
+impl<'a> ChainEntry<'a> {
+    /// The line for a held chain; `None` until it is analysed.
+    fn of(trace_id: TraceId, entry: &'a Entry) -> Option<Self> {
+        Some(ChainEntry {
+            trace_id,
+            summary: &entry.analysis.as_ref()?.summary,
+            stale: entry.dirty,
+            arrived_unix_nano: entry.arrived_unix_nano,
+        })
+    }
+}
+
 /// Store-wide counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StoreCounters {
@@ -481,30 +493,18 @@ impl Store {
     /// Chain summaries, newest chain (by first arrival) first. Chains not analysed yet are
     /// skipped.
     pub fn chains(&self) -> impl Iterator<Item = ChainEntry<'_>> + '_ {
-        self.order.iter().rev().filter_map(|id| {
-            let entry = self.chains.get(id)?;
-            let analysis = entry.analysis.as_ref()?;
-            Some(ChainEntry {
-                trace_id: *id,
-                summary: &analysis.summary,
-                stale: entry.dirty,
-                arrived_unix_nano: entry.arrived_unix_nano,
-            })
-        })
+        self.order
+            .iter()
+            .rev()
+            .filter_map(|id| ChainEntry::of(*id, self.chains.get(id)?))
     }
 
     /// The same summaries in no particular order: one pass over the chains held, without a
     /// lookup per chain (for a caller that sorts them itself, as the screen's list does).
     pub fn chains_unordered(&self) -> impl Iterator<Item = ChainEntry<'_>> + '_ {
-        self.chains.iter().filter_map(|(id, entry)| {
-            let analysis = entry.analysis.as_ref()?;
-            Some(ChainEntry {
-                trace_id: *id,
-                summary: &analysis.summary,
-                stale: entry.dirty,
-                arrived_unix_nano: entry.arrived_unix_nano,
-            })
-        })
+        self.chains
+            .iter()
+            .filter_map(|(id, entry)| ChainEntry::of(*id, entry))
     }
 
     /// The spans of one chain.
