@@ -376,6 +376,12 @@ impl Chain {
         (index < self.spans.len()).then(|| self.unpack(index))
     }
 
+    /// The service of the span at `index`, without unpacking the span (the store's edge
+    /// samples name services by span position).
+    pub fn service(&self, index: usize) -> Option<&Arc<str>> {
+        self.spans.get(index).map(|p| &p.service)
+    }
+
     fn unpack(&self, index: usize) -> Span {
         let p = &self.spans[index];
         let mut budget = BudgetFacts {

@@ -444,6 +444,9 @@ pub(super) fn spawn(
             // unseen inside the server; the admission gate refuses them instead.
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
             .initial_stream_window_size(Some(STREAM_WINDOW))
+            // Frames as large as the stream window lets a client send at once: a 150 KB
+            // request in three frames instead of ten, and half the reads (docs/performance.md).
+            .max_frame_size(Some(STREAM_WINDOW))
             .add_service(service)
             .add_service(metrics)
             .add_service(logs)

@@ -67,9 +67,12 @@ impl EdgeSamples {
                 }
             }
         }
-        for (position, span) in chain.into_iter().flat_map(|c| c.spans()).enumerate() {
+        let services_by_position = chain
+            .into_iter()
+            .flat_map(|c| (0..c.len()).filter_map(|i| c.service(i)));
+        for (position, service) in services_by_position.enumerate() {
             for (name, at) in named.iter_mut() {
-                if at.is_none() && *name == span.service {
+                if at.is_none() && name == service {
                     *at = Some(position as u64);
                 }
             }
@@ -170,7 +173,7 @@ impl EdgeSamples {
         if token & 1 == 1 {
             return self.services.get(i).cloned();
         }
-        Some(chain.span(i)?.service)
+        chain.service(i).cloned()
     }
 
     fn next(&self, buf: &mut &[u8], chain: &Chain) -> Option<EdgeSample> {
