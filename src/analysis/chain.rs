@@ -271,7 +271,7 @@ impl Chain {
             outcome: budget.outcome,
         };
         let count = packed.fact_count();
-        let present_values = facts.into_iter().flatten();
+        let mut present_values = facts.into_iter().flatten();
         match at {
             Some(i) => {
                 let old = &self.spans[i as usize];
@@ -322,7 +322,10 @@ impl Chain {
                     None => {}
                 }
                 packed.values_at = self.values.len() as u32;
-                self.values.extend(present_values);
+                // `count` values exactly: one reservation, then plain writes.
+                self.values.reserve(count);
+                self.values
+                    .extend((0..count).map(|_| present_values.next().unwrap_or_default()));
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
                 }
