@@ -11,7 +11,8 @@
 # RECEIVERS ("budget-top rotel"), CONNECTIONS (load connections, 2), BATCH (spans per request,
 # 512), DEPTH (hops per chain, 4), MAX_SPANS (budget-top --max-spans, 1000000), ROTEL_VERSION
 # (pin a rotel release, default: the newest on PyPI), OUT (work folder, target/bench-ingest),
-# BT (another budget-top binary, for an A/B).
+# BT (another budget-top binary, for an A/B), RUNS (repeat the whole comparison, then print
+# the spread of the ratios; default 1).
 # Each run is bounded: the load stops after SPANS spans or LOAD_TIMEOUT (default 600 s), and a
 # receiver that does not stop on its own is killed.
 set -euo pipefail
@@ -26,6 +27,7 @@ BATCH=${BATCH:-512}
 DEPTH=${DEPTH:-4}
 MAX_SPANS=${MAX_SPANS:-1000000}
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-600}
+RUNS=${RUNS:-1}
 OUT=${OUT:-$ROOT/target/bench-ingest}
 mkdir -p "$OUT"
 
@@ -121,25 +123,40 @@ run() {
     echo "$receiver $transport ${sent:-0} $(cpu_of "$timing") $(rss_of "$timing") ${wall:-0} ${rate:-0}"
 }
 
-results=()
-for transport in $TRANSPORTS; do
-    for receiver in $RECEIVERS; do
-        results+=("$(run "$receiver" "$transport")")
+# One run: every receiver over every transport, one after the other; its table and ratios.
+one_run() {
+    local results=() line receiver transport sent cpu rss wall rate ours theirs
+    for transport in $TRANSPORTS; do
+        for receiver in $RECEIVERS; do
+            results+=("$(run "$receiver" "$transport")")
+        done
     done
-done
+    echo
+    printf '%-11s %-5s %10s %9s %14s %10s %12s\n' receiver wire spans cpu_s spans/cpu_s rss_MiB load_spans/s
+    for line in "${results[@]}"; do
+        read -r receiver transport sent cpu rss wall rate <<<"$line"
+        awk -v r="$receiver" -v t="$transport" -v n="$sent" -v c="$cpu" -v m="$rss" -v l="$rate" \
+            'BEGIN { printf "%-11s %-5s %10d %9.2f %14.0f %10.1f %12d\n", r, t, n, c, (c > 0 ? n / c : 0), m / 1024, l }'
+    done
+    echo
+    for transport in $TRANSPORTS; do
+        ours=$(printf '%s\n' "${results[@]}" | awk -v t="$transport" '$1 == "budget-top" && $2 == t && $4 > 0 { print $3 / $4 }')
+        theirs=$(printf '%s\n' "${results[@]}" | awk -v t="$transport" '$1 == "rotel" && $2 == t && $4 > 0 { print $3 / $4 }')
+        if [[ -n $ours && -n $theirs ]]; then
+            awk -v t="$transport" -v a="$ours" -v b="$theirs" 'BEGIN { printf "%s: budget-top / rotel spans per CPU-second = %.2f\n", t, a / b }'
+        fi
+    done
+}
 
-echo
-printf '%-11s %-5s %10s %9s %14s %10s %12s\n' receiver wire spans cpu_s spans/cpu_s rss_MiB load_spans/s
-for line in "${results[@]}"; do
-    read -r receiver transport sent cpu rss wall rate <<<"$line"
-    awk -v r="$receiver" -v t="$transport" -v n="$sent" -v c="$cpu" -v m="$rss" -v l="$rate" \
-        'BEGIN { printf "%-11s %-5s %10d %9.2f %14.0f %10.1f %12d\n", r, t, n, c, (c > 0 ? n / c : 0), m / 1024, l }'
+# RUNS > 1: each run whole, then the spread of the ratios over the runs.
+for i in $(seq "$RUNS"); do
+    [[ $RUNS -gt 1 ]] && echo && echo "run $i of $RUNS ($(date +%H:%M:%S), load average $(cut -d' ' -f1 /proc/loadavg))"
+    one_run | tee "$OUT/run-$i.txt"
 done
-echo
-for transport in $TRANSPORTS; do
-    ours=$(printf '%s\n' "${results[@]}" | awk -v t="$transport" '$1 == "budget-top" && $2 == t && $4 > 0 { print $3 / $4 }')
-    theirs=$(printf '%s\n' "${results[@]}" | awk -v t="$transport" '$1 == "rotel" && $2 == t && $4 > 0 { print $3 / $4 }')
-    if [[ -n $ours && -n $theirs ]]; then
-        awk -v t="$transport" -v a="$ours" -v b="$theirs" 'BEGIN { printf "%s: budget-top / rotel spans per CPU-second = %.2f\n", t, a / b }'
-    fi
-done
+if [[ $RUNS -gt 1 ]]; then
+    echo
+    for transport in $TRANSPORTS; do
+        cat "$OUT"/run-*.txt | awk -v t="$transport:" '$1 == t { r = $NF; if (n == 0 || r < lo) lo = r; if (n == 0 || r > hi) hi = r; n++; all = all " " r }
+            END { if (n) printf "%s ratios over %d runs:%s (spread %.2f-%.2f)\n", t, n, all, lo, hi }'
+    done
+fi
