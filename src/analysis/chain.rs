@@ -146,6 +146,26 @@ impl Packed {
     }
 }
 
+/// One span of a chain as the analysis reads it: a [`Span`] borrowed from the chain instead of
+/// unpacked into one. Unpacking clones the service and the name (two atomic increments, and
+/// as many decrements when the copy is dropped) for every span of every analysis; a view
+/// touches no reference count and allocates nothing.
+#[derive(Debug)]
+pub(crate) struct SpanView<'a> {
+    pub span_id: SpanId,
+    pub parent_span_id: Option<SpanId>,
+    pub service: &'a Arc<str>,
+    pub name: &'a Arc<str>,
+    pub kind: SpanKind,
+    pub start_unix_nano: u64,
+    pub end_unix_nano: u64,
+    pub status: SpanStatus,
+    /// The budget facts, except `error_type`, which is always `None` here: read
+    /// [`SpanView::error_type`] (borrowed, not cloned).
+    pub budget: BudgetFacts,
+    pub error_type: Option<&'a Arc<str>>,
+}
+
 /// The spans of one trace, deduplicated by span id, in arrival order. Spans are held packed
 /// (see [`Chain::insert`]); [`Chain::span`] and [`Chain::spans`] give them back as [`Span`]s.
 #[derive(Clone, Debug)]
@@ -377,6 +397,25 @@ impl Chain {
     }
 
     fn unpack(&self, index: usize) -> Span {
+        let v = self.view(index);
+        let mut budget = v.budget;
+        budget.error_type = v.error_type.cloned();
+        Span {
+            trace_id: self.trace_id,
+            span_id: v.span_id,
+            parent_span_id: v.parent_span_id,
+            service: v.service.clone(),
+            name: v.name.clone(),
+            kind: v.kind,
+            start_unix_nano: v.start_unix_nano,
+            end_unix_nano: v.end_unix_nano,
+            status: v.status,
+            budget,
+        }
+    }
+
+    /// The span at `index` as a [`SpanView`]: what [`Chain::unpack`] gives, borrowed.
+    pub(crate) fn view(&self, index: usize) -> SpanView<'_> {
         let p = &self.spans[index];
         let mut budget = BudgetFacts {
             source: p.source,
@@ -392,24 +431,25 @@ impl Chain {
             }
         }
         facts_from(facts, &mut budget);
-        if p.present & HAS_ERROR_TYPE != 0 {
-            budget.error_type = self
-                .error_types
+        let error_type = if p.present & HAS_ERROR_TYPE != 0 {
+            self.error_types
                 .iter()
                 .find(|(at, _)| *at as usize == index)
-                .map(|(_, e)| e.clone());
-        }
-        Span {
-            trace_id: self.trace_id,
+                .map(|(_, e)| e)
+        } else {
+            None
+        };
+        SpanView {
             span_id: p.span_id,
             parent_span_id: p.parent(),
-            service: p.service.clone(),
-            name: p.name.clone(),
+            service: &p.service,
+            name: &p.name,
             kind: p.kind,
             start_unix_nano: p.start_unix_nano,
             end_unix_nano: p.end_unix_nano,
             status: p.status,
             budget,
+            error_type,
         }
     }
 

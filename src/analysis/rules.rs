@@ -60,12 +60,11 @@
 
 use std::sync::Arc;
 
-use super::chain::{Chain, Link, NONE, Tree};
+use super::chain::{Chain, Link, NONE, SpanView, Tree};
 use super::chain_analysis::{ChainAnalysis, ChainOutcome, ChainSummary, KindSet, Options, Row};
 use super::edges::{EdgeSample, EdgeTimeouts};
 use super::model::{
-    BudgetFacts, BudgetSource, Finding, FindingKind, Outcome, SeverityCounts, Span, SpanKind,
-    SpanStatus,
+    BudgetFacts, BudgetSource, Finding, FindingKind, Outcome, SeverityCounts, SpanKind, SpanStatus,
 };
 
 const MS: i64 = 1_000_000;
@@ -107,7 +106,7 @@ fn answer_code(f: &BudgetFacts) -> Option<i64> {
 
 /// The outcome standard statuses imply for a hop that records no `budget.outcome`
 /// (`CONVENTIONS.md` section 3, "Timeouts that nobody declared").
-fn status_outcome(s: &Span) -> Outcome {
+fn status_outcome(s: &SpanView<'_>) -> Outcome {
     let f = &s.budget;
     match (f.http_status, f.rpc_status) {
         (Some(503), _) | (_, Some(GRPC_RESOURCE_EXHAUSTED)) => Outcome::ShedFull,
@@ -123,7 +122,7 @@ fn status_outcome(s: &Span) -> Outcome {
 /// The chain's outcome from its root hop: `budget.outcome`, else its status. A generic `error`
 /// outcome gives way to the more precise answer its status carries (a gateway relaying its
 /// queue's 503 records `error`: its user was shed).
-fn chain_outcome(s: &Span) -> ChainOutcome {
+fn chain_outcome(s: &SpanView<'_>) -> ChainOutcome {
     let outcome = match s.budget.outcome {
         Some(Outcome::Error) => match status_outcome(s) {
             o @ (Outcome::ShedFull | Outcome::DeadlineExceeded | Outcome::Cancelled) => o,
@@ -177,7 +176,7 @@ struct Timing {
 
 struct Walk<'a> {
     chain: &'a Chain,
-    spans: &'a [Span],
+    spans: &'a [SpanView<'a>],
     tree: &'a Tree,
     opts: &'a Options,
     timeouts: &'a EdgeTimeouts,
@@ -203,7 +202,7 @@ struct Walk<'a> {
 }
 
 impl Timing {
-    fn measure(spans: &[Span], tree: &Tree, opts: &Options) -> Timing {
+    fn measure(spans: &[SpanView<'_>], tree: &Tree, opts: &Options) -> Timing {
         let n = spans.len();
         let mut hop_of = vec![NONE; n];
         for &i in &tree.order {
@@ -257,7 +256,7 @@ impl Timing {
             } else {
                 s.status == SpanStatus::Error
                     || f.exception_event
-                    || f.error_type.is_some()
+                    || s.error_type.is_some()
                     || matches!(
                         f.outcome,
                         Some(Outcome::DeadlineExceeded | Outcome::Cancelled)
@@ -391,7 +390,7 @@ impl Timing {
     /// Whether hop `h`'s span ended while one of its own CLIENT calls was still open (past the
     /// tolerance): a request/response hop does not answer before its call returns, unless its
     /// caller hung up.
-    fn hung_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+    fn hung_up(&self, spans: &[SpanView<'_>], h: usize, opts: &Options) -> bool {
         let end = ns(spans[h].end_unix_nano).saturating_add(opts.tolerance_ms * MS);
         (0..spans.len()).any(|c| {
             self.hop_of[c] == h as u32
@@ -403,14 +402,14 @@ impl Timing {
 
     /// Whether hop `h`'s span ended past its give-up time (beyond the tolerance): it answered
     /// after everyone above had stopped waiting.
-    fn answered_after_give_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+    fn answered_after_give_up(&self, spans: &[SpanView<'_>], h: usize, opts: &Options) -> bool {
         ns(spans[h].end_unix_nano)
             > self.give_up[h].saturating_add(opts.tolerance_ms.saturating_mul(MS))
     }
 
     /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead
     /// work: what a waterfall paints as work for nobody.
-    fn late(&self, spans: &[Span], i: usize) -> u32 {
+    fn late(&self, spans: &[SpanView<'_>], i: usize) -> u32 {
         let h = self.hop_of[i];
         if h == NONE || self.dead[h as usize] == 0 || self.absurd[i] {
             return 0;
@@ -490,7 +489,7 @@ impl Walk<'_> {
         }
         let callee = self.callee(c)?;
         self.timeouts
-            .get(&s.service, &self.spans[callee].service)
+            .get(s.service, self.spans[callee].service)
             .map(|t| (t, true))
     }
 
@@ -515,7 +514,7 @@ impl Walk<'_> {
                 break;
             }
             if self.spans[x].kind.is_hop() && self.t.dead[x] > 0 && (own || x != i) {
-                let service = &self.spans[x].service;
+                let service = self.spans[x].service;
                 match by.iter_mut().find(|(s, _)| s == service) {
                     Some((_, d)) => *d += self.t.dead[x],
                     None => by.push((service.clone(), self.t.dead[x])),
@@ -551,7 +550,7 @@ impl Walk<'_> {
             .collect();
         let key = |i: u32| {
             let s = &spans[i as usize];
-            (hop_of[i as usize], &*s.name, s.start_unix_nano, s.span_id)
+            (hop_of[i as usize], &**s.name, s.start_unix_nano, s.span_id)
         };
         calls.sort_unstable_by(|&a, &b| key(a).cmp(&key(b)));
         let attempt = |i: u32| spans[i as usize].budget.attempt.unwrap_or(1);
@@ -1252,7 +1251,8 @@ impl Chain {
     /// ([`EdgeStats::inferred_timeouts`](super::EdgeStats::inferred_timeouts)), which
     /// `timeout_inverted` uses for calls that declare none.
     pub fn analyse_with(&self, options: &Options, timeouts: &EdgeTimeouts) -> ChainAnalysis {
-        let spans: Vec<Span> = self.spans().collect();
+        // Borrowed views, not unpacked `Span`s: see `SpanView`.
+        let spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
         let spans = &spans[..];
         let n = spans.len();
         let tree = Tree::build(self);
