@@ -58,9 +58,10 @@
 //!   believe it has longer than its caller waits.
 //! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::chain::{Chain, Link, NONE, SpanView, Tree};
+use super::chain::{Chain, Link, NONE, SpanView, Tree, refill};
 use super::chain_analysis::{ChainAnalysis, ChainOutcome, ChainSummary, KindSet, Options, Row};
 use super::edges::{EdgeSample, EdgeTimeouts};
 use super::model::{
@@ -150,6 +151,9 @@ struct Numbers {
 }
 
 /// Time from the user's point of view, per span (meaningful on hops unless said otherwise).
+///
+/// [`Timing::measure`] reuses the vectors of the timing it is called on (see [`Scratch`]).
+#[derive(Debug, Default)]
 struct Timing {
     /// The hop each span belongs to (its nearest hop ancestor or itself).
     hop_of: Vec<u32>,
@@ -172,39 +176,59 @@ struct Timing {
     unanswered: Vec<bool>,
     /// Spans too long to be real (see [`MAX_SPAN_MS`]).
     absurd: Vec<bool>,
+    // Working space of `measure`, kept for the next chain.
+    busy: Vec<bool>,
+    call_answers: Vec<(u32, i64)>,
 }
 
+/// The second walk over the tree: the findings, and the edge samples. Its per-span vectors are
+/// borrowed from the thread's [`Scratch`].
 struct Walk<'a> {
     chain: &'a Chain,
     spans: &'a [SpanView<'a>],
     tree: &'a Tree,
     opts: &'a Options,
     timeouts: &'a EdgeTimeouts,
-    t: Timing,
+    t: &'a Timing,
     /// Retry attempts after the first.
-    is_retry: Vec<bool>,
+    is_retry: &'a mut Vec<bool>,
     /// Hops reported for starting work after expiry.
-    expired_hop: Vec<bool>,
+    expired_hop: &'a mut Vec<bool>,
     /// The call whose forwarded budget reaches each span: its own (a call that forwarded one),
     /// else its parent's, passing through hops that know nothing of budgets (a proxy).
-    upstream: Vec<u32>,
+    upstream: &'a mut Vec<u32>,
     /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
-    caused_above: Vec<bool>,
+    caused_above: &'a mut Vec<bool>,
     /// Per hop: the earliest moment anyone above would stop waiting, ns ([`NEVER`]: unknown).
-    wait_limit: Vec<i64>,
+    wait_limit: &'a mut Vec<i64>,
     /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
     /// (`orphaned` then reports work past the budget its caller sent).
-    explains_late: Vec<bool>,
+    explains_late: &'a mut Vec<bool>,
     /// Index into `edges` of each hop's incoming edge.
-    edge_of: Vec<u32>,
+    edge_of: &'a mut Vec<u32>,
     edges: Vec<EdgeSample>,
     found: Vec<(u32, Finding)>,
 }
 
 impl Timing {
-    fn measure(spans: &[SpanView<'_>], tree: &Tree, opts: &Options) -> Timing {
+    /// Measure the chain of `spans` (with its `tree`) into this timing.
+    fn measure(&mut self, spans: &[SpanView<'_>], tree: &Tree, opts: &Options) {
+        let Timing {
+            hop_of,
+            outcome,
+            work_start,
+            extent_end,
+            transit,
+            give_up,
+            dead,
+            below,
+            unanswered,
+            absurd,
+            busy,
+            call_answers,
+        } = self;
         let n = spans.len();
-        let mut hop_of = vec![NONE; n];
+        refill(hop_of, n, NONE);
         for &i in &tree.order {
             let i = i as usize;
             hop_of[i] = if spans[i].kind.is_hop() {
@@ -215,14 +239,17 @@ impl Timing {
                 NONE
             };
         }
-        let absurd: Vec<bool> = spans
-            .iter()
-            .map(|s| ms(ns(s.end_unix_nano).saturating_sub(ns(s.start_unix_nano))) > MAX_SPAN_MS)
-            .collect();
+        absurd.clear();
+        absurd.extend(
+            spans.iter().map(|s| {
+                ms(ns(s.end_unix_nano).saturating_sub(ns(s.start_unix_nano))) > MAX_SPAN_MS
+            }),
+        );
 
         // How far each hop's own spans reach; whether it has any span of its own or a call.
-        let mut extent_end: Vec<i64> = spans.iter().map(|s| ns(s.end_unix_nano)).collect();
-        let mut busy = vec![false; n];
+        extent_end.clear();
+        extent_end.extend(spans.iter().map(|s| ns(s.end_unix_nano)));
+        refill(busy, n, false);
         for i in 0..n {
             let h = hop_of[i];
             if h == NONE || h as usize == i || absurd[i] {
@@ -233,7 +260,7 @@ impl Timing {
             busy[h] = true;
         }
 
-        let mut unanswered = vec![false; n];
+        refill(unanswered, n, false);
         for i in 0..n {
             let s = &spans[i];
             if !s.kind.is_call() || s.budget.outcome == Some(Outcome::Refused) {
@@ -265,12 +292,14 @@ impl Timing {
         }
 
         // What each hop's calls were answered, to tell a relayed status from the hop's own.
-        let mut call_answers: Vec<(u32, i64)> = (0..n)
-            .filter(|&c| spans[c].kind.is_call() && hop_of[c] != NONE)
-            .filter_map(|c| Some((hop_of[c], answer_code(&spans[c].budget)?)))
-            .collect();
+        call_answers.clear();
+        call_answers.extend(
+            (0..n)
+                .filter(|&c| spans[c].kind.is_call() && hop_of[c] != NONE)
+                .filter_map(|c| Some((hop_of[c], answer_code(&spans[c].budget)?))),
+        );
         call_answers.sort_unstable();
-        let mut outcome: Vec<Option<Outcome>> = vec![None; n];
+        refill(outcome, n, None);
         for i in 0..n {
             let s = &spans[i];
             if !s.kind.is_hop() {
@@ -297,9 +326,9 @@ impl Timing {
             });
         }
 
-        let mut work_start = vec![0i64; n];
-        let mut transit = vec![0i64; n];
-        let mut give_up = vec![NEVER; n];
+        refill(work_start, n, 0i64);
+        refill(transit, n, 0i64);
+        refill(give_up, n, NEVER);
         for &i in &tree.order {
             let i = i as usize;
             let s = &spans[i];
@@ -347,7 +376,7 @@ impl Timing {
             give_up[i] = own.min(above);
         }
 
-        let mut dead = vec![0i64; n];
+        refill(dead, n, 0i64);
         for i in 0..n {
             if !spans[i].kind.is_hop() || absurd[i] || is_shed(outcome[i]) {
                 continue;
@@ -363,25 +392,13 @@ impl Timing {
                 dead[i] = ms(counted).clamp(0, MAX_SPAN_MS);
             }
         }
-        let mut below = dead.clone();
+        below.clear();
+        below.extend_from_slice(dead);
         for &i in tree.order.iter().rev() {
             let p = tree.parent[i as usize];
             if p != NONE {
                 below[p as usize] = below[p as usize].saturating_add(below[i as usize]);
             }
-        }
-
-        Timing {
-            hop_of,
-            outcome,
-            work_start,
-            extent_end,
-            transit,
-            give_up,
-            dead,
-            below,
-            unanswered,
-            absurd,
         }
     }
 }
@@ -1237,6 +1254,36 @@ fn thousands(v: i64) -> String {
     out
 }
 
+/// The working vectors of the analysis, kept from one chain to the next on each thread.
+/// Allocated per chain, the 35 or so per-span vectors (and freeing them) were most of what
+/// analysing a chain of a few spans cost.
+#[derive(Debug, Default)]
+struct Scratch {
+    tree: Tree,
+    timing: Timing,
+    // `Walk`'s own per-span vectors.
+    is_retry: Vec<bool>,
+    expired_hop: Vec<bool>,
+    upstream: Vec<u32>,
+    caused_above: Vec<bool>,
+    wait_limit: Vec<i64>,
+    explains_late: Vec<bool>,
+    edge_of: Vec<u32>,
+    // The rows' and the summary's.
+    kinds: Vec<KindSet>,
+    row_of: Vec<u32>,
+    hops: Vec<usize>,
+}
+
+/// A chain of more spans than this does not leave its working vectors to the next analysis on
+/// its thread: one huge chain would otherwise pin its memory for good. At this size the
+/// allocations are a small part of the analysis anyway.
+const SCRATCH_KEEP_SPANS: usize = 4096;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
 impl Chain {
     /// Apply every rule of `CONVENTIONS.md` section 3 to this chain as it stands, with no
     /// inferred timeouts (see [`Chain::analyse_with`]). Pure and deterministic: the same spans
@@ -1251,27 +1298,70 @@ impl Chain {
     /// ([`EdgeStats::inferred_timeouts`](super::EdgeStats::inferred_timeouts)), which
     /// `timeout_inverted` uses for calls that declare none.
     pub fn analyse_with(&self, options: &Options, timeouts: &EdgeTimeouts) -> ChainAnalysis {
+        let analysed = SCRATCH.try_with(|scratch| {
+            let mut scratch = scratch.try_borrow_mut().ok()?;
+            let analysis = self.analyse_in(&mut scratch, options, timeouts);
+            if self.len() > SCRATCH_KEEP_SPANS {
+                *scratch = Scratch::default();
+            }
+            Some(analysis)
+        });
+        // No scratch (the thread is ending, or an analysis inside an analysis): a fresh one.
+        analysed
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.analyse_in(&mut Scratch::default(), options, timeouts))
+    }
+
+    fn analyse_in(
+        &self,
+        scratch: &mut Scratch,
+        options: &Options,
+        timeouts: &EdgeTimeouts,
+    ) -> ChainAnalysis {
+        let Scratch {
+            tree,
+            timing,
+            is_retry,
+            expired_hop,
+            upstream,
+            caused_above,
+            wait_limit,
+            explains_late,
+            edge_of,
+            kinds,
+            row_of,
+            hops,
+        } = scratch;
         // Borrowed views, not unpacked `Span`s: see `SpanView`.
         let spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
         let spans = &spans[..];
         let n = spans.len();
-        let tree = Tree::build(self);
-        let timing = Timing::measure(spans, &tree, options);
+        tree.build(self);
+        let tree = &*tree;
+        timing.measure(spans, tree, options);
+        refill(is_retry, n, false);
+        refill(expired_hop, n, false);
+        refill(upstream, n, NONE);
+        refill(caused_above, n, false);
+        refill(wait_limit, n, NEVER);
+        refill(explains_late, n, false);
+        refill(edge_of, n, NONE);
 
         let mut walk = Walk {
             chain: self,
             spans,
-            tree: &tree,
+            tree,
             opts: options,
             timeouts,
             t: timing,
-            is_retry: vec![false; n],
-            expired_hop: vec![false; n],
-            upstream: vec![NONE; n],
-            caused_above: vec![false; n],
-            wait_limit: vec![NEVER; n],
-            explains_late: vec![false; n],
-            edge_of: vec![NONE; n],
+            is_retry,
+            expired_hop,
+            upstream,
+            caused_above,
+            wait_limit,
+            explains_late,
+            edge_of,
             edges: Vec::new(),
             found: Vec::new(),
         };
@@ -1301,7 +1391,7 @@ impl Chain {
         walk.late_roots();
 
         // Attribute findings to edges and rows.
-        let mut kinds = vec![KindSet::default(); n];
+        refill(kinds, n, KindSet::default());
         let mut counts = SeverityCounts::default();
         let found = std::mem::take(&mut walk.found);
         for (i, f) in &found {
@@ -1329,7 +1419,7 @@ impl Chain {
             .max()
             .unwrap_or(0)
             .max(chain_start);
-        let mut row_of = vec![NONE; n];
+        refill(row_of, n, NONE);
         for (r, &i) in tree.order.iter().enumerate() {
             row_of[i as usize] = r as u32;
         }
@@ -1384,7 +1474,8 @@ impl Chain {
                 }
             }
         };
-        let hops: Vec<usize> = (0..n).filter(|&i| spans[i].kind.is_hop()).collect();
+        hops.clear();
+        hops.extend((0..n).filter(|&i| spans[i].kind.is_hop()));
         let mut services_without_budget: Vec<Arc<str>> = hops
             .iter()
             .filter(|&&i| !has_budget(&spans[i].budget))
