@@ -208,6 +208,9 @@ struct Walk<'a> {
     edge_of: &'a mut Vec<u32>,
     edges: Vec<EdgeSample>,
     found: Vec<(u32, Finding)>,
+    // Working space of `retries` and `late_roots`, taken from the scratch and given back.
+    calls: Vec<u32>,
+    explained: Vec<bool>,
 }
 
 impl Timing {
@@ -562,9 +565,12 @@ impl Walk<'_> {
     fn retries(&mut self) {
         let spans = self.spans;
         let hop_of = &self.t.hop_of;
-        let mut calls: Vec<u32> = (0..spans.len() as u32)
-            .filter(|&i| spans[i as usize].kind.is_call() && hop_of[i as usize] != NONE)
-            .collect();
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.clear();
+        calls.extend(
+            (0..spans.len() as u32)
+                .filter(|&i| spans[i as usize].kind.is_call() && hop_of[i as usize] != NONE),
+        );
         let key = |i: u32| {
             let s = &spans[i as usize];
             (hop_of[i as usize], &**s.name, s.start_unix_nano, s.span_id)
@@ -620,6 +626,7 @@ impl Walk<'_> {
                 }
             }
         }
+        self.calls = calls;
     }
 
     fn hop(&mut self, i: usize) {
@@ -851,7 +858,8 @@ impl Walk<'_> {
     /// when a finding on their own spans already explains the late work (`ran_after_expiry`,
     /// a late retry), and not twice when their own spans outlived them (found in the walk).
     fn late_roots(&mut self) {
-        let mut explained = vec![false; self.spans.len()];
+        let mut explained = std::mem::take(&mut self.explained);
+        refill(&mut explained, self.spans.len(), false);
         for (at, f) in &self.found {
             let h = self.t.hop_of[*at as usize];
             if h != NONE
@@ -866,7 +874,7 @@ impl Walk<'_> {
                 explained[*at as usize] = true;
             }
         }
-        for (i, explained) in explained.into_iter().enumerate() {
+        for (i, &explained) in explained.iter().enumerate() {
             let s = &self.spans[i];
             if s.kind.is_hop()
                 && self.tree.parent[i] == NONE
@@ -877,6 +885,7 @@ impl Walk<'_> {
                 self.orphaned(i);
             }
         }
+        self.explained = explained;
     }
 
     /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
@@ -1273,6 +1282,10 @@ struct Scratch {
     kinds: Vec<KindSet>,
     row_of: Vec<u32>,
     hops: Vec<usize>,
+    // `Walk`'s working space (given back when the walk is done).
+    found: Vec<(u32, Finding)>,
+    calls: Vec<u32>,
+    explained: Vec<bool>,
 }
 
 /// A chain of more spans than this does not leave its working vectors to the next analysis on
@@ -1332,6 +1345,9 @@ impl Chain {
             kinds,
             row_of,
             hops,
+            found,
+            calls,
+            explained,
         } = scratch;
         // Borrowed views, not unpacked `Span`s: see `SpanView`.
         let spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
@@ -1363,8 +1379,12 @@ impl Chain {
             explains_late,
             edge_of,
             edges: Vec::new(),
-            found: Vec::new(),
+            found: std::mem::take(found),
+            calls: std::mem::take(calls),
+            explained: std::mem::take(explained),
         };
+        // Left over if an earlier analysis on this thread panicked half-way.
+        walk.found.clear();
         walk.retries();
         for &i in &tree.order {
             let i = i as usize;
@@ -1393,16 +1413,15 @@ impl Chain {
         // Attribute findings to edges and rows.
         refill(kinds, n, KindSet::default());
         let mut counts = SeverityCounts::default();
-        let found = std::mem::take(&mut walk.found);
-        for (i, f) in &found {
+        let mut found_here = std::mem::take(&mut walk.found);
+        for (i, f) in &found_here {
             kinds[*i as usize].insert(f.kind);
             counts.bump(f.severity);
             if let Some(e) = walk.edge_for(*i as usize) {
                 walk.edges[e].findings.get_or_insert_default().bump(f.kind);
             }
         }
-        let mut found = found;
-        found.sort_by(|(a, fa), (b, fb)| {
+        found_here.sort_by(|(a, fa), (b, fb)| {
             let (sa, sb) = (&spans[*a as usize], &spans[*b as usize]);
             (sa.start_unix_nano, sa.span_id, fa.kind).cmp(&(
                 sb.start_unix_nano,
@@ -1410,7 +1429,11 @@ impl Chain {
                 fb.kind,
             ))
         });
-        let findings: Vec<Finding> = found.into_iter().map(|(_, f)| f).collect();
+        let findings: Vec<Finding> = found_here.drain(..).map(|(_, f)| f).collect();
+        // The walk's working vectors back to the scratch, for the next chain.
+        *found = found_here;
+        *calls = std::mem::take(&mut walk.calls);
+        *explained = std::mem::take(&mut walk.explained);
 
         let chain_start = spans.iter().map(|s| s.start_unix_nano).min().unwrap_or(0);
         let chain_end = spans
