@@ -146,6 +146,26 @@ impl Packed {
     }
 }
 
+/// One span of a chain as the analysis reads it: a [`Span`] borrowed from the chain instead of
+/// unpacked into one. Unpacking clones the service and the name (two atomic increments, and
+/// as many decrements when the copy is dropped) for every span of every analysis; a view
+/// touches no reference count and allocates nothing.
+#[derive(Debug)]
+pub(crate) struct SpanView<'a> {
+    pub span_id: SpanId,
+    pub parent_span_id: Option<SpanId>,
+    pub service: &'a Arc<str>,
+    pub name: &'a Arc<str>,
+    pub kind: SpanKind,
+    pub start_unix_nano: u64,
+    pub end_unix_nano: u64,
+    pub status: SpanStatus,
+    /// The budget facts, except `error_type`, which is always `None` here: read
+    /// [`SpanView::error_type`] (borrowed, not cloned).
+    pub budget: BudgetFacts,
+    pub error_type: Option<&'a Arc<str>>,
+}
+
 /// The spans of one trace, deduplicated by span id, in arrival order. Spans are held packed
 /// (see [`Chain::insert`]); [`Chain::span`] and [`Chain::spans`] give them back as [`Span`]s.
 #[derive(Clone, Debug)]
@@ -386,6 +406,25 @@ impl Chain {
     }
 
     fn unpack(&self, index: usize) -> Span {
+        let v = self.view(index);
+        let mut budget = v.budget;
+        budget.error_type = v.error_type.cloned();
+        Span {
+            trace_id: self.trace_id,
+            span_id: v.span_id,
+            parent_span_id: v.parent_span_id,
+            service: v.service.clone(),
+            name: v.name.clone(),
+            kind: v.kind,
+            start_unix_nano: v.start_unix_nano,
+            end_unix_nano: v.end_unix_nano,
+            status: v.status,
+            budget,
+        }
+    }
+
+    /// The span at `index` as a [`SpanView`]: what [`Chain::unpack`] gives, borrowed.
+    pub(crate) fn view(&self, index: usize) -> SpanView<'_> {
         let p = &self.spans[index];
         let mut budget = BudgetFacts {
             source: p.source,
@@ -401,24 +440,25 @@ impl Chain {
             }
         }
         facts_from(facts, &mut budget);
-        if p.present & HAS_ERROR_TYPE != 0 {
-            budget.error_type = self
-                .error_types
+        let error_type = if p.present & HAS_ERROR_TYPE != 0 {
+            self.error_types
                 .iter()
                 .find(|(at, _)| *at as usize == index)
-                .map(|(_, e)| e.clone());
-        }
-        Span {
-            trace_id: self.trace_id,
+                .map(|(_, e)| e)
+        } else {
+            None
+        };
+        SpanView {
             span_id: p.span_id,
             parent_span_id: p.parent(),
-            service: p.service.clone(),
-            name: p.name.clone(),
+            service: &p.service,
+            name: &p.name,
             kind: p.kind,
             start_unix_nano: p.start_unix_nano,
             end_unix_nano: p.end_unix_nano,
             status: p.status,
             budget,
+            error_type,
         }
     }
 
@@ -474,9 +514,19 @@ pub fn chains_from_spans(spans: impl IntoIterator<Item = Span>) -> Vec<Chain> {
 /// "No index": used in the index vectors instead of `Option<u32>` to halve their size.
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// `v` emptied and refilled with `n` copies of `value`, keeping its allocation: the analysis
+/// reuses its per-span vectors from one chain to the next instead of allocating them anew.
+pub(crate) fn refill<T: Clone>(v: &mut Vec<T>, n: usize, value: T) {
+    v.clear();
+    v.resize(n, value);
+}
+
 /// The tree of one chain as the analysis sees it: parents resolved to indices, links classified,
 /// children sorted by start time, and a depth-first order. Built without recursion.
-#[derive(Debug)]
+///
+/// [`Tree::build`] reuses the vectors of the tree it is called on (the analysis keeps one tree
+/// per thread), so building the tree of a chain of a typical size allocates nothing.
+#[derive(Debug, Default)]
 pub(crate) struct Tree {
     /// Parent index of each span (`NONE` for roots, orphans and cut cycle members).
     pub parent: Vec<u32>,
@@ -489,14 +539,32 @@ pub(crate) struct Tree {
     /// Children of span `i` are `children[child_start[i]..child_start[i + 1]]`, sorted.
     child_start: Vec<u32>,
     children: Vec<u32>,
+    // Working space of `build`, kept for the next chain.
+    state: Vec<u8>,
+    path: Vec<u32>,
+    fill: Vec<u32>,
+    stack: Vec<u32>,
 }
 
 impl Tree {
-    pub fn build(chain: &Chain) -> Tree {
+    /// Rebuild this tree as the tree of `chain`.
+    pub fn build(&mut self, chain: &Chain) {
+        let Tree {
+            parent,
+            link,
+            depth,
+            order,
+            child_start,
+            children,
+            state,
+            path,
+            fill,
+            stack,
+        } = self;
         let spans = &chain.spans;
         let n = spans.len();
-        let mut parent = vec![NONE; n];
-        let mut link = vec![Link::Root; n];
+        refill(parent, n, NONE);
+        refill(link, n, Link::Root);
         for i in 0..n {
             match chain.parent_index(i) {
                 None => {}
@@ -512,8 +580,7 @@ impl Tree {
         // Break loops of parents: follow each span's parent pointers until a span already known
         // to reach a root; meeting a span of the current path again means a loop.
         let key = |i: usize| (spans[i].start_unix_nano, spans[i].span_id);
-        let mut state = vec![0u8; n]; // 0 unseen, 1 on the current path, 2 reaches a root
-        let mut path: Vec<u32> = Vec::new();
+        refill(state, n, 0u8); // 0 unseen, 1 on the current path, 2 reaches a root
         for i in 0..n {
             if state[i] != 0 {
                 continue;
@@ -542,14 +609,14 @@ impl Tree {
                 }
                 j = parent[j] as usize;
             }
-            for &x in &path {
+            for &x in path.iter() {
                 state[x as usize] = 2;
             }
         }
 
         // Children in compressed rows: count, prefix-sum, fill, sort each row.
-        let mut child_start = vec![0u32; n + 1];
-        for &p in &parent {
+        refill(child_start, n + 1, 0u32);
+        for &p in parent.iter() {
             if p != NONE {
                 child_start[p as usize + 1] += 1;
             }
@@ -557,12 +624,14 @@ impl Tree {
         for i in 0..n {
             child_start[i + 1] += child_start[i];
         }
-        let mut fill = child_start.clone();
-        let mut children = vec![0u32; child_start[n] as usize];
-        let mut roots = Vec::new();
+        fill.clear();
+        fill.extend_from_slice(child_start);
+        refill(children, child_start[n] as usize, 0u32);
+        // The roots go on the stack of the depth-first walk below, last first.
+        stack.clear();
         for (i, &p) in parent.iter().enumerate() {
             if p == NONE {
-                roots.push(i as u32);
+                stack.push(i as u32);
             } else {
                 let slot = &mut fill[p as usize];
                 children[*slot as usize] = i as u32;
@@ -575,12 +644,12 @@ impl Tree {
                 children[a..b].sort_unstable_by_key(|&c| key(c as usize));
             }
         }
-        roots.sort_unstable_by_key(|&r| key(r as usize));
+        stack.sort_unstable_by_key(|&r| key(r as usize));
+        stack.reverse();
 
         // Depth-first pre-order with an explicit stack.
-        let mut depth = vec![0u32; n];
-        let mut order = Vec::with_capacity(n);
-        let mut stack: Vec<u32> = roots.iter().rev().copied().collect();
+        refill(depth, n, 0u32);
+        order.clear();
         while let Some(i) = stack.pop() {
             order.push(i);
             let (a, b) = (
@@ -591,15 +660,6 @@ impl Tree {
                 depth[c as usize] = depth[i as usize] + 1;
                 stack.push(c);
             }
-        }
-
-        Tree {
-            parent,
-            link,
-            depth,
-            order,
-            child_start,
-            children,
         }
     }
 

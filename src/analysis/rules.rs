@@ -58,14 +58,14 @@
 //!   believe it has longer than its caller waits.
 //! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::chain::{Chain, Link, NONE, Tree};
+use super::chain::{Chain, Link, NONE, SpanView, Tree, refill};
 use super::chain_analysis::{ChainAnalysis, ChainOutcome, ChainSummary, KindSet, Options, Row};
 use super::edges::{EdgeSample, EdgeTimeouts};
 use super::model::{
-    BudgetFacts, BudgetSource, Finding, FindingKind, Outcome, SeverityCounts, Span, SpanKind,
-    SpanStatus,
+    BudgetFacts, BudgetSource, Finding, FindingKind, Outcome, SeverityCounts, SpanKind, SpanStatus,
 };
 
 const MS: i64 = 1_000_000;
@@ -107,7 +107,7 @@ fn answer_code(f: &BudgetFacts) -> Option<i64> {
 
 /// The outcome standard statuses imply for a hop that records no `budget.outcome`
 /// (`CONVENTIONS.md` section 3, "Timeouts that nobody declared").
-fn status_outcome(s: &Span) -> Outcome {
+fn status_outcome(s: &SpanView<'_>) -> Outcome {
     let f = &s.budget;
     match (f.http_status, f.rpc_status) {
         (Some(503), _) | (_, Some(GRPC_RESOURCE_EXHAUSTED)) => Outcome::ShedFull,
@@ -123,7 +123,7 @@ fn status_outcome(s: &Span) -> Outcome {
 /// The chain's outcome from its root hop: `budget.outcome`, else its status. A generic `error`
 /// outcome gives way to the more precise answer its status carries (a gateway relaying its
 /// queue's 503 records `error`: its user was shed).
-fn chain_outcome(s: &Span) -> ChainOutcome {
+fn chain_outcome(s: &SpanView<'_>) -> ChainOutcome {
     let outcome = match s.budget.outcome {
         Some(Outcome::Error) => match status_outcome(s) {
             o @ (Outcome::ShedFull | Outcome::DeadlineExceeded | Outcome::Cancelled) => o,
@@ -151,6 +151,9 @@ struct Numbers {
 }
 
 /// Time from the user's point of view, per span (meaningful on hops unless said otherwise).
+///
+/// [`Timing::measure`] reuses the vectors of the timing it is called on (see [`Scratch`]).
+#[derive(Debug, Default)]
 struct Timing {
     /// The hop each span belongs to (its nearest hop ancestor or itself).
     hop_of: Vec<u32>,
@@ -173,39 +176,62 @@ struct Timing {
     unanswered: Vec<bool>,
     /// Spans too long to be real (see [`MAX_SPAN_MS`]).
     absurd: Vec<bool>,
+    // Working space of `measure`, kept for the next chain.
+    busy: Vec<bool>,
+    call_answers: Vec<(u32, i64)>,
 }
 
+/// The second walk over the tree: the findings, and the edge samples. Its per-span vectors are
+/// borrowed from the thread's [`Scratch`].
 struct Walk<'a> {
     chain: &'a Chain,
-    spans: &'a [Span],
+    spans: &'a [SpanView<'a>],
     tree: &'a Tree,
     opts: &'a Options,
     timeouts: &'a EdgeTimeouts,
-    t: Timing,
+    t: &'a Timing,
     /// Retry attempts after the first.
-    is_retry: Vec<bool>,
+    is_retry: &'a mut Vec<bool>,
     /// Hops reported for starting work after expiry.
-    expired_hop: Vec<bool>,
+    expired_hop: &'a mut Vec<bool>,
     /// The call whose forwarded budget reaches each span: its own (a call that forwarded one),
     /// else its parent's, passing through hops that know nothing of budgets (a proxy).
-    upstream: Vec<u32>,
+    upstream: &'a mut Vec<u32>,
     /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
-    caused_above: Vec<bool>,
+    caused_above: &'a mut Vec<bool>,
     /// Per hop: the earliest moment anyone above would stop waiting, ns ([`NEVER`]: unknown).
-    wait_limit: Vec<i64>,
+    wait_limit: &'a mut Vec<i64>,
     /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
     /// (`orphaned` then reports work past the budget its caller sent).
-    explains_late: Vec<bool>,
+    explains_late: &'a mut Vec<bool>,
     /// Index into `edges` of each hop's incoming edge.
-    edge_of: Vec<u32>,
+    edge_of: &'a mut Vec<u32>,
     edges: Vec<EdgeSample>,
     found: Vec<(u32, Finding)>,
+    // Working space of `retries` and `late_roots`, taken from the scratch and given back.
+    calls: Vec<u32>,
+    explained: Vec<bool>,
 }
 
 impl Timing {
-    fn measure(spans: &[Span], tree: &Tree, opts: &Options) -> Timing {
+    /// Measure the chain of `spans` (with its `tree`) into this timing.
+    fn measure(&mut self, spans: &[SpanView<'_>], tree: &Tree, opts: &Options) {
+        let Timing {
+            hop_of,
+            outcome,
+            work_start,
+            extent_end,
+            transit,
+            give_up,
+            dead,
+            below,
+            unanswered,
+            absurd,
+            busy,
+            call_answers,
+        } = self;
         let n = spans.len();
-        let mut hop_of = vec![NONE; n];
+        refill(hop_of, n, NONE);
         for &i in &tree.order {
             let i = i as usize;
             hop_of[i] = if spans[i].kind.is_hop() {
@@ -216,14 +242,17 @@ impl Timing {
                 NONE
             };
         }
-        let absurd: Vec<bool> = spans
-            .iter()
-            .map(|s| ms(ns(s.end_unix_nano).saturating_sub(ns(s.start_unix_nano))) > MAX_SPAN_MS)
-            .collect();
+        absurd.clear();
+        absurd.extend(
+            spans.iter().map(|s| {
+                ms(ns(s.end_unix_nano).saturating_sub(ns(s.start_unix_nano))) > MAX_SPAN_MS
+            }),
+        );
 
         // How far each hop's own spans reach; whether it has any span of its own or a call.
-        let mut extent_end: Vec<i64> = spans.iter().map(|s| ns(s.end_unix_nano)).collect();
-        let mut busy = vec![false; n];
+        extent_end.clear();
+        extent_end.extend(spans.iter().map(|s| ns(s.end_unix_nano)));
+        refill(busy, n, false);
         for i in 0..n {
             let h = hop_of[i];
             if h == NONE || h as usize == i || absurd[i] {
@@ -234,7 +263,7 @@ impl Timing {
             busy[h] = true;
         }
 
-        let mut unanswered = vec![false; n];
+        refill(unanswered, n, false);
         for i in 0..n {
             let s = &spans[i];
             if !s.kind.is_call() || s.budget.outcome == Some(Outcome::Refused) {
@@ -257,7 +286,7 @@ impl Timing {
             } else {
                 s.status == SpanStatus::Error
                     || f.exception_event
-                    || f.error_type.is_some()
+                    || s.error_type.is_some()
                     || matches!(
                         f.outcome,
                         Some(Outcome::DeadlineExceeded | Outcome::Cancelled)
@@ -266,12 +295,14 @@ impl Timing {
         }
 
         // What each hop's calls were answered, to tell a relayed status from the hop's own.
-        let mut call_answers: Vec<(u32, i64)> = (0..n)
-            .filter(|&c| spans[c].kind.is_call() && hop_of[c] != NONE)
-            .filter_map(|c| Some((hop_of[c], answer_code(&spans[c].budget)?)))
-            .collect();
+        call_answers.clear();
+        call_answers.extend(
+            (0..n)
+                .filter(|&c| spans[c].kind.is_call() && hop_of[c] != NONE)
+                .filter_map(|c| Some((hop_of[c], answer_code(&spans[c].budget)?))),
+        );
         call_answers.sort_unstable();
-        let mut outcome: Vec<Option<Outcome>> = vec![None; n];
+        refill(outcome, n, None);
         for i in 0..n {
             let s = &spans[i];
             if !s.kind.is_hop() {
@@ -298,9 +329,9 @@ impl Timing {
             });
         }
 
-        let mut work_start = vec![0i64; n];
-        let mut transit = vec![0i64; n];
-        let mut give_up = vec![NEVER; n];
+        refill(work_start, n, 0i64);
+        refill(transit, n, 0i64);
+        refill(give_up, n, NEVER);
         for &i in &tree.order {
             let i = i as usize;
             let s = &spans[i];
@@ -348,7 +379,7 @@ impl Timing {
             give_up[i] = own.min(above);
         }
 
-        let mut dead = vec![0i64; n];
+        refill(dead, n, 0i64);
         for i in 0..n {
             if !spans[i].kind.is_hop() || absurd[i] || is_shed(outcome[i]) {
                 continue;
@@ -364,25 +395,13 @@ impl Timing {
                 dead[i] = ms(counted).clamp(0, MAX_SPAN_MS);
             }
         }
-        let mut below = dead.clone();
+        below.clear();
+        below.extend_from_slice(dead);
         for &i in tree.order.iter().rev() {
             let p = tree.parent[i as usize];
             if p != NONE {
                 below[p as usize] = below[p as usize].saturating_add(below[i as usize]);
             }
-        }
-
-        Timing {
-            hop_of,
-            outcome,
-            work_start,
-            extent_end,
-            transit,
-            give_up,
-            dead,
-            below,
-            unanswered,
-            absurd,
         }
     }
 }
@@ -391,7 +410,7 @@ impl Timing {
     /// Whether hop `h`'s span ended while one of its own CLIENT calls was still open (past the
     /// tolerance): a request/response hop does not answer before its call returns, unless its
     /// caller hung up.
-    fn hung_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+    fn hung_up(&self, spans: &[SpanView<'_>], h: usize, opts: &Options) -> bool {
         let end = ns(spans[h].end_unix_nano).saturating_add(opts.tolerance_ms * MS);
         (0..spans.len()).any(|c| {
             self.hop_of[c] == h as u32
@@ -403,14 +422,14 @@ impl Timing {
 
     /// Whether hop `h`'s span ended past its give-up time (beyond the tolerance): it answered
     /// after everyone above had stopped waiting.
-    fn answered_after_give_up(&self, spans: &[Span], h: usize, opts: &Options) -> bool {
+    fn answered_after_give_up(&self, spans: &[SpanView<'_>], h: usize, opts: &Options) -> bool {
         ns(spans[h].end_unix_nano)
             > self.give_up[h].saturating_add(opts.tolerance_ms.saturating_mul(MS))
     }
 
     /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead
     /// work: what a waterfall paints as work for nobody.
-    fn late(&self, spans: &[Span], i: usize) -> u32 {
+    fn late(&self, spans: &[SpanView<'_>], i: usize) -> u32 {
         let h = self.hop_of[i];
         if h == NONE || self.dead[h as usize] == 0 || self.absurd[i] {
             return 0;
@@ -490,7 +509,7 @@ impl Walk<'_> {
         }
         let callee = self.callee(c)?;
         self.timeouts
-            .get(&s.service, &self.spans[callee].service)
+            .get(s.service, self.spans[callee].service)
             .map(|t| (t, true))
     }
 
@@ -515,7 +534,7 @@ impl Walk<'_> {
                 break;
             }
             if self.spans[x].kind.is_hop() && self.t.dead[x] > 0 && (own || x != i) {
-                let service = &self.spans[x].service;
+                let service = self.spans[x].service;
                 match by.iter_mut().find(|(s, _)| s == service) {
                     Some((_, d)) => *d += self.t.dead[x],
                     None => by.push((service.clone(), self.t.dead[x])),
@@ -546,12 +565,15 @@ impl Walk<'_> {
     fn retries(&mut self) {
         let spans = self.spans;
         let hop_of = &self.t.hop_of;
-        let mut calls: Vec<u32> = (0..spans.len() as u32)
-            .filter(|&i| spans[i as usize].kind.is_call() && hop_of[i as usize] != NONE)
-            .collect();
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.clear();
+        calls.extend(
+            (0..spans.len() as u32)
+                .filter(|&i| spans[i as usize].kind.is_call() && hop_of[i as usize] != NONE),
+        );
         let key = |i: u32| {
             let s = &spans[i as usize];
-            (hop_of[i as usize], &*s.name, s.start_unix_nano, s.span_id)
+            (hop_of[i as usize], &**s.name, s.start_unix_nano, s.span_id)
         };
         calls.sort_unstable_by(|&a, &b| key(a).cmp(&key(b)));
         let attempt = |i: u32| spans[i as usize].budget.attempt.unwrap_or(1);
@@ -604,6 +626,7 @@ impl Walk<'_> {
                 }
             }
         }
+        self.calls = calls;
     }
 
     fn hop(&mut self, i: usize) {
@@ -835,7 +858,8 @@ impl Walk<'_> {
     /// when a finding on their own spans already explains the late work (`ran_after_expiry`,
     /// a late retry), and not twice when their own spans outlived them (found in the walk).
     fn late_roots(&mut self) {
-        let mut explained = vec![false; self.spans.len()];
+        let mut explained = std::mem::take(&mut self.explained);
+        refill(&mut explained, self.spans.len(), false);
         for (at, f) in &self.found {
             let h = self.t.hop_of[*at as usize];
             if h != NONE
@@ -850,7 +874,7 @@ impl Walk<'_> {
                 explained[*at as usize] = true;
             }
         }
-        for (i, explained) in explained.into_iter().enumerate() {
+        for (i, &explained) in explained.iter().enumerate() {
             let s = &self.spans[i];
             if s.kind.is_hop()
                 && self.tree.parent[i] == NONE
@@ -861,6 +885,7 @@ impl Walk<'_> {
                 self.orphaned(i);
             }
         }
+        self.explained = explained;
     }
 
     /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
@@ -1238,6 +1263,40 @@ fn thousands(v: i64) -> String {
     out
 }
 
+/// The working vectors of the analysis, kept from one chain to the next on each thread.
+/// Allocated per chain, the 35 or so per-span vectors (and freeing them) were most of what
+/// analysing a chain of a few spans cost.
+#[derive(Debug, Default)]
+struct Scratch {
+    tree: Tree,
+    timing: Timing,
+    // `Walk`'s own per-span vectors.
+    is_retry: Vec<bool>,
+    expired_hop: Vec<bool>,
+    upstream: Vec<u32>,
+    caused_above: Vec<bool>,
+    wait_limit: Vec<i64>,
+    explains_late: Vec<bool>,
+    edge_of: Vec<u32>,
+    // The rows' and the summary's.
+    kinds: Vec<KindSet>,
+    row_of: Vec<u32>,
+    hops: Vec<usize>,
+    // `Walk`'s working space (given back when the walk is done).
+    found: Vec<(u32, Finding)>,
+    calls: Vec<u32>,
+    explained: Vec<bool>,
+}
+
+/// A chain of more spans than this does not leave its working vectors to the next analysis on
+/// its thread: one huge chain would otherwise pin its memory for good. At this size the
+/// allocations are a small part of the analysis anyway.
+const SCRATCH_KEEP_SPANS: usize = 4096;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
 impl Chain {
     /// Apply every rule of `CONVENTIONS.md` section 3 to this chain as it stands, with no
     /// inferred timeouts (see [`Chain::analyse_with`]). Pure and deterministic: the same spans
@@ -1252,29 +1311,80 @@ impl Chain {
     /// ([`EdgeStats::inferred_timeouts`](super::EdgeStats::inferred_timeouts)), which
     /// `timeout_inverted` uses for calls that declare none.
     pub fn analyse_with(&self, options: &Options, timeouts: &EdgeTimeouts) -> ChainAnalysis {
-        let spans: Vec<Span> = self.spans().collect();
+        let analysed = SCRATCH.try_with(|scratch| {
+            let mut scratch = scratch.try_borrow_mut().ok()?;
+            let analysis = self.analyse_in(&mut scratch, options, timeouts);
+            if self.len() > SCRATCH_KEEP_SPANS {
+                *scratch = Scratch::default();
+            }
+            Some(analysis)
+        });
+        // No scratch (the thread is ending, or an analysis inside an analysis): a fresh one.
+        analysed
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.analyse_in(&mut Scratch::default(), options, timeouts))
+    }
+
+    fn analyse_in(
+        &self,
+        scratch: &mut Scratch,
+        options: &Options,
+        timeouts: &EdgeTimeouts,
+    ) -> ChainAnalysis {
+        let Scratch {
+            tree,
+            timing,
+            is_retry,
+            expired_hop,
+            upstream,
+            caused_above,
+            wait_limit,
+            explains_late,
+            edge_of,
+            kinds,
+            row_of,
+            hops,
+            found,
+            calls,
+            explained,
+        } = scratch;
+        // Borrowed views, not unpacked `Span`s: see `SpanView`.
+        let spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
         let spans = &spans[..];
         let n = spans.len();
-        let tree = Tree::build(self);
-        let timing = Timing::measure(spans, &tree, options);
+        tree.build(self);
+        let tree = &*tree;
+        timing.measure(spans, tree, options);
+        refill(is_retry, n, false);
+        refill(expired_hop, n, false);
+        refill(upstream, n, NONE);
+        refill(caused_above, n, false);
+        refill(wait_limit, n, NEVER);
+        refill(explains_late, n, false);
+        refill(edge_of, n, NONE);
 
         let mut walk = Walk {
             chain: self,
             spans,
-            tree: &tree,
+            tree,
             opts: options,
             timeouts,
             t: timing,
-            is_retry: vec![false; n],
-            expired_hop: vec![false; n],
-            upstream: vec![NONE; n],
-            caused_above: vec![false; n],
-            wait_limit: vec![NEVER; n],
-            explains_late: vec![false; n],
-            edge_of: vec![NONE; n],
+            is_retry,
+            expired_hop,
+            upstream,
+            caused_above,
+            wait_limit,
+            explains_late,
+            edge_of,
             edges: Vec::new(),
-            found: Vec::new(),
+            found: std::mem::take(found),
+            calls: std::mem::take(calls),
+            explained: std::mem::take(explained),
         };
+        // Left over if an earlier analysis on this thread panicked half-way.
+        walk.found.clear();
         walk.retries();
         for &i in &tree.order {
             let i = i as usize;
@@ -1301,18 +1411,17 @@ impl Chain {
         walk.late_roots();
 
         // Attribute findings to edges and rows.
-        let mut kinds = vec![KindSet::default(); n];
+        refill(kinds, n, KindSet::default());
         let mut counts = SeverityCounts::default();
-        let found = std::mem::take(&mut walk.found);
-        for (i, f) in &found {
+        let mut found_here = std::mem::take(&mut walk.found);
+        for (i, f) in &found_here {
             kinds[*i as usize].insert(f.kind);
             counts.bump(f.severity);
             if let Some(e) = walk.edge_for(*i as usize) {
                 walk.edges[e].findings.get_or_insert_default().bump(f.kind);
             }
         }
-        let mut found = found;
-        found.sort_by(|(a, fa), (b, fb)| {
+        found_here.sort_by(|(a, fa), (b, fb)| {
             let (sa, sb) = (&spans[*a as usize], &spans[*b as usize]);
             (sa.start_unix_nano, sa.span_id, fa.kind).cmp(&(
                 sb.start_unix_nano,
@@ -1320,7 +1429,11 @@ impl Chain {
                 fb.kind,
             ))
         });
-        let findings: Vec<Finding> = found.into_iter().map(|(_, f)| f).collect();
+        let findings: Vec<Finding> = found_here.drain(..).map(|(_, f)| f).collect();
+        // The walk's working vectors back to the scratch, for the next chain.
+        *found = found_here;
+        *calls = std::mem::take(&mut walk.calls);
+        *explained = std::mem::take(&mut walk.explained);
 
         let chain_start = spans.iter().map(|s| s.start_unix_nano).min().unwrap_or(0);
         let chain_end = spans
@@ -1329,7 +1442,7 @@ impl Chain {
             .max()
             .unwrap_or(0)
             .max(chain_start);
-        let mut row_of = vec![NONE; n];
+        refill(row_of, n, NONE);
         for (r, &i) in tree.order.iter().enumerate() {
             row_of[i as usize] = r as u32;
         }
@@ -1384,7 +1497,8 @@ impl Chain {
                 }
             }
         };
-        let hops: Vec<usize> = (0..n).filter(|&i| spans[i].kind.is_hop()).collect();
+        hops.clear();
+        hops.extend((0..n).filter(|&i| spans[i].kind.is_hop()));
         let mut services_without_budget: Vec<Arc<str>> = hops
             .iter()
             .filter(|&&i| !has_budget(&spans[i].budget))
