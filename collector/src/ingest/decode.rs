@@ -699,12 +699,17 @@ mod key {
 }
 
 impl Slot {
+    /// Inline, so most keys (not ours: a look at the first byte skips them) cost no call.
+    #[inline(always)]
     fn of(key_bytes: &[u8], carriers: &Carriers) -> Option<Slot> {
-        use key::*;
-        // Most keys are not ours: a look at the first byte skips them.
         if !matches!(key_bytes.first(), Some(b'b' | b'h' | b'r' | b'e')) {
             return None;
         }
+        Slot::matching(key_bytes, carriers)
+    }
+
+    fn matching(key_bytes: &[u8], carriers: &Carriers) -> Option<Slot> {
+        use key::*;
         Some(match key_bytes {
             RECEIVED_MS => Slot::ReceivedMs,
             SOURCE => Slot::Source,
@@ -1100,7 +1105,8 @@ fn decode_span_bytes<'a>(
 /// `want`, else `Other`), and whether the `string_value` it ends up with (the last oneof field
 /// wins) is valid UTF-8. The UTF-8 check only peeks (its own fields, not an array's elements):
 /// what does not parse counts as valid here, and is left to the reader that needs it.
-#[inline]
+/// Inline: called for every attribute, and the fast paths are short.
+#[inline(always)]
 fn read_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError>, bool) {
     // The shapes nearly every value has (one field: a short string, or an int), read without
     // the general walk below, which gives the same for them.
