@@ -668,36 +668,70 @@ enum Slot {
     Carrier(usize),
 }
 
+/// The keys [`Slot::of`] matches, as bytes: a key is matched before (and without) a UTF-8 check,
+/// which cost more than the match itself (issue 20: `from_utf8` on every key was most of
+/// `Slot::of`). A key equal to one of these is valid UTF-8, since they are `str`s.
+mod key {
+    use deadline_budget::semconv;
+
+    pub const RECEIVED_MS: &[u8] = semconv::RECEIVED_MS.as_bytes();
+    pub const SOURCE: &[u8] = semconv::SOURCE.as_bytes();
+    pub const DEFAULT_MS: &[u8] = semconv::DEFAULT_MS.as_bytes();
+    pub const QUEUE_WAIT_MS: &[u8] = semconv::QUEUE_WAIT_MS.as_bytes();
+    pub const REMAINING_AT_START_MS: &[u8] = semconv::REMAINING_AT_START_MS.as_bytes();
+    pub const OUTCOME: &[u8] = semconv::OUTCOME.as_bytes();
+    pub const REMAINING_MS: &[u8] = semconv::REMAINING_MS.as_bytes();
+    pub const FORWARDED_MS: &[u8] = semconv::FORWARDED_MS.as_bytes();
+    pub const TIMEOUT_MS: &[u8] = semconv::TIMEOUT_MS.as_bytes();
+    pub const SLA_MS: &[u8] = semconv::SLA_MS.as_bytes();
+    pub const ATTEMPT: &[u8] = semconv::ATTEMPT.as_bytes();
+    pub const HTTP_RESPONSE_STATUS_CODE: &[u8] = semconv::HTTP_RESPONSE_STATUS_CODE.as_bytes();
+    pub const HTTP_STATUS_CODE: &[u8] = semconv::HTTP_STATUS_CODE.as_bytes();
+    pub const RPC_GRPC_STATUS_CODE: &[u8] = semconv::RPC_GRPC_STATUS_CODE.as_bytes();
+    pub const RPC_STATUS_CODE: &[u8] = semconv::RPC_STATUS_CODE.as_bytes();
+    pub const RPC_RESPONSE_STATUS_CODE: &[u8] = semconv::RPC_RESPONSE_STATUS_CODE.as_bytes();
+    pub const ERROR_TYPE: &[u8] = semconv::ERROR_TYPE.as_bytes();
+    pub const CARRIER_PREFIXES: [&[u8]; 3] = [
+        semconv::HTTP_REQUEST_HEADER_PREFIX.as_bytes(),
+        semconv::RPC_REQUEST_METADATA_PREFIX.as_bytes(),
+        semconv::RPC_GRPC_REQUEST_METADATA_PREFIX.as_bytes(),
+    ];
+}
+
 impl Slot {
-    fn of(key: &[u8], carriers: &Carriers) -> Option<Slot> {
-        // Most keys are not ours: a look at the first byte skips them.
-        if !matches!(key.first(), Some(b'b' | b'h' | b'r' | b'e')) {
+    /// Inline, so most keys (not ours: a look at the first byte skips them) cost no call.
+    #[inline(always)]
+    fn of(key_bytes: &[u8], carriers: &Carriers) -> Option<Slot> {
+        if !matches!(key_bytes.first(), Some(b'b' | b'h' | b'r' | b'e')) {
             return None;
         }
-        let key = std::str::from_utf8(key).ok()?;
-        Some(match key {
-            semconv::RECEIVED_MS => Slot::ReceivedMs,
-            semconv::SOURCE => Slot::Source,
-            semconv::DEFAULT_MS => Slot::DefaultMs,
-            semconv::QUEUE_WAIT_MS => Slot::QueueWaitMs,
-            semconv::REMAINING_AT_START_MS => Slot::RemainingAtStartMs,
-            semconv::OUTCOME => Slot::Outcome,
-            semconv::REMAINING_MS => Slot::RemainingMs,
-            semconv::FORWARDED_MS => Slot::ForwardedMs,
-            semconv::TIMEOUT_MS => Slot::TimeoutMs,
-            semconv::SLA_MS => Slot::SlaMs,
-            semconv::ATTEMPT => Slot::Attempt,
-            semconv::HTTP_RESPONSE_STATUS_CODE => Slot::HttpStatus,
-            semconv::HTTP_STATUS_CODE => Slot::HttpStatusOld,
-            semconv::RPC_GRPC_STATUS_CODE
-            | semconv::RPC_STATUS_CODE
-            | semconv::RPC_RESPONSE_STATUS_CODE => Slot::RpcStatus,
-            semconv::ERROR_TYPE => Slot::ErrorType,
+        Slot::matching(key_bytes, carriers)
+    }
+
+    fn matching(key_bytes: &[u8], carriers: &Carriers) -> Option<Slot> {
+        use key::*;
+        Some(match key_bytes {
+            RECEIVED_MS => Slot::ReceivedMs,
+            SOURCE => Slot::Source,
+            DEFAULT_MS => Slot::DefaultMs,
+            QUEUE_WAIT_MS => Slot::QueueWaitMs,
+            REMAINING_AT_START_MS => Slot::RemainingAtStartMs,
+            OUTCOME => Slot::Outcome,
+            REMAINING_MS => Slot::RemainingMs,
+            FORWARDED_MS => Slot::ForwardedMs,
+            TIMEOUT_MS => Slot::TimeoutMs,
+            SLA_MS => Slot::SlaMs,
+            ATTEMPT => Slot::Attempt,
+            HTTP_RESPONSE_STATUS_CODE => Slot::HttpStatus,
+            HTTP_STATUS_CODE => Slot::HttpStatusOld,
+            RPC_GRPC_STATUS_CODE | RPC_STATUS_CODE | RPC_RESPONSE_STATUS_CODE => Slot::RpcStatus,
+            ERROR_TYPE => Slot::ErrorType,
             _ => {
-                let name = key
-                    .strip_prefix(semconv::HTTP_REQUEST_HEADER_PREFIX)
-                    .or_else(|| key.strip_prefix(semconv::RPC_REQUEST_METADATA_PREFIX))
-                    .or_else(|| key.strip_prefix(semconv::RPC_GRPC_REQUEST_METADATA_PREFIX))?;
+                let name = CARRIER_PREFIXES
+                    .iter()
+                    .find_map(|prefix| key_bytes.strip_prefix(*prefix))?;
+                // The prefixes are ASCII: the name is UTF-8 exactly when the whole key is.
+                let name = std::str::from_utf8(name).ok()?;
                 Slot::Carrier(carriers.position(name)?)
             }
         })
@@ -892,15 +926,15 @@ pub fn decode_protobuf(
                     continue;
                 };
                 kept.clear();
-                let decoded = decode_span_bytes(
+                let pushed = decode_span_bytes(
                     span,
                     &service,
                     interner,
                     &carriers,
                     keep_attributes.then_some(&mut kept),
-                    &mut out.repaired,
+                    &mut out,
                 )?;
-                if out.push(decoded) && keep_attributes {
+                if pushed && keep_attributes {
                     out.attributes.push(keep(&kept, &mut scratch)?);
                 }
             }
@@ -960,14 +994,15 @@ fn service_name(resource_spans: &[u8]) -> Result<Option<&[u8]>, ProtobufError> {
     Ok(None)
 }
 
+/// Decodes one span's bytes into `out` (the span, or its rejection); whether it was kept.
 fn decode_span_bytes<'a>(
     span: &'a [u8],
     service: &Arc<str>,
     interner: &mut Interner,
     carriers: &'a Carriers,
     mut kept: Option<&mut Vec<&'a [u8]>>,
-    repaired: &mut Utf8Repairs,
-) -> Result<Result<Span, String>, ProtobufError> {
+    out: &mut Decoded,
+) -> Result<bool, ProtobufError> {
     use wire::{Field, fields};
     let mut parts = SpanParts::default();
     let mut facts = FactsReader::new(carriers);
@@ -990,17 +1025,32 @@ fn decode_span_bytes<'a>(
             (7, Field::Fixed64(v)) => parts.start_unix_nano = v,
             (8, Field::Fixed64(v)) => parts.end_unix_nano = v,
             (9, Field::Len(kv)) => {
-                // The value is read only for the keys the facts want.
                 let (key, value) = key_and_value_bytes(kv)?;
-                if let Some(slot) = Slot::of(key, carriers) {
-                    let value = match value {
-                        ValueBytes::None => ValueRef::Other,
-                        ValueBytes::One(any) => any_value(any, ValueRef::Other)?,
-                        ValueBytes::Many => key_value(kv)?.1,
-                    };
-                    facts.set(slot, value);
-                }
-                if !utf8_attribute(key, value, kv) {
+                let slot = Slot::of(key, carriers);
+                // One walk of the value gives what the facts read (for their keys only) and
+                // whether its string is UTF-8.
+                let value_is_utf8 = match value {
+                    ValueBytes::None => {
+                        if let Some(slot) = slot {
+                            facts.set(slot, ValueRef::Other);
+                        }
+                        true
+                    }
+                    ValueBytes::One(any) => {
+                        let (read, is_utf8) = read_any_value(any, slot.is_some());
+                        if let Some(slot) = slot {
+                            facts.set(slot, read?);
+                        }
+                        is_utf8
+                    }
+                    ValueBytes::Many => {
+                        if let Some(slot) = slot {
+                            facts.set(slot, key_value(kv)?.1);
+                        }
+                        strings_are_utf8(kv)
+                    }
+                };
+                if !(value_is_utf8 && super::utf8::is_valid(key)) {
                     bad_attributes.push(key);
                 }
                 if let Some(kept) = kept.as_deref_mut() {
@@ -1034,10 +1084,11 @@ fn decode_span_bytes<'a>(
     }
     if let Some(name) = &lossy_name {
         parts.name = name;
-        repaired.add(|| format!("span name {:?}", truncate(name, 64)));
+        out.repaired
+            .add(|| format!("span name {:?}", truncate(name, 64)));
     }
     for key in bad_attributes {
-        repaired.add(|| {
+        out.repaired.add(|| {
             format!(
                 "span {:?}: attribute {:?}",
                 truncate(parts.name, 64),
@@ -1045,39 +1096,73 @@ fn decode_span_bytes<'a>(
             )
         });
     }
-    Ok(parts.build(facts, service, interner))
+    // Pushed from here, not returned: a `Span` is 300 bytes, and each move of it through a
+    // `Result` was a memcpy (five a span).
+    Ok(out.push(parts.build(facts, service, interner)))
 }
 
-/// Whether an attribute's key and string value (when it is one) are valid UTF-8. A value is
-/// only peeked at (its own fields, not an array's elements); what does not parse is left to
-/// the reader that needs it.
-fn utf8_attribute(key: &[u8], value: ValueBytes<'_>, kv: &[u8]) -> bool {
+/// One `AnyValue` read in one walk: what the facts see (as [`any_value`] reads it; only when
+/// `want`, else `Other`), and whether the `string_value` it ends up with (the last oneof field
+/// wins) is valid UTF-8. The UTF-8 check only peeks (its own fields, not an array's elements):
+/// what does not parse counts as valid here, and is left to the reader that needs it.
+/// Inline: called for every attribute, and the fast paths are short.
+#[inline(always)]
+fn read_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError>, bool) {
+    // The shapes nearly every value has (one field: a short string, or an int), read without
+    // the general walk below, which gives the same for them.
+    if let Some((s, [])) = wire::short_len_field(any, wire::tag(1, wire::LEN)) {
+        let value = if want {
+            ValueRef::Str(s)
+        } else {
+            ValueRef::Other
+        };
+        return (Ok(value), super::utf8::is_valid(s));
+    }
+    if let Some((&key, int)) = any.split_first()
+        && key == wire::tag(3, wire::VARINT)
+        && let Some(v) = wire::whole_varint(int)
+    {
+        let value = if want {
+            ValueRef::Int(v as i64)
+        } else {
+            ValueRef::Other
+        };
+        return (Ok(value), true);
+    }
+    walk_any_value(any, want)
+}
+
+/// [`read_any_value`] for any shape, field by field.
+fn walk_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError>, bool) {
     use wire::{Field, fields};
-    /// The `string_value` an `AnyValue` ends up with (the last oneof field wins).
-    fn string_is_utf8(any: &[u8]) -> bool {
-        let mut last = None;
-        for field in fields(any) {
-            match field {
-                Ok((1, Field::Len(s))) => last = Some(s),
-                Ok((2..=8, _)) => last = None,
-                Ok(_) => {}
-                Err(_) => return true,
-            }
+    let mut value = Ok(ValueRef::Other);
+    let mut last_str = None;
+    for field in fields(any) {
+        let (number, field) = match field {
+            Ok(field) => field,
+            // The first error is the one the facts reader reports.
+            Err(e) => return (value.and(Err(e)), true),
+        };
+        match (number, field) {
+            (1, Field::Len(s)) => last_str = Some(s),
+            (2..=8, _) => last_str = None,
+            _ => {}
         }
-        last.is_none_or(super::utf8::is_valid)
+        if want && let Ok(v) = value {
+            value = merge_any_field(v, number, field);
+        }
     }
-    if !super::utf8::is_valid(key) {
-        return false;
-    }
-    match value {
-        ValueBytes::None => true,
-        ValueBytes::One(any) => string_is_utf8(any),
-        // Repeated value fields (rare): every one is checked.
-        ValueBytes::Many => fields(kv).all(|field| match field {
-            Ok((2, Field::Len(any))) => string_is_utf8(any),
-            _ => true,
-        }),
-    }
+    (value, last_str.is_none_or(super::utf8::is_valid))
+}
+
+/// Whether the string of every `value` field of a `KeyValue` (repeated, which is rare) is
+/// valid UTF-8, as [`read_any_value`] checks one.
+fn strings_are_utf8(kv: &[u8]) -> bool {
+    use wire::{Field, fields};
+    fields(kv).all(|field| match field {
+        Ok((2, Field::Len(any))) => read_any_value(any, false).1,
+        _ => true,
+    })
 }
 
 /// Where a `KeyValue`'s value sits, without reading it yet.
@@ -1091,6 +1176,18 @@ enum ValueBytes<'a> {
 
 /// A `KeyValue`'s key (the last one, as prost reads it) and where its value is, in one pass.
 fn key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), ProtobufError> {
+    // The shape every encoder writes (the key, then one value, both shorter than 128 bytes),
+    // read without the general walk below, which gives the same for it.
+    if let Some((key, rest)) = wire::short_len_field(kv, wire::tag(1, wire::LEN))
+        && let Some((any, [])) = wire::short_len_field(rest, wire::tag(2, wire::LEN))
+    {
+        return Ok((key, ValueBytes::One(any)));
+    }
+    walk_key_and_value_bytes(kv)
+}
+
+/// [`key_and_value_bytes`] for any shape, field by field.
+fn walk_key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), ProtobufError> {
     use wire::{Field, fields};
     let mut key: &[u8] = &[];
     let mut value = ValueBytes::None;
@@ -1128,45 +1225,56 @@ fn key_value(kv: &[u8]) -> Result<(&[u8], ValueRef<'_>), ProtobufError> {
 
 /// An `AnyValue` merged into `value` (the last oneof field wins; arrays append).
 fn any_value<'a>(any: &'a [u8], mut value: ValueRef<'a>) -> Result<ValueRef<'a>, ProtobufError> {
+    for field in wire::fields(any) {
+        let (number, field) = field?;
+        value = merge_any_field(value, number, field)?;
+    }
+    Ok(value)
+}
+
+/// One field of an `AnyValue` merged into `value`.
+#[inline]
+fn merge_any_field<'a>(
+    value: ValueRef<'a>,
+    number: u32,
+    field: wire::Field<'a>,
+) -> Result<ValueRef<'a>, ProtobufError> {
     use wire::{Field, fields};
-    for field in fields(any) {
-        value = match field? {
-            (1, Field::Len(s)) => ValueRef::Str(s),
-            (2, Field::Varint(_)) | (6 | 7, Field::Len(_)) => ValueRef::Other,
-            (3, Field::Varint(v)) => ValueRef::Int(v as i64),
-            (4, Field::Fixed64(v)) => ValueRef::Double(f64::from_bits(v)),
-            (5, Field::Len(array)) => {
-                let (mut has_first, mut first_str) = match value {
-                    ValueRef::Array {
-                        has_first,
-                        first_str,
-                    } => (has_first, first_str),
-                    _ => (false, None),
-                };
-                for field in fields(array) {
-                    match field? {
-                        (1, Field::Len(element)) if !has_first => {
-                            has_first = true;
-                            first_str = match any_value(element, ValueRef::Other)? {
-                                ValueRef::Str(s) => Some(s),
-                                _ => None,
-                            };
-                        }
-                        (1, Field::Len(_)) => {}
-                        (1, _) => return Err(ProtobufError("an array of the wrong wire type")),
-                        _ => {}
-                    }
-                }
+    Ok(match (number, field) {
+        (1, Field::Len(s)) => ValueRef::Str(s),
+        (2, Field::Varint(_)) | (6 | 7, Field::Len(_)) => ValueRef::Other,
+        (3, Field::Varint(v)) => ValueRef::Int(v as i64),
+        (4, Field::Fixed64(v)) => ValueRef::Double(f64::from_bits(v)),
+        (5, Field::Len(array)) => {
+            let (mut has_first, mut first_str) = match value {
                 ValueRef::Array {
                     has_first,
                     first_str,
+                } => (has_first, first_str),
+                _ => (false, None),
+            };
+            for field in fields(array) {
+                match field? {
+                    (1, Field::Len(element)) if !has_first => {
+                        has_first = true;
+                        first_str = match any_value(element, ValueRef::Other)? {
+                            ValueRef::Str(s) => Some(s),
+                            _ => None,
+                        };
+                    }
+                    (1, Field::Len(_)) => {}
+                    (1, _) => return Err(ProtobufError("an array of the wrong wire type")),
+                    _ => {}
                 }
             }
-            (1..=7, _) => return Err(ProtobufError("a value of the wrong wire type")),
-            _ => value,
-        };
-    }
-    Ok(value)
+            ValueRef::Array {
+                has_first,
+                first_str,
+            }
+        }
+        (1..=7, _) => return Err(ProtobufError("a value of the wrong wire type")),
+        _ => value,
+    })
 }
 
 /// Just enough of the protobuf wire format to walk a message's fields in place.
@@ -1183,6 +1291,41 @@ pub(super) mod wire {
         /// A group (protobuf's deprecated encoding, wire types 3 and 4): OTLP has none, so
         /// it is an unknown field, skipped whole as prost skips it.
         Group,
+    }
+
+    /// Wire type of a varint field.
+    pub const VARINT: u8 = 0;
+    /// Wire type of a length-delimited field.
+    pub const LEN: u8 = 2;
+
+    /// The one-byte key of field `number` (below 16) of wire type `wire_type`.
+    pub const fn tag(number: u8, wire_type: u8) -> u8 {
+        number << 3 | wire_type
+    }
+
+    /// A length-delimited field with this one-byte `tag` and a one-byte length (below 128) at
+    /// the start of `buf`: its payload and the bytes after it. Nearly every string OTLP sends
+    /// has this shape, which is read here without the general [`fields`] walk.
+    #[inline(always)]
+    pub fn short_len_field(buf: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+        let [key, len, rest @ ..] = buf else {
+            return None;
+        };
+        let len = usize::from(*len);
+        (*key == tag && len < 0x80 && len <= rest.len()).then(|| rest.split_at(len))
+    }
+
+    /// The varint that `bytes` hold, all of them and nothing else (at most 9 bytes, so no
+    /// overflow to think about), as [`fields`] would read it; `None` for anything else.
+    #[inline(always)]
+    pub fn whole_varint(bytes: &[u8]) -> Option<u64> {
+        let (last, init) = bytes.split_last()?;
+        if bytes.len() > 9 || *last >= 0x80 || init.iter().any(|b| *b < 0x80) {
+            return None;
+        }
+        Some(bytes.iter().enumerate().fold(0, |value, (i, byte)| {
+            value | u64::from(byte & 0x7f) << (7 * i)
+        }))
     }
 
     /// How deep groups may nest, as prost allows.
@@ -2022,7 +2165,90 @@ mod properties {
         assert_eq!(fast.spans[0].budget.forwarded_ms, None);
     }
 
+    #[test]
+    fn every_key_of_the_contract_is_matched_as_bytes() {
+        let carriers = Carriers::builtin();
+        let slots = [
+            (semconv::RECEIVED_MS, Slot::ReceivedMs),
+            (semconv::SOURCE, Slot::Source),
+            (semconv::DEFAULT_MS, Slot::DefaultMs),
+            (semconv::QUEUE_WAIT_MS, Slot::QueueWaitMs),
+            (semconv::REMAINING_AT_START_MS, Slot::RemainingAtStartMs),
+            (semconv::OUTCOME, Slot::Outcome),
+            (semconv::REMAINING_MS, Slot::RemainingMs),
+            (semconv::FORWARDED_MS, Slot::ForwardedMs),
+            (semconv::TIMEOUT_MS, Slot::TimeoutMs),
+            (semconv::SLA_MS, Slot::SlaMs),
+            (semconv::ATTEMPT, Slot::Attempt),
+            (semconv::HTTP_RESPONSE_STATUS_CODE, Slot::HttpStatus),
+            (semconv::HTTP_STATUS_CODE, Slot::HttpStatusOld),
+            (semconv::RPC_GRPC_STATUS_CODE, Slot::RpcStatus),
+            (semconv::RPC_STATUS_CODE, Slot::RpcStatus),
+            (semconv::RPC_RESPONSE_STATUS_CODE, Slot::RpcStatus),
+            (semconv::ERROR_TYPE, Slot::ErrorType),
+        ];
+        for (key, slot) in slots {
+            assert_eq!(Slot::of(key.as_bytes(), carriers), Some(slot), "{key}");
+        }
+        for key in [
+            semconv::HTTP_HEADER_BUDGET_MS,
+            semconv::HTTP_HEADER_GRPC_TIMEOUT,
+            semconv::RPC_METADATA_GRPC_TIMEOUT,
+            "rpc.grpc.request.metadata.grpc-timeout",
+        ] {
+            assert!(
+                matches!(Slot::of(key.as_bytes(), carriers), Some(Slot::Carrier(_))),
+                "{key}"
+            );
+        }
+        for key in [
+            &b"budget.received_m"[..],
+            b"http.request.header.\xff",
+            b"url.path",
+            b"",
+        ] {
+            assert_eq!(Slot::of(key, carriers), None, "{key:?}");
+        }
+        assert_eq!(
+            Slot::of(b"http.request.header.x-budget-ms\xff", carriers),
+            None
+        );
+    }
+
+    /// Bytes shaped like a field of `tag` (mostly), for the fast paths below.
+    fn field_like(tag: u8) -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            3 => (proptest::collection::vec(any::<u8>(), 0..12), 0usize..3).prop_map(move |(body, extra)| {
+                let len = body.len().saturating_sub(extra);
+                [vec![tag, len as u8], body].concat()
+            }),
+            1 => proptest::collection::vec(any::<u8>(), 0..12).prop_map(move |body| [vec![tag], body].concat()),
+            1 => proptest::collection::vec(any::<u8>(), 0..12),
+        ]
+    }
+
     proptest! {
+        #[test]
+        fn the_fast_paths_read_what_the_general_walk_reads(
+            string in field_like(wire::tag(1, wire::LEN)),
+            int in field_like(wire::tag(3, wire::VARINT)),
+            key in field_like(wire::tag(1, wire::LEN)),
+            value in field_like(wire::tag(2, wire::LEN)),
+            want in any::<bool>(),
+        ) {
+            for any in [&string, &int] {
+                prop_assert_eq!(
+                    format!("{:?}", read_any_value(any, want)),
+                    format!("{:?}", walk_any_value(any, want))
+                );
+            }
+            let kv = [key, value].concat();
+            prop_assert_eq!(
+                format!("{:?}", key_and_value_bytes(&kv)),
+                format!("{:?}", walk_key_and_value_bytes(&kv))
+            );
+        }
+
         #[test]
         fn any_request_decodes_without_panicking_and_every_span_is_counted(
             spans in proptest::collection::vec(span(), 0..12)
