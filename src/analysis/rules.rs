@@ -190,27 +190,48 @@ struct Walk<'a> {
     opts: &'a Options,
     timeouts: &'a EdgeTimeouts,
     t: &'a Timing,
-    /// Retry attempts after the first.
-    is_retry: &'a mut Vec<bool>,
-    /// Hops reported for starting work after expiry.
-    expired_hop: &'a mut Vec<bool>,
-    /// The call whose forwarded budget reaches each span: its own (a call that forwarded one),
-    /// else its parent's, passing through hops that know nothing of budgets (a proxy).
-    upstream: &'a mut Vec<u32>,
-    /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
-    caused_above: &'a mut Vec<bool>,
-    /// Per hop: the earliest moment anyone above would stop waiting, ns ([`NEVER`]: unknown).
-    wait_limit: &'a mut Vec<i64>,
-    /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
-    /// (`orphaned` then reports work past the budget its caller sent).
-    explains_late: &'a mut Vec<bool>,
-    /// Index into `edges` of each hop's incoming edge.
-    edge_of: &'a mut Vec<u32>,
+    /// The per-span marks the walk sets (see [`Marks`]).
+    m: &'a mut Marks,
     edges: Vec<EdgeSample>,
     found: Vec<(u32, Finding)>,
     // Working space of `retries` and `late_roots`, taken from the scratch and given back.
     calls: Vec<u32>,
     explained: Vec<bool>,
+}
+
+/// The walk's per-span marks, refilled for each chain (kept from one chain to the next in the
+/// thread's [`Scratch`]).
+#[derive(Debug, Default)]
+struct Marks {
+    /// Retry attempts after the first.
+    is_retry: Vec<bool>,
+    /// Hops reported for starting work after expiry.
+    expired_hop: Vec<bool>,
+    /// The call whose forwarded budget reaches each span: its own (a call that forwarded one),
+    /// else its parent's, passing through hops that know nothing of budgets (a proxy).
+    upstream: Vec<u32>,
+    /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
+    caused_above: Vec<bool>,
+    /// Per hop: the earliest moment anyone above would stop waiting, ns ([`NEVER`]: unknown).
+    wait_limit: Vec<i64>,
+    /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
+    /// (`orphaned` then reports work past the budget its caller sent).
+    explains_late: Vec<bool>,
+    /// Index into `edges` of each hop's incoming edge.
+    edge_of: Vec<u32>,
+}
+
+impl Marks {
+    /// Every mark at its "nothing known" value for a chain of `n` spans.
+    fn reset(&mut self, n: usize) {
+        refill(&mut self.is_retry, n, false);
+        refill(&mut self.expired_hop, n, false);
+        refill(&mut self.upstream, n, NONE);
+        refill(&mut self.caused_above, n, false);
+        refill(&mut self.wait_limit, n, NEVER);
+        refill(&mut self.explains_late, n, false);
+        refill(&mut self.edge_of, n, NONE);
+    }
 }
 
 impl Timing {
@@ -597,7 +618,7 @@ impl Walk<'_> {
             }
             for (k, &c) in group.iter().enumerate() {
                 if k > 0 || attempt(c) > 1 {
-                    self.is_retry[c as usize] = true;
+                    self.m.is_retry[c as usize] = true;
                 }
             }
             let Some((rem0, extra)) = self.remaining(group[0] as usize) else {
@@ -702,7 +723,7 @@ impl Walk<'_> {
                 (None, None) => start,
             };
             let wasted = ms(self.t.extent_end[i].saturating_sub(work_start)).clamp(0, MAX_SPAN_MS);
-            self.expired_hop[i] = true;
+            self.m.expired_hop[i] = true;
             let message = if r < 0 {
                 format!(
                     "{} started work {} ms after its deadline and worked {wasted} ms for nobody",
@@ -750,7 +771,7 @@ impl Walk<'_> {
         let up = if p == NONE {
             NONE
         } else {
-            self.upstream[p as usize]
+            self.m.upstream[p as usize]
         };
         if up != NONE
             && let (Some(r), Some(fw)) = (f.received_ms, spans[up as usize].budget.forwarded_ms)
@@ -825,10 +846,10 @@ impl Walk<'_> {
             }
             let ch = self.t.hop_of[p as usize];
             if ch != NONE {
-                limit = limit.min(self.wait_limit[ch as usize]);
+                limit = limit.min(self.m.wait_limit[ch as usize]);
             }
         }
-        self.wait_limit[i] = limit;
+        self.m.wait_limit[i] = limit;
 
         if let Some(ps) = parent
             && (caller_call.is_some() || ps.service != s.service)
@@ -838,7 +859,7 @@ impl Walk<'_> {
                     .clamp(0, MAX_SPAN_MS)
             });
             let call = caller_call.map(|_| p as usize);
-            self.edge_of[i] = self.edges.len() as u32;
+            self.m.edge_of[i] = self.edges.len() as u32;
             self.edges.push(EdgeSample {
                 caller: ps.service.clone(),
                 callee: s.service.clone(),
@@ -881,7 +902,7 @@ impl Walk<'_> {
                 && !explained
                 && self.t.give_up[i] < ns(s.end_unix_nano)
             {
-                self.explains_late[i] = true;
+                self.m.explains_late[i] = true;
                 self.orphaned(i);
             }
         }
@@ -903,7 +924,7 @@ impl Walk<'_> {
             // after that budget ran out, or a late retry, is the finding that explains it (see
             // `Walk::late_roots`).
             let stop = self.t.give_up[i];
-            if stop < ns(s.end_unix_nano) && !self.explains_late[i] {
+            if stop < ns(s.end_unix_nano) && !self.m.explains_late[i] {
                 return;
             }
             (stop, None)
@@ -1088,7 +1109,7 @@ impl Walk<'_> {
         if s.budget.outcome == Some(Outcome::Refused) {
             return;
         }
-        let limit = self.wait_limit[h];
+        let limit = self.m.wait_limit[h];
         let Some((timeout, inferred)) = self.timeout(c) else {
             return;
         };
@@ -1103,7 +1124,7 @@ impl Walk<'_> {
         }
         // Blame stays with the cause: below a reset or a drop, a hop that honours the budget it
         // was given is not at fault.
-        if self.caused_above[h]
+        if self.m.caused_above[h]
             && self
                 .deadline(h)
                 .is_none_or(|d| until <= d.saturating_add(tol))
@@ -1141,7 +1162,7 @@ impl Walk<'_> {
         let spans = self.spans;
         let s = &spans[i];
         let (h, p) = (self.t.hop_of[i], self.tree.parent[i]);
-        if s.kind.is_hop() || h == NONE || p == NONE || self.expired_hop[h as usize] {
+        if s.kind.is_hop() || h == NONE || p == NONE || self.m.expired_hop[h as usize] {
             return;
         }
         let hop = &spans[h as usize];
@@ -1163,7 +1184,7 @@ impl Walk<'_> {
             forwarded: s.budget.forwarded_ms,
             wasted: None,
         };
-        if self.is_retry[i] {
+        if self.m.is_retry[i] {
             let attempt = s
                 .budget
                 .attempt
@@ -1187,7 +1208,7 @@ impl Walk<'_> {
         }
     }
 
-    /// See [`Walk::upstream`]; parents are visited first.
+    /// See [`Marks::upstream`]; parents are visited first.
     fn upstream_of(&self, i: usize) -> u32 {
         let s = &self.spans[i];
         let p = self.tree.parent[i];
@@ -1207,7 +1228,7 @@ impl Walk<'_> {
                 return NONE;
             }
         }
-        self.upstream[p as usize]
+        self.m.upstream[p as usize]
     }
 
     /// A span that starts before its parent: the two clocks disagree.
@@ -1241,7 +1262,7 @@ impl Walk<'_> {
                 .filter(|&h| h != NONE)
                 .map(|h| h as usize)
         };
-        hop.map(|h| self.edge_of[h])
+        hop.map(|h| self.m.edge_of[h])
             .filter(|&e| e != NONE)
             .map(|e| e as usize)
     }
@@ -1270,14 +1291,8 @@ fn thousands(v: i64) -> String {
 struct Scratch {
     tree: Tree,
     timing: Timing,
-    // `Walk`'s own per-span vectors.
-    is_retry: Vec<bool>,
-    expired_hop: Vec<bool>,
-    upstream: Vec<u32>,
-    caused_above: Vec<bool>,
-    wait_limit: Vec<i64>,
-    explains_late: Vec<bool>,
-    edge_of: Vec<u32>,
+    // `Walk`'s own per-span marks.
+    marks: Marks,
     // The rows' and the summary's.
     kinds: Vec<KindSet>,
     row_of: Vec<u32>,
@@ -1335,13 +1350,7 @@ impl Chain {
         let Scratch {
             tree,
             timing,
-            is_retry,
-            expired_hop,
-            upstream,
-            caused_above,
-            wait_limit,
-            explains_late,
-            edge_of,
+            marks,
             kinds,
             row_of,
             hops,
@@ -1356,13 +1365,7 @@ impl Chain {
         tree.build(self);
         let tree = &*tree;
         timing.measure(spans, tree, options);
-        refill(is_retry, n, false);
-        refill(expired_hop, n, false);
-        refill(upstream, n, NONE);
-        refill(caused_above, n, false);
-        refill(wait_limit, n, NEVER);
-        refill(explains_late, n, false);
-        refill(edge_of, n, NONE);
+        marks.reset(n);
 
         let mut walk = Walk {
             chain: self,
@@ -1371,13 +1374,7 @@ impl Chain {
             opts: options,
             timeouts,
             t: timing,
-            is_retry,
-            expired_hop,
-            upstream,
-            caused_above,
-            wait_limit,
-            explains_late,
-            edge_of,
+            m: marks,
             edges: Vec::new(),
             found: std::mem::take(found),
             calls: std::mem::take(calls),
@@ -1388,7 +1385,7 @@ impl Chain {
         walk.retries();
         for &i in &tree.order {
             let i = i as usize;
-            walk.upstream[i] = walk.upstream_of(i);
+            walk.m.upstream[i] = walk.upstream_of(i);
             walk.skewed_start(i);
             let before = walk.found.len();
             match spans[i].kind {
@@ -1398,7 +1395,7 @@ impl Chain {
             }
             walk.late(i);
             let p = tree.parent[i];
-            walk.caused_above[i] = (p != NONE && walk.caused_above[p as usize])
+            walk.m.caused_above[i] = (p != NONE && walk.m.caused_above[p as usize])
                 || walk.found[before..].iter().any(|(at, f)| {
                     *at as usize == i
                         && matches!(
