@@ -291,7 +291,7 @@ impl Chain {
             outcome: budget.outcome,
         };
         let count = packed.fact_count();
-        let mut present_values = facts.into_iter().flatten();
+        let present_values = facts.into_iter().flatten();
         match at {
             Some(i) => {
                 let old = &self.spans[i as usize];
@@ -342,10 +342,9 @@ impl Chain {
                     None => {}
                 }
                 packed.values_at = self.values.len() as u32;
-                // `count` values exactly: one reservation, then plain writes.
+                // `count` values exactly: one reservation (a flattening iterator cannot say).
                 self.values.reserve(count);
-                self.values
-                    .extend((0..count).map(|_| present_values.next().unwrap_or_default()));
+                self.values.extend(present_values);
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
                 }
