@@ -148,7 +148,8 @@ one_run() {
     done
 }
 
-# RUNS > 1: each run whole, then the spread of the ratios over the runs.
+# RUNS > 1: each run whole, then the spread of the ratios over the runs (this call's only).
+rm -f "$OUT"/run-*.txt
 for i in $(seq "$RUNS"); do
     [[ $RUNS -gt 1 ]] && echo && echo "run $i of $RUNS ($(date +%H:%M:%S), load average $(cut -d' ' -f1 /proc/loadavg))"
     one_run | tee "$OUT/run-$i.txt"
