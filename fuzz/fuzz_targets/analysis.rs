@@ -252,12 +252,26 @@ fn check(spans: Vec<Span>) {
             assert_eq!(f.severity, f.kind.severity());
             assert!(rows.contains(&f.span_id));
         }
-        findings += a.findings.len();
         // Analysing twice gives the same answer.
         assert_eq!(chain.analyse(&options), a);
         edges.add(&a);
         analyses.push(a);
     }
+    // As `check` and the store do: each chain judged again with the timeouts inferred over
+    // all of them.
+    let timeouts = edges.inferred_timeouts();
+    let mut judged = EdgeStats::new();
+    for chain in chains.values() {
+        let a = chain.analyse_with(&options, &timeouts);
+        assert_eq!(a.rows.len(), chain.len());
+        for f in &a.findings {
+            assert_eq!(f.severity, f.kind.severity());
+        }
+        findings += a.findings.len();
+        judged.add(&a);
+    }
+    // The edges' own findings (`timeout_oversized`) come after the chains'.
+    findings += judged.findings().len();
     assert_eq!(
         report.findings.len(),
         findings,
