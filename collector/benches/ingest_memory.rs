@@ -14,8 +14,9 @@
 use std::time::{Duration, Instant};
 
 use budget_demo::otlp_load::Template;
-use budget_top::ingest::Batch;
-use budget_top::ingest::decode::{Interner, decode_protobuf};
+use budget_top::batch::Batch;
+use budget_top::ingest::decode::decode_protobuf;
+use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {

@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use budget_demo::otlp_load::Template;
-use budget_top::ingest::Batch;
-use budget_top::ingest::decode::{Interner, decode_protobuf};
+use budget_top::batch::Batch;
+use budget_top::ingest::decode::decode_protobuf;
+use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 use crossterm::event::{Event, KeyCode, KeyEvent};
 use futures::StreamExt as _;

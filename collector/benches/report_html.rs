@@ -7,8 +7,8 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use budget_top::ingest::Batch;
-use budget_top::ingest::decode::RawAttributes;
+use budget_top::batch::Batch;
+use budget_top::batch::RawAttributes;
 use budget_top::report_html;
 use budget_top::store::Store;
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -16,8 +16,9 @@ use deadline_budget::analysis::{Report, TraceId};
 use deadline_budget::carrier::Carriers;
 use tokio::time::Instant;
 
+use crate::batch::Batch;
 use crate::cli::{CheckArgs, FailOn, Format};
-use crate::ingest::{self, IngestCounts, decode};
+use crate::ingest::{self, IngestCounts, decode, interner};
 use crate::listen::{Signals, feed_until, finish, sleep_until};
 use crate::recording::{Reader, RecordingError};
 use crate::store::Store;
@@ -153,7 +154,7 @@ pub fn read_file(
     keep_attributes: bool,
 ) -> Result<(), RecordingError> {
     let mut reader = Reader::open(path)?;
-    let mut interner = decode::Interner::with_carriers(carriers);
+    let mut interner = interner::Interner::with_carriers(carriers);
     let warn = |number: usize, message: &str| {
         eprintln!("warning: {}: line {number}: {message}", path.display());
     };
@@ -168,7 +169,7 @@ pub fn read_file(
                 decoded.first_error.unwrap_or_default()
             );
         }
-        store.insert_batch(ingest::Batch {
+        store.insert_batch(Batch {
             spans: decoded.spans,
             attributes: decoded.attributes,
             raw: None,

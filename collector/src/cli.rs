@@ -12,6 +12,7 @@ use deadline_budget::analysis::Severity;
 use deadline_budget::carrier::{Carrier, Carriers, Form};
 use deadline_budget::duration::parse_duration;
 
+use crate::batch;
 use crate::ingest;
 use crate::store;
 
@@ -31,7 +32,7 @@ pub struct Cli {
     /// Raw span attributes the live screen holds for its detail popup, in bytes, all chains
     /// together (as much again may wait to be taken in); past it the oldest chains'
     /// attributes are dropped first. Each span keeps at most 16 KiB, each value 4 KiB.
-    #[arg(long, default_value_t = store::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES")]
+    #[arg(long, default_value_t = batch::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES")]
     pub max_attribute_bytes: usize,
     /// A budget header of your own, read from captured headers before the built-in carriers
     /// (repeatable, in order). FORM: ms, s, deadline-ms, deadline-s or grpc.

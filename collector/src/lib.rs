@@ -1,11 +1,12 @@
 //! budget-top: an OTLP sink that shows deadline budgets flowing through a chain of services.
 //!
 //! Data flows one way: [`ingest`] (OTLP/gRPC + OTLP/HTTP) decodes export requests into
-//! [`ingest::Batch`]es on a bounded channel -> one loop owns a [`store::Store`] -> the library's
+//! [`batch::Batch`]es (the one message between ingest and the store) on a bounded channel -> one loop owns a [`store::Store`] -> the library's
 //! analysis -> the [`screen`] or the [`check`] report (text, JSON, or the [`report_html`] page).
 //! [`record`] writes what arrives to a file. The binary (`main.rs`) only parses the command line
 //! and dispatches here; the tests and benches use the same modules.
 
+pub mod batch;
 pub mod check;
 pub mod cli;
 #[cfg(feature = "demo")]
@@ -22,3 +23,4 @@ pub mod screen;
 pub mod services;
 pub mod span_text;
 pub mod store;
+pub mod wire;

@@ -52,7 +52,7 @@ pub async fn run(
 }
 
 /// Writes the request a batch came from (kept raw for this); returns the lines written.
-fn write_line(file: &mut Writer, batch: ingest::Batch) -> Result<u64, RecordingError> {
+fn write_line(file: &mut Writer, batch: crate::batch::Batch) -> Result<u64, RecordingError> {
     let Some(raw) = batch.raw else {
         return Ok(0);
     };

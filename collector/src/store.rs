@@ -19,8 +19,7 @@ use deadline_budget::analysis::{
 };
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
-use crate::ingest::Batch;
-use crate::ingest::decode::RawAttributes;
+use crate::batch::{self, Batch, RawAttributes};
 
 mod attributes;
 mod samples;
@@ -30,11 +29,6 @@ use samples::EdgeSamples;
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
-
-/// The default for `--max-attribute-bytes`: raw attributes held for the detail view, all
-/// chains together (the screen's only memory that grows with what spans carry, not with how
-/// many there are).
-pub const DEFAULT_MAX_ATTRIBUTE_BYTES: usize = 256 * 1024 * 1024;
 
 /// One line of the chain list: a chain's latest summary.
 #[derive(Clone, Copy, Debug)]
@@ -176,10 +170,12 @@ impl Store {
             timeouts: EdgeTimeouts::default(),
             timeouts_checked: 0,
             dirty: Vec::new(),
-            max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES,
+            max_attribute_bytes: batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             attribute_order: VecDeque::new(),
             attribute_seq: 0,
-            dictionary: Dictionary::with_limit(DEFAULT_MAX_ATTRIBUTE_BYTES / DICTIONARY_SHARE),
+            dictionary: Dictionary::with_limit(
+                batch::DEFAULT_MAX_ATTRIBUTE_BYTES / DICTIONARY_SHARE,
+            ),
             clock_unix_nano: 0,
         }
     }
@@ -569,14 +565,14 @@ impl Store {
                 parts.push(format!(
                     "{} value(s) cut to {} KiB",
                     attrs.cut,
-                    crate::ingest::decode::MAX_VALUE_BYTES / 1024
+                    batch::MAX_VALUE_BYTES / 1024
                 ));
             }
             if attrs.dropped > 0 {
                 parts.push(format!(
                     "{} attribute(s) not kept (a span keeps {} KiB of attributes)",
                     attrs.dropped,
-                    crate::ingest::decode::MAX_SPAN_ATTRIBUTE_BYTES / 1024
+                    batch::MAX_SPAN_ATTRIBUTE_BYTES / 1024
                 ));
             }
             return (!parts.is_empty()).then(|| parts.join("; "));

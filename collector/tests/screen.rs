@@ -313,9 +313,9 @@ fn the_detail_popup_scrolls_through_long_attributes() {
         })
         .collect();
     state.data.add_batch(
-        budget_top::ingest::Batch {
+        budget_top::batch::Batch {
             spans: chain.spans,
-            attributes: vec![budget_top::ingest::decode::RawAttributes::from_key_values(
+            attributes: vec![budget_top::batch::RawAttributes::from_key_values(
                 &attributes,
             )],
             raw: None,
@@ -394,9 +394,9 @@ fn the_detail_popup_says_when_an_attribute_value_was_cut() {
         ..KeyValue::default()
     }];
     state.data.add_batch(
-        budget_top::ingest::Batch {
+        budget_top::batch::Batch {
             spans: chain.spans,
-            attributes: vec![budget_top::ingest::decode::RawAttributes::from_key_values(
+            attributes: vec![budget_top::batch::RawAttributes::from_key_values(
                 &attributes,
             )],
             raw: None,
@@ -552,7 +552,7 @@ fn pause_holds_arriving_spans_until_resumed() {
     assert!(state.ui.paused);
     let mut c = ChainBuilder::new(99, 20_000);
     c.hop(1, None, "late", "GET /late", 0, 10, Some(100));
-    state.add_batch(budget_top::ingest::Batch {
+    state.add_batch(budget_top::batch::Batch {
         spans: c.spans,
         attributes: Vec::new(),
         raw: None,
@@ -632,7 +632,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
         (terminal, state)
     });
     batches
-        .send(budget_top::ingest::Batch {
+        .send(budget_top::batch::Batch {
             spans: fixture_spans(),
             attributes: Vec::new(),
             raw: None,
@@ -703,7 +703,7 @@ async fn a_demo_switch_starts_the_screen_over() {
             .unwrap();
         (terminal, state)
     });
-    let batch = |spans| budget_top::ingest::Batch {
+    let batch = |spans| budget_top::batch::Batch {
         spans,
         attributes: Vec::new(),
         raw: None,

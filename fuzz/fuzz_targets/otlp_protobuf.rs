@@ -4,7 +4,9 @@
 //! path (repair every string, then prost) and the in-place path must keep the same spans.
 #![no_main]
 
-use budget_top::ingest::decode::{Interner, RawAttributes, decode_protobuf, decode_request};
+use budget_top::batch::RawAttributes;
+use budget_top::ingest::decode::{decode_protobuf, decode_request};
+use budget_top::ingest::interner::Interner;
 use budget_top::ingest::utf8;
 use libfuzzer_sys::fuzz_target;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

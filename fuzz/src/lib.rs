@@ -2,8 +2,9 @@
 //! the fuzz package, so the targets share it without including its file): an
 //! `ExportTraceServiceRequest` -> `decode_request` -> the store -> the analysis and the report.
 
-use budget_top::ingest::Batch;
-use budget_top::ingest::decode::{Interner, count_spans, decode_request};
+use budget_top::batch::Batch;
+use budget_top::ingest::decode::{count_spans, decode_request};
+use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 

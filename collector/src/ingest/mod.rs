@@ -33,11 +33,15 @@
 
 mod body_bytes;
 pub mod decode;
+pub mod decoded;
+pub mod facts;
 mod grpc;
 pub mod gzip;
 mod http;
+pub mod interner;
 pub mod json;
 mod limit;
+mod protobuf;
 pub mod utf8;
 
 use std::collections::VecDeque;
@@ -47,11 +51,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use deadline_budget::analysis::Span;
 use deadline_budget::carrier::Carriers;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+
+use crate::batch::Batch;
 
 /// The default OTLP/gRPC address.
 pub const DEFAULT_GRPC: &str = "127.0.0.1:4317";
@@ -146,23 +151,12 @@ impl Default for IngestConfig {
             idle_timeout_near_cap: DEFAULT_IDLE_TIMEOUT_NEAR_CAP,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             keep_attributes: true,
-            max_queued_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
+            max_queued_attribute_bytes: crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
             allow_remote: false,
             carriers: Arc::default(),
         }
     }
-}
-
-/// One export request, decoded.
-#[derive(Debug)]
-pub struct Batch {
-    /// The valid spans of the request.
-    pub spans: Vec<Span>,
-    /// Raw attributes, same index as `spans`; empty unless `keep_attributes`.
-    pub attributes: Vec<decode::RawAttributes>,
-    /// The request as received; `None` unless `keep_raw`.
-    pub raw: Option<ExportTraceServiceRequest>,
 }
 
 /// Counters shared by the receivers, the screen and the report.
@@ -290,7 +284,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
         body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
         stats: stats.clone(),
-        interner: Mutex::new(decode::Interner::with_carriers(config.carriers.clone())),
+        interner: Mutex::new(interner::Interner::with_carriers(config.carriers.clone())),
         keep_attributes: config.keep_attributes,
         keep_raw: config.keep_raw,
     });
@@ -363,7 +357,7 @@ struct Shared {
     /// The bytes the bodies being read hold between them.
     body_bytes: body_bytes::BodyBytes,
     stats: Arc<IngestStats>,
-    interner: Mutex<decode::Interner>,
+    interner: Mutex<interner::Interner>,
     keep_attributes: bool,
     keep_raw: bool,
 }
@@ -497,7 +491,7 @@ impl Shared {
     fn admit(
         &self,
         mut request: ExportTraceServiceRequest,
-        repaired: decode::Utf8Repairs,
+        repaired: utf8::Utf8Repairs,
     ) -> Admission {
         let total = decode::count_spans(&request);
         let keep_attributes = self.keep_attributes && !self.keep_raw;
@@ -525,7 +519,7 @@ impl Shared {
             let invalid =
                 |e: prost::DecodeError| format!("invalid protobuf ExportTraceServiceRequest: {e}");
             return match ExportTraceServiceRequest::decode(body) {
-                Ok(request) => Ok(self.admit(request, decode::Utf8Repairs::default())),
+                Ok(request) => Ok(self.admit(request, utf8::Utf8Repairs::default())),
                 // prost refuses invalid UTF-8: repair the strings, as the in-place path reads
                 // them, and try again.
                 Err(error) => {
@@ -536,7 +530,7 @@ impl Shared {
                     };
                     let request = ExportTraceServiceRequest::decode(repaired.bytes.as_slice())
                         .map_err(invalid)?;
-                    let mut repairs = decode::Utf8Repairs::default();
+                    let mut repairs = utf8::Utf8Repairs::default();
                     for _ in 0..repaired.count {
                         repairs
                             .add(|| "a string of the request (record repairs every field)".into());
@@ -551,7 +545,7 @@ impl Shared {
         Ok(self.offer(decoded, None, total))
     }
 
-    fn interner(&self) -> std::sync::MutexGuard<'_, decode::Interner> {
+    fn interner(&self) -> std::sync::MutexGuard<'_, interner::Interner> {
         match self.interner.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
@@ -560,7 +554,7 @@ impl Shared {
 
     fn offer(
         &self,
-        decoded: decode::Decoded,
+        decoded: decoded::Decoded,
         raw: Option<ExportTraceServiceRequest>,
         total: u64,
     ) -> Admission {

@@ -10,8 +10,49 @@
 
 use std::borrow::Cow;
 
-use super::decode::Utf8Repairs;
-use super::decode::wire::{Field, fields};
+use crate::wire::{Field, fields};
+
+/// Strings of a request that were not valid UTF-8. The rule, the same for every command and
+/// both protocols: the string is kept with U+FFFD (the replacement character) in place of each
+/// invalid sequence, the span is kept, and the answer's `partial_success` says so (with
+/// `rejected_spans` 0 when nothing else was wrong). The OTLP specification leaves the choice to
+/// the receiver; rejecting a whole batch for one bad attribute lost the good spans with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Utf8Repairs {
+    /// How many strings (or, for a JSON body, places in the body) were repaired.
+    pub count: u64,
+    /// Which was the first, e.g. `span "GET /x": attribute "http.url"`.
+    pub first: Option<String>,
+}
+
+impl Utf8Repairs {
+    /// Counts one repaired string; `what` says where (called only for the first one).
+    pub fn add(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(what());
+        }
+    }
+
+    /// Adds the repairs counted elsewhere (e.g. before the request was decoded).
+    pub fn merge(&mut self, other: Utf8Repairs) {
+        self.count += other.count;
+        if self.first.is_none() {
+            self.first = other.first;
+        }
+    }
+
+    /// The sentence for `partial_success`, when there was something to repair.
+    pub fn message(&self) -> Option<String> {
+        (self.count > 0).then(|| {
+            format!(
+                "{} string(s) not valid UTF-8, kept with U+FFFD in place of the invalid bytes (first: {})",
+                self.count,
+                self.first.as_deref().unwrap_or("?")
+            )
+        })
+    }
+}
 
 /// Whether `bytes` are valid UTF-8. Nearly every string on the wire is ASCII, which
 /// `is_ascii` confirms a word at a time; `from_utf8`, on the short strings of attributes, goes a

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::ingest::Batch;
+use crate::batch::Batch;
 use crate::store::Store;
 use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, TraceId};
 

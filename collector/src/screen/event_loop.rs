@@ -19,7 +19,7 @@ use ratatui::layout::Rect;
 use tokio::sync::mpsc;
 
 use super::{DemoControl, Mode, Refused, ScreenData, State, views};
-use crate::ingest::Batch;
+use crate::batch::Batch;
 use crate::store::Store;
 
 /// How often the loop considers a redraw.
@@ -206,7 +206,7 @@ pub async fn run_live(
         config.max_spans
     };
     let attribute_bytes = if config.max_attribute_bytes == 0 {
-        crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES
+        crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES
     } else {
         config.max_attribute_bytes
     };

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{Controls, LiveConfig, Mode, run_live, wall_clock};
-use crate::ingest::{Batch, decode};
+use crate::batch::Batch;
+use crate::ingest::{decode, interner};
 use crate::recording::{Reader, RecordingError};
 
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
@@ -73,7 +74,7 @@ fn feed_recording(
     started: std::time::Instant,
     carriers: Arc<deadline_budget::carrier::Carriers>,
 ) -> Result<u64, RecordingError> {
-    let mut interner = decode::Interner::with_carriers(carriers);
+    let mut interner = interner::Interner::with_carriers(carriers);
     let mut sent = 0u64;
     // Repaired UTF-8 is shown as U+FFFD; stderr is the screen here, so no warning.
     while let Some(mut line) = reader.next_request(|_, _| {})? {

@@ -11,7 +11,7 @@ use std::path::Path;
 use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 
 use super::{ChainView, ListQuery, ScreenData, SortBy};
-use crate::ingest::Batch;
+use crate::batch::Batch;
 use crate::store::Store;
 
 /// Where the spans on screen come from: shown in the header.
@@ -230,7 +230,7 @@ impl State {
             demo: None,
             demo_startable: true,
             max_spans: crate::store::DEFAULT_MAX_SPANS,
-            max_attribute_bytes: crate::store::DEFAULT_MAX_ATTRIBUTE_BYTES,
+            max_attribute_bytes: crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,

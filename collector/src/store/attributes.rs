@@ -24,7 +24,7 @@ use std::hash::BuildHasher as _;
 
 use deadline_budget::analysis::SpanId;
 
-use crate::ingest::decode::RawAttributes;
+use crate::batch::RawAttributes;
 
 /// Attributes the dictionary holds at most.
 pub const MAX_ENTRIES: usize = 1 << 16;

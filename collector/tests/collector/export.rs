@@ -1,9 +1,10 @@
 //! Exporting one chain from the store to a file: `check --input` on that file finds what the
 //! screen found, with the receiver's raw attributes and without them.
 
+use budget_top::batch::Batch;
 use budget_top::export::write_chain;
-use budget_top::ingest::Batch;
-use budget_top::ingest::decode::{Interner, decode_request};
+use budget_top::ingest::decode::decode_request;
+use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 use deadline_budget::analysis::TraceId;
 

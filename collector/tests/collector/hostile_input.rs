@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use budget_top::ingest::{self, Batch, Ingest, IngestConfig};
+use budget_top::batch::Batch;
+use budget_top::ingest::{self, Ingest, IngestConfig};
 use prost::Message as _;
 use serde_json::Value as Json;
 

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use budget_top::ingest::Batch;
-use budget_top::ingest::decode::RawAttributes;
+use budget_top::batch::Batch;
+use budget_top::batch::RawAttributes;
 use budget_top::report_html::{self, ROWS_PER_CHAIN, TABLE_ROWS};
 use budget_top::store::Store;
 use deadline_budget::analysis::{

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use budget_top::ingest::{self, Batch, Ingest, IngestConfig};
+use budget_top::batch::Batch;
+use budget_top::ingest::{self, Ingest, IngestConfig};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message as _;
 use reqwest::StatusCode;

@@ -1,7 +1,8 @@
 //! The store: chains assembled in any order across batches, re-analysed when spans join,
 //! bounded retention with edges and counts kept exact.
 
-use budget_top::ingest::decode::{Interner, decode_request};
+use budget_top::ingest::decode::decode_request;
+use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 use deadline_budget::analysis::{Span, TraceId};
 
@@ -100,7 +101,7 @@ fn raw_attributes_are_kept_for_the_detail_view() {
     let decoded = decode_request(&mut request, &mut Interner::default(), true);
     let span = decoded.spans[3].clone();
     let mut store = Store::new(100);
-    store.insert_batch(budget_top::ingest::Batch {
+    store.insert_batch(budget_top::batch::Batch {
         spans: decoded.spans,
         attributes: decoded.attributes,
         raw: None,
@@ -158,7 +159,7 @@ fn a_burst_is_analysed_a_slice_at_a_time_oldest_first_with_the_same_totals() {
 /// detail view is told what happened.
 #[test]
 fn raw_attributes_held_stay_under_the_byte_budget_oldest_chains_dropped_first() {
-    use budget_top::ingest::Batch;
+    use budget_top::batch::Batch;
     use budget_top::ingest::decode::decode_protobuf;
     use deadline_budget::analysis::SpanId;
     use prost::Message as _;
