@@ -2,12 +2,13 @@
 //!
 //! Data flows one way: `ingest` (OTLP/gRPC + OTLP/HTTP) -> a bounded channel -> one loop that
 //! owns the `store` -> the analysis -> the screen or the `check` report. All of it is the
-//! `budget_top` library next to this file; here the command line is parsed and dispatched.
+//! `budget_top` library next to this file; here the command line is parsed and dispatched to
+//! `budget_top::commands`, one module per subcommand.
 
 use std::process::ExitCode;
 
 use budget_top::cli::{Cli, Command};
-use budget_top::{check, record, screen};
+use budget_top::commands::{check, live, record, replay};
 use clap::Parser as _;
 
 fn main() -> ExitCode {
@@ -29,18 +30,18 @@ fn main() -> ExitCode {
             Some(Command::Record(args)) => record::run(args, carriers).await.map(|()| 0),
             // The demo's services exporting to our own receivers: screen, workshop or --check.
             #[cfg(feature = "demo")]
-            Some(Command::Demo(args)) => budget_top::demo::run(args, cli.max_spans, carriers).await,
+            Some(Command::Demo(args)) => {
+                budget_top::commands::demo::run(args, cli.max_spans, carriers).await
+            }
             Some(Command::Replay(args)) => {
-                screen::run_replay(args.file, args.speed, cli.max_spans, carriers)
+                replay::run(args.file, args.speed, cli.max_spans, carriers)
                     .await
                     .map(|()| 0)
             }
             // The live screen, fed by the receivers.
-            None => {
-                screen::run_listening(cli.listen, cli.max_spans, cli.max_attribute_bytes, carriers)
-                    .await
-                    .map(|()| 0)
-            }
+            None => live::run(cli.listen, cli.max_spans, cli.max_attribute_bytes, carriers)
+                .await
+                .map(|()| 0),
         }
     });
     match result {

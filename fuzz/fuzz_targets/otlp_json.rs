@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         for (number, line) in text.lines().enumerate().take(4) {
             if let Ok(Some(request)) =
-                budget_top::recording::parse_line(Path::new("fuzz"), number + 1, line)
+                budget_top::otlp_lines::parse_line(Path::new("fuzz"), number + 1, line)
             {
                 otlp::ingest(request);
             }

@@ -1,7 +1,7 @@
 //! The live screen: `budget-top`, `budget-top demo` and `budget-top replay` draw it.
 //!
 //! One loop ([`run`], in `event_loop`) owns the [`State`] (`state`): span batches arrive on a
-//! bounded channel (from the receivers, a [`run_replay`] or the demo), keys and the mouse go
+//! bounded channel (from the receivers, a replay or the demo), keys and the mouse go
 //! through `input`, and a frame tick redraws only when something changed. [`data`] holds what
 //! the screen shows (the store, the chain list, per-service figures, rates); `views` draws it,
 //! a pure function of the state into a ratatui `Buffer`, one file per view; [`term`] takes
@@ -12,14 +12,12 @@ mod event_loop;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 mod input;
-mod replay;
 mod state;
 pub mod term;
 mod views;
 
 pub use data::{ChainView, Filter, ListQuery, ROOTLESS_GRACE_NS, ScreenData, SortBy};
-pub use event_loop::{Controls, FRAME, LiveConfig, run, run_listening, run_live, wall_clock};
-pub use replay::run_replay;
+pub use event_loop::{Controls, FRAME, LiveConfig, run, run_live, wall_clock};
 pub use state::{
     DemoControl, DemoStatus, EXPORT_FILE, MAX_HELD_SPANS, Mode, Overlay, Refused, State, Ui, View,
     color_allowed,

@@ -259,7 +259,7 @@ impl State {
         };
         // Every span's attributes in one pass over the chain's records, not one pass a span.
         let attributes = store.chain_attributes(id);
-        match crate::export::write_chain(path, chain, |span| attributes.get(&span).cloned()) {
+        match crate::chain_export::write_chain(path, chain, |span| attributes.get(&span).cloned()) {
             Ok(()) => format!(
                 "exported chain {id} to {} (check --input or replay reads it)",
                 path.display()

@@ -2,7 +2,7 @@
 //! screen found, with the receiver's raw attributes and without them.
 
 use budget_top::batch::Batch;
-use budget_top::export::write_chain;
+use budget_top::chain_export::write_chain;
 use budget_top::ingest::decode::decode_request;
 use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;

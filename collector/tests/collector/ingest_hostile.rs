@@ -891,7 +891,7 @@ async fn an_open_loop_past_capacity_is_throttled_and_every_accepted_span_is_held
 
     // What `check` does at the end: stop, take everything accepted, compare.
     let mut store = budget_top::store::Store::new(1_000_000);
-    let counts = budget_top::listen::finish(ingest, &mut store).await;
+    let counts = budget_top::commands::listen::finish(ingest, &mut store).await;
     let accepted = grpc.spans_sent + http.spans_sent;
     assert_eq!(counts.spans_accepted, accepted);
     assert_eq!(

@@ -4,10 +4,10 @@
 //! channel, and Ctrl-C / SIGTERM drain the channel before exiting, so nothing answered with
 //! success is lost.
 
+use super::listen::Signals;
 use crate::cli::RecordArgs;
 use crate::ingest;
-use crate::listen::Signals;
-use crate::recording::{RecordingError, Writer};
+use crate::otlp_lines::{RecordingError, Writer};
 
 /// Runs `record` until Ctrl-C or SIGTERM.
 pub async fn run(

@@ -16,11 +16,11 @@ use deadline_budget::analysis::{Report, TraceId};
 use deadline_budget::carrier::Carriers;
 use tokio::time::Instant;
 
+use super::listen::{Signals, feed_until, finish, sleep_until};
 use crate::batch::Batch;
 use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, IngestCounts, decode, interner};
-use crate::listen::{Signals, feed_until, finish, sleep_until};
-use crate::recording::{Reader, RecordingError};
+use crate::otlp_lines::{Reader, RecordingError};
 use crate::store::Store;
 use crate::{report_html, report_text};
 

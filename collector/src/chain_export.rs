@@ -13,7 +13,7 @@ use std::sync::Arc;
 use deadline_budget::analysis::{BudgetFacts, Chain, Span, SpanId, SpanKind, SpanStatus};
 use deadline_budget::semconv;
 
-use crate::recording::{RecordingError, Writer};
+use crate::otlp_lines::{RecordingError, Writer};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
     AnyValue, InstrumentationScope, KeyValue, any_value::Value,

@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::{Controls, LiveConfig, Mode, run_live, wall_clock};
 use crate::batch::Batch;
 use crate::ingest::{decode, interner};
-use crate::recording::{Reader, RecordingError};
+use crate::otlp_lines::{Reader, RecordingError};
+use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
 
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
 /// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
 /// reads). The screen's clock follows the recording, so rates and λ read as they were.
-pub async fn run_replay(
+pub async fn run(
     file: PathBuf,
     speed: f64,
     max_spans: usize,

@@ -1,0 +1,53 @@
+//! Plain `budget-top`: the receivers feeding the live screen. `d` on the empty screen starts
+//! the demo services exporting to these receivers (with the `demo` feature).
+
+use std::sync::Arc;
+
+use deadline_budget::carrier::Carriers;
+
+use crate::cli::Listen;
+use crate::ingest;
+use crate::screen::{Controls, LiveConfig, Mode, Refused, run_live};
+
+/// Plain `budget-top`: starts the receivers and hands their batches and refusal count to the
+/// screen; `d` on the empty screen starts the demo services exporting to these receivers.
+pub async fn run(
+    listen: Listen,
+    max_spans: usize,
+    max_attribute_bytes: usize,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<()> {
+    let mut config = listen.ingest_config();
+    config.carriers = carriers;
+    // What may wait in the channel is bounded like what the store holds.
+    config.max_queued_attribute_bytes = max_attribute_bytes;
+    let ingest = ingest::start(config).await?;
+    let stats = ingest.stats.clone();
+    #[cfg(feature = "demo")]
+    let (demo, start_demo, driver) = match super::demo::for_live_screen(ingest.grpc_addr) {
+        Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
+        None => (None, None, None),
+    };
+    #[cfg(not(feature = "demo"))]
+    let (demo, start_demo) = (None, None);
+    let controls = Controls {
+        demo,
+        start_demo,
+        refused: Some(Box::new(move || Refused::of(&stats))),
+        ..Controls::default()
+    };
+    let config = LiveConfig {
+        mode: Mode::Live,
+        grpc_addr: ingest.grpc_addr,
+        http_addr: ingest.http_addr,
+        max_spans,
+        max_attribute_bytes,
+    };
+    let result = run_live(config, ingest.receiver, controls).await;
+    ingest.shutdown_token.cancel();
+    #[cfg(feature = "demo")]
+    if let Some(driver) = driver {
+        driver.stop().await;
+    }
+    result
+}
