@@ -1,5 +1,5 @@
 //! A screen that panics: takes over the terminal with budget-top's own `term` module, draws,
-//! waits for a key, then panics. `tests/screen_tmux.rs` runs it in a real pty to prove that the
+//! waits for a key, then panics. `tests/screen/tmux.rs` runs it in a real pty to prove that the
 //! panic hook gives the terminal back (alternate screen left, raw mode off) and that the panic
 //! message is readable on the restored terminal.
 

@@ -2,6 +2,12 @@
 //! fixed set of chains covering every finding kind, with the clock pinned, plus the keys.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The real binary in a tmux pane (needs it built with the demo). A file beside this one, not a
+// binary of its own; this file stays where it is, beside the snapshots that name it.
+#[cfg(feature = "demo")]
+#[path = "screen/tmux.rs"]
+mod tmux;
+
 use budget_top::screen;
 
 use budget_top::screen::fixtures::*;

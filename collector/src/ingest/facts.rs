@@ -133,7 +133,7 @@ pub(super) fn value_ref(value: Option<&AnyValue>) -> ValueRef<'_> {
 
 /// Which budget fact an attribute key feeds, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Slot {
+pub(super) enum Fact {
     ReceivedMs,
     Source,
     DefaultMs,
@@ -153,9 +153,9 @@ pub(super) enum Slot {
     Carrier(usize),
 }
 
-/// The keys [`Slot::of`] matches, as bytes: a key is matched before (and without) a UTF-8 check,
+/// The keys [`Fact::of`] matches, as bytes: a key is matched before (and without) a UTF-8 check,
 /// which cost more than the match itself (issue 20: `from_utf8` on every key was most of
-/// `Slot::of`). A key equal to one of these is valid UTF-8, since they are `str`s.
+/// `Fact::of`). A key equal to one of these is valid UTF-8, since they are `str`s.
 mod key {
     use deadline_budget::semconv;
 
@@ -183,41 +183,41 @@ mod key {
     ];
 }
 
-impl Slot {
+impl Fact {
     /// Inline, so most keys (not ours: a look at the first byte skips them) cost no call.
     #[inline(always)]
-    pub(super) fn of(key_bytes: &[u8], carriers: &Carriers) -> Option<Slot> {
+    pub(super) fn of(key_bytes: &[u8], carriers: &Carriers) -> Option<Fact> {
         if !matches!(key_bytes.first(), Some(b'b' | b'h' | b'r' | b'e')) {
             return None;
         }
-        Slot::matching(key_bytes, carriers)
+        Fact::matching(key_bytes, carriers)
     }
 
-    fn matching(key_bytes: &[u8], carriers: &Carriers) -> Option<Slot> {
+    fn matching(key_bytes: &[u8], carriers: &Carriers) -> Option<Fact> {
         use key::*;
         Some(match key_bytes {
-            RECEIVED_MS => Slot::ReceivedMs,
-            SOURCE => Slot::Source,
-            DEFAULT_MS => Slot::DefaultMs,
-            QUEUE_WAIT_MS => Slot::QueueWaitMs,
-            REMAINING_AT_START_MS => Slot::RemainingAtStartMs,
-            OUTCOME => Slot::Outcome,
-            REMAINING_MS => Slot::RemainingMs,
-            FORWARDED_MS => Slot::ForwardedMs,
-            TIMEOUT_MS => Slot::TimeoutMs,
-            SLA_MS => Slot::SlaMs,
-            ATTEMPT => Slot::Attempt,
-            HTTP_RESPONSE_STATUS_CODE => Slot::HttpStatus,
-            HTTP_STATUS_CODE => Slot::HttpStatusOld,
-            RPC_GRPC_STATUS_CODE | RPC_STATUS_CODE | RPC_RESPONSE_STATUS_CODE => Slot::RpcStatus,
-            ERROR_TYPE => Slot::ErrorType,
+            RECEIVED_MS => Fact::ReceivedMs,
+            SOURCE => Fact::Source,
+            DEFAULT_MS => Fact::DefaultMs,
+            QUEUE_WAIT_MS => Fact::QueueWaitMs,
+            REMAINING_AT_START_MS => Fact::RemainingAtStartMs,
+            OUTCOME => Fact::Outcome,
+            REMAINING_MS => Fact::RemainingMs,
+            FORWARDED_MS => Fact::ForwardedMs,
+            TIMEOUT_MS => Fact::TimeoutMs,
+            SLA_MS => Fact::SlaMs,
+            ATTEMPT => Fact::Attempt,
+            HTTP_RESPONSE_STATUS_CODE => Fact::HttpStatus,
+            HTTP_STATUS_CODE => Fact::HttpStatusOld,
+            RPC_GRPC_STATUS_CODE | RPC_STATUS_CODE | RPC_RESPONSE_STATUS_CODE => Fact::RpcStatus,
+            ERROR_TYPE => Fact::ErrorType,
             _ => {
                 let name = CARRIER_PREFIXES
                     .iter()
                     .find_map(|prefix| key_bytes.strip_prefix(*prefix))?;
                 // The prefixes are ASCII: the name is UTF-8 exactly when the whole key is.
                 let name = std::str::from_utf8(name).ok()?;
-                Slot::Carrier(carriers.position(name)?)
+                Fact::Carrier(carriers.position(name)?)
             }
         })
     }
@@ -247,34 +247,34 @@ impl<'a> FactsReader<'a> {
     }
 
     pub(super) fn attribute(&mut self, key: &[u8], value: ValueRef<'a>) {
-        if let Some(slot) = Slot::of(key, self.carriers) {
-            self.set(slot, value);
+        if let Some(fact) = Fact::of(key, self.carriers) {
+            self.set(fact, value);
         }
     }
 
-    pub(super) fn set(&mut self, slot: Slot, value: ValueRef<'a>) {
+    pub(super) fn set(&mut self, fact: Fact, value: ValueRef<'a>) {
         let facts = &mut self.facts;
-        match slot {
-            Slot::ReceivedMs => facts.received_ms = value.int(),
-            Slot::Source => {
+        match fact {
+            Fact::ReceivedMs => facts.received_ms = value.int(),
+            Fact::Source => {
                 facts.source = value
                     .str()
                     .and_then(|v| BudgetSource::parse_with(v, self.carriers));
             }
-            Slot::DefaultMs => facts.default_ms = value.int(),
-            Slot::QueueWaitMs => facts.queue_wait_ms = value.int(),
-            Slot::RemainingAtStartMs => facts.remaining_at_start_ms = value.int(),
-            Slot::Outcome => facts.outcome = value.str().and_then(Outcome::parse),
-            Slot::RemainingMs => facts.remaining_ms = value.int(),
-            Slot::ForwardedMs => facts.forwarded_ms = value.int(),
-            Slot::TimeoutMs => facts.timeout_ms = value.int(),
-            Slot::SlaMs => facts.sla_ms = value.int(),
-            Slot::Attempt => facts.attempt = value.int(),
-            Slot::HttpStatus => facts.http_status = value.int(),
-            Slot::HttpStatusOld => self.http_status_old = value.int(),
-            Slot::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.grpc_code()),
-            Slot::ErrorType => facts.error_type = value.text(),
-            Slot::Carrier(i) => {
+            Fact::DefaultMs => facts.default_ms = value.int(),
+            Fact::QueueWaitMs => facts.queue_wait_ms = value.int(),
+            Fact::RemainingAtStartMs => facts.remaining_at_start_ms = value.int(),
+            Fact::Outcome => facts.outcome = value.str().and_then(Outcome::parse),
+            Fact::RemainingMs => facts.remaining_ms = value.int(),
+            Fact::ForwardedMs => facts.forwarded_ms = value.int(),
+            Fact::TimeoutMs => facts.timeout_ms = value.int(),
+            Fact::SlaMs => facts.sla_ms = value.int(),
+            Fact::Attempt => facts.attempt = value.int(),
+            Fact::HttpStatus => facts.http_status = value.int(),
+            Fact::HttpStatusOld => self.http_status_old = value.int(),
+            Fact::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.grpc_code()),
+            Fact::ErrorType => facts.error_type = value.text(),
+            Fact::Carrier(i) => {
                 if let Some(v) = value.header()
                     && !self.captured.iter().any(|(at, _)| *at == i)
                 {
@@ -357,26 +357,26 @@ mod tests {
     fn every_key_of_the_contract_is_matched_as_bytes() {
         let carriers = Carriers::builtin();
         let slots = [
-            (semconv::RECEIVED_MS, Slot::ReceivedMs),
-            (semconv::SOURCE, Slot::Source),
-            (semconv::DEFAULT_MS, Slot::DefaultMs),
-            (semconv::QUEUE_WAIT_MS, Slot::QueueWaitMs),
-            (semconv::REMAINING_AT_START_MS, Slot::RemainingAtStartMs),
-            (semconv::OUTCOME, Slot::Outcome),
-            (semconv::REMAINING_MS, Slot::RemainingMs),
-            (semconv::FORWARDED_MS, Slot::ForwardedMs),
-            (semconv::TIMEOUT_MS, Slot::TimeoutMs),
-            (semconv::SLA_MS, Slot::SlaMs),
-            (semconv::ATTEMPT, Slot::Attempt),
-            (semconv::HTTP_RESPONSE_STATUS_CODE, Slot::HttpStatus),
-            (semconv::HTTP_STATUS_CODE, Slot::HttpStatusOld),
-            (semconv::RPC_GRPC_STATUS_CODE, Slot::RpcStatus),
-            (semconv::RPC_STATUS_CODE, Slot::RpcStatus),
-            (semconv::RPC_RESPONSE_STATUS_CODE, Slot::RpcStatus),
-            (semconv::ERROR_TYPE, Slot::ErrorType),
+            (semconv::RECEIVED_MS, Fact::ReceivedMs),
+            (semconv::SOURCE, Fact::Source),
+            (semconv::DEFAULT_MS, Fact::DefaultMs),
+            (semconv::QUEUE_WAIT_MS, Fact::QueueWaitMs),
+            (semconv::REMAINING_AT_START_MS, Fact::RemainingAtStartMs),
+            (semconv::OUTCOME, Fact::Outcome),
+            (semconv::REMAINING_MS, Fact::RemainingMs),
+            (semconv::FORWARDED_MS, Fact::ForwardedMs),
+            (semconv::TIMEOUT_MS, Fact::TimeoutMs),
+            (semconv::SLA_MS, Fact::SlaMs),
+            (semconv::ATTEMPT, Fact::Attempt),
+            (semconv::HTTP_RESPONSE_STATUS_CODE, Fact::HttpStatus),
+            (semconv::HTTP_STATUS_CODE, Fact::HttpStatusOld),
+            (semconv::RPC_GRPC_STATUS_CODE, Fact::RpcStatus),
+            (semconv::RPC_STATUS_CODE, Fact::RpcStatus),
+            (semconv::RPC_RESPONSE_STATUS_CODE, Fact::RpcStatus),
+            (semconv::ERROR_TYPE, Fact::ErrorType),
         ];
-        for (key, slot) in slots {
-            assert_eq!(Slot::of(key.as_bytes(), carriers), Some(slot), "{key}");
+        for (key, fact) in slots {
+            assert_eq!(Fact::of(key.as_bytes(), carriers), Some(fact), "{key}");
         }
         for key in [
             semconv::HTTP_HEADER_BUDGET_MS,
@@ -385,7 +385,7 @@ mod tests {
             "rpc.grpc.request.metadata.grpc-timeout",
         ] {
             assert!(
-                matches!(Slot::of(key.as_bytes(), carriers), Some(Slot::Carrier(_))),
+                matches!(Fact::of(key.as_bytes(), carriers), Some(Fact::Carrier(_))),
                 "{key}"
             );
         }
@@ -395,10 +395,10 @@ mod tests {
             b"url.path",
             b"",
         ] {
-            assert_eq!(Slot::of(key, carriers), None, "{key:?}");
+            assert_eq!(Fact::of(key, carriers), None, "{key:?}");
         }
         assert_eq!(
-            Slot::of(b"http.request.header.x-budget-ms\xff", carriers),
+            Fact::of(b"http.request.header.x-budget-ms\xff", carriers),
             None
         );
     }

@@ -13,7 +13,7 @@ use opentelemetry_proto::tonic::common::v1::KeyValue;
 use prost::Message as _;
 
 use super::decoded::{Decoded, SpanParts};
-use super::facts::{FactsReader, Slot, ValueRef};
+use super::facts::{Fact, FactsReader, ValueRef};
 use super::interner::Interner;
 use crate::batch::{MAX_KEPT_ATTRIBUTES, RawAttributes, RawAttributesBuilder, truncate};
 use crate::wire::{self, ProtobufError};
@@ -101,26 +101,26 @@ pub(super) fn decode_span_bytes<'a>(
             (8, Field::Fixed64(v)) => parts.end_unix_nano = v,
             (9, Field::Len(kv)) => {
                 let (key, value) = key_and_value_bytes(kv)?;
-                let slot = Slot::of(key, carriers);
+                let fact = Fact::of(key, carriers);
                 // One walk of the value gives what the facts read (for their keys only) and
                 // whether its string is UTF-8.
                 let value_is_utf8 = match value {
                     ValueBytes::None => {
-                        if let Some(slot) = slot {
-                            facts.set(slot, ValueRef::Other);
+                        if let Some(fact) = fact {
+                            facts.set(fact, ValueRef::Other);
                         }
                         true
                     }
                     ValueBytes::One(any) => {
-                        let (read, is_utf8) = read_any_value(any, slot.is_some());
-                        if let Some(slot) = slot {
-                            facts.set(slot, read?);
+                        let (read, is_utf8) = read_any_value(any, fact.is_some());
+                        if let Some(fact) = fact {
+                            facts.set(fact, read?);
                         }
                         is_utf8
                     }
                     ValueBytes::Many => {
-                        if let Some(slot) = slot {
-                            facts.set(slot, key_value(kv)?.1);
+                        if let Some(fact) = fact {
+                            facts.set(fact, key_value(kv)?.1);
                         }
                         strings_are_utf8(kv)
                     }

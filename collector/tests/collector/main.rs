@@ -6,6 +6,7 @@ mod check_listen;
 mod collector_file;
 mod e2e_otlp;
 mod export;
+mod fuzz_regressions;
 mod go_grpc;
 mod grpc_python;
 mod hostile_input;

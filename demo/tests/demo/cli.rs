@@ -2,12 +2,10 @@
 //! spans of the run flushed to the endpoint).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::sink::Sink;
+use crate::support::sink::Sink;
 
 fn demo(args: &[&str], endpoint: &str) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_budget-demo"))

@@ -1,6 +1,6 @@
 //! `budget-top demo` as a user runs it: the real binary, its flags, and the headless
 //! `--check` report of each kind of run (the demo's services exporting to budget-top's own
-//! receivers). The screen itself is driven in tmux by `screen_tmux.rs`. Runs at half scale
+//! receivers). The screen itself is driven in tmux by `screen/tmux.rs`. Runs at half scale
 //! (`--time-scale 0.5`) to stay fast.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

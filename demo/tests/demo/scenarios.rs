@@ -3,14 +3,12 @@
 //! exactly what the scenario teaches.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::support::sink::{Sink, SinkSpan, to_analysis};
 use budget_demo::{Demo, DemoConfig, LoadCounts, LoadPlan, Scenario, Timing};
 use deadline_budget::analysis::{FindingKind, Options, Report};
-use support::sink::{Sink, SinkSpan, to_analysis};
 
 /// Scheduling noise tolerated on a loaded test machine, in ms.
 const NOISE_MS: i64 = 25;

@@ -2,12 +2,10 @@
 //! step that ran out, switching scenarios, and a shutdown that leaves no port behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::sink::Sink;
 use budget_demo::{Demo, DemoConfig, DemoError, DemoHandle, LoadPlan, Scenario, Timing};
-use support::sink::Sink;
 
 /// A demo with no load: the test sends its own requests.
 async fn quiet(scenario: Scenario, sink: &Sink) -> DemoHandle {
@@ -27,7 +25,7 @@ async fn get(url: &str) -> (u16, String) {
 }
 
 /// pix-api's CLIENT span of the settlement call that did not end well, once exported.
-async fn settlement_call_cut(sink: &Sink) -> support::sink::SinkSpan {
+async fn settlement_call_cut(sink: &Sink) -> crate::support::sink::SinkSpan {
     for _ in 0..100 {
         let found = sink
             .spans()

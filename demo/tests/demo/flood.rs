@@ -2,13 +2,11 @@
 //! the contract's attributes, and a correctly propagated budget (no findings).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::sink::{Sink, to_analysis};
 use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
 use deadline_budget::analysis::{Options, Report};
-use support::sink::{Sink, to_analysis};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_span_arrives_once_in_whole_correct_chains() {

@@ -3,6 +3,10 @@
 //! scenario teaches. Figures run at half scale (`Timing::new(0.5)`) to keep the suite fast.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// `budget-top demo` as a user runs it (needs the binary built with the demo).
+#[cfg(feature = "demo")]
+mod cli;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
