@@ -1,6 +1,13 @@
 //! The wire carriers of a budget (`CONVENTIONS.md` section 1): parse and format each header,
 //! and read a whole [`HeaderMap`] in the contract's order.
 //!
+//! Each built-in carrier is one entry of [`BUILTIN`]: its header name (which is also its
+//! `budget.source` value), its form and parser, its [`BudgetSource`] and the tag a waterfall
+//! writes beside a budget it brought. Reading headers ([`Carriers::builtin`]), the collector's
+//! decoder, [`BudgetSource::as_str`], [`BudgetSource::parse_with`] and [`BudgetSource::tag`]
+//! all read that table: a new built-in carrier is a variant of [`BudgetSource`], its parser and
+//! its entry, all in this file.
+//!
 //! Every parser takes the header value as `&str` and returns a typed [`CarrierError`] for
 //! anything malformed, negative or absurd; none of them panics, whatever the bytes. The collector
 //! uses the same functions to decode headers captured by other SDKs
@@ -10,8 +17,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderName};
 use thiserror::Error;
-
-use crate::analysis::BudgetSource;
 
 /// Header name of our own relative budget, in integer milliseconds.
 pub const X_BUDGET_MS: &str = "x-budget-ms";
@@ -34,6 +39,16 @@ pub const MAX_CONNECT_DIGITS: usize = 10;
 pub const MAX_ENVOY_DIGITS: usize = 10;
 /// An absolute deadline further than this from the receiver's clock (either way) is absurd.
 pub const MAX_DEADLINE_DISTANCE_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// `budget.source` of a hop that set its own budget (`semconv::source::DEFAULT`).
+pub const SOURCE_DEFAULT: &str = "default";
+/// `budget.source` when a carrier was present but its value could not be trusted
+/// (`semconv::source::INVALID`).
+pub const SOURCE_INVALID: &str = "invalid";
+/// `budget.source` when there was no budget at all (`semconv::source::NONE`).
+pub const SOURCE_NONE: &str = "none";
+/// `budget.source` of a team's own carrier: `header:<name>` (`semconv::source::HEADER_PREFIX`).
+pub const SOURCE_HEADER_PREFIX: &str = "header:";
 
 /// Why a carrier value was rejected. The value is then treated as absent and reported as
 /// `budget.source = "invalid"`.
@@ -344,6 +359,112 @@ impl std::fmt::Display for Form {
     }
 }
 
+/// Where a hop's budget came from (`budget.source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BudgetSource {
+    /// `x-budget-ms`
+    XBudgetMs,
+    /// `grpc-timeout`
+    GrpcTimeout,
+    /// `connect-timeout-ms`
+    ConnectTimeoutMs,
+    /// `x-request-deadline` (absolute, skew-prone)
+    XRequestDeadline,
+    /// `x-envoy-expected-rq-timeout-ms`
+    XEnvoyExpectedRqTimeoutMs,
+    /// A team's own carrier (`header:<name>`, `--budget-header NAME=FORM`), read in this form.
+    Header(Form),
+    /// The edge set its own budget.
+    Default,
+    /// A carrier was present but invalid.
+    Invalid,
+    /// No budget.
+    None,
+}
+
+impl BudgetSource {
+    /// The built-in carrier this source names, if it names one: its entry in [`BUILTIN`].
+    pub fn builtin(self) -> Option<&'static BuiltinCarrier> {
+        // The position of each built-in carrier's entry (a test checks they agree).
+        let index = match self {
+            BudgetSource::XBudgetMs => 0,
+            BudgetSource::GrpcTimeout => 1,
+            BudgetSource::ConnectTimeoutMs => 2,
+            BudgetSource::XRequestDeadline => 3,
+            BudgetSource::XEnvoyExpectedRqTimeoutMs => 4,
+            BudgetSource::Header(_)
+            | BudgetSource::Default
+            | BudgetSource::Invalid
+            | BudgetSource::None => return None,
+        };
+        BUILTIN.get(index)
+    }
+
+    /// The contract's string for this source.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetSource::Header(_) => "header",
+            BudgetSource::Default => SOURCE_DEFAULT,
+            BudgetSource::Invalid => SOURCE_INVALID,
+            BudgetSource::None => SOURCE_NONE,
+            builtin => builtin.builtin().map_or("", |c| c.name),
+        }
+    }
+
+    /// The tag a waterfall writes beside a budget from this source (`grpc`, `abs`...): empty
+    /// for the contract's own `x-budget-ms` and for sources that are not a carrier.
+    pub fn tag(self) -> &'static str {
+        match self {
+            BudgetSource::Header(_) => "hdr",
+            BudgetSource::Default | BudgetSource::Invalid | BudgetSource::None => "",
+            builtin => builtin.builtin().map_or("", |c| c.tag),
+        }
+    }
+
+    /// Parse the contract's string; unknown strings give `None`. A team's own carrier
+    /// (`header:<name>`) is read as relative milliseconds; [`BudgetSource::parse_with`] knows
+    /// the forms of the carriers it was told about.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::parse_with(value, Carriers::builtin())
+    }
+
+    /// [`BudgetSource::parse`], taking the form of a team's own carrier from `carriers`.
+    pub fn parse_with(value: &str, carriers: &Carriers) -> Option<Self> {
+        if let Some(name) = value.strip_prefix(SOURCE_HEADER_PREFIX) {
+            return Some(BudgetSource::Header(
+                carriers.own_form(name).unwrap_or(Form::Ms),
+            ));
+        }
+        if let Some(c) = BUILTIN.iter().find(|c| c.name == value) {
+            return Some(c.source);
+        }
+        Some(match value {
+            SOURCE_DEFAULT => BudgetSource::Default,
+            SOURCE_INVALID => BudgetSource::Invalid,
+            SOURCE_NONE => BudgetSource::None,
+            _ => return None,
+        })
+    }
+
+    /// Whether the hop had a budget it could work to (received or its own default).
+    pub fn has_budget(self) -> bool {
+        !matches!(self, BudgetSource::Invalid | BudgetSource::None)
+    }
+
+    /// The form of the carrier this source names, if it names one.
+    pub fn form(self) -> Option<Form> {
+        match self {
+            BudgetSource::Header(form) => Some(form),
+            builtin => builtin.builtin().map(|c| c.form),
+        }
+    }
+
+    /// Whether the budget came as an absolute time, read on the receiver's clock (skew-prone).
+    pub fn is_absolute(self) -> bool {
+        self.form().is_some_and(Form::is_absolute)
+    }
+}
+
 /// Parse a relative number of seconds with an optional fraction (`2`, `1.5`, `0.250`), capped
 /// like `x-budget-ms` at 2^31 ms.
 pub fn parse_seconds(value: &str) -> Result<Duration, CarrierError> {
@@ -405,6 +526,65 @@ fn absolute(unix_ms: i64, now_unix_ms: i64) -> Result<Decoded, CarrierError> {
     Ok((budget, Some(unix_ms)))
 }
 
+/// Reads one carrier value against the receiver's wall clock (Unix ms; only absolute forms use
+/// it).
+type Parser = fn(&str, i64) -> Result<Decoded, CarrierError>;
+
+/// One of the contract's built-in carriers: everything the crate and the collector know of it.
+#[derive(Clone, Copy, Debug)]
+pub struct BuiltinCarrier {
+    /// The header name, lowercase; also the `budget.source` a budget read from it is reported as.
+    pub name: &'static str,
+    /// How its value is written.
+    pub form: Form,
+    /// Its [`BudgetSource`] (whose [`BudgetSource::builtin`] gives this entry back).
+    pub source: BudgetSource,
+    /// The tag a waterfall writes beside a budget it brought (empty for `x-budget-ms`, the
+    /// contract's own carrier).
+    pub tag: &'static str,
+    parse: Parser,
+}
+
+/// The contract's built-in carriers, in the order a hop reads them (`CONVENTIONS.md`
+/// section 1): the one table of them.
+pub static BUILTIN: [BuiltinCarrier; 5] = [
+    BuiltinCarrier {
+        name: X_BUDGET_MS,
+        form: Form::Ms,
+        source: BudgetSource::XBudgetMs,
+        tag: "",
+        parse: |v, _| parse_x_budget_ms(v).map(|b| (b, None)),
+    },
+    BuiltinCarrier {
+        name: GRPC_TIMEOUT,
+        form: Form::Grpc,
+        source: BudgetSource::GrpcTimeout,
+        tag: "grpc",
+        parse: |v, _| parse_grpc_timeout(v).map(|b| (b, None)),
+    },
+    BuiltinCarrier {
+        name: CONNECT_TIMEOUT_MS,
+        form: Form::Ms,
+        source: BudgetSource::ConnectTimeoutMs,
+        tag: "conn",
+        parse: |v, _| parse_connect_timeout_ms(v).map(|b| (b, None)),
+    },
+    BuiltinCarrier {
+        name: X_REQUEST_DEADLINE,
+        form: Form::DeadlineMs,
+        source: BudgetSource::XRequestDeadline,
+        tag: "abs",
+        parse: |v, now| absolute(parse_request_deadline_unix_ms(v)?, now),
+    },
+    BuiltinCarrier {
+        name: X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+        form: Form::Ms,
+        source: BudgetSource::XEnvoyExpectedRqTimeoutMs,
+        tag: "envoy",
+        parse: |v, _| parse_envoy_expected_rq_timeout_ms(v).map(|b| (b, None)),
+    },
+];
+
 /// One carrier of a budget: a header name, how its value is written, and the `budget.source`
 /// it is reported as.
 #[derive(Clone, Debug)]
@@ -413,7 +593,7 @@ pub struct Carrier {
     header: HeaderName,
     form: Form,
     source: BudgetSource,
-    parse: fn(&str, i64) -> Result<Decoded, CarrierError>,
+    parse: Parser,
 }
 
 impl Carrier {
@@ -422,7 +602,7 @@ impl Carrier {
     pub fn own(name: &str, form: Form) -> Result<Carrier, CarrierError> {
         let header =
             HeaderName::from_bytes(trim(name).as_bytes()).map_err(|_| CarrierError::NotText)?;
-        let parse: fn(&str, i64) -> Result<Decoded, CarrierError> = match form {
+        let parse: Parser = match form {
             Form::Ms => |v, _| parse_x_budget_ms(v).map(|b| (b, None)),
             Form::Seconds => |v, _| parse_seconds(v).map(|b| (b, None)),
             Form::DeadlineMs => |v, now| absolute(parse_unix_ms(v)?, now),
@@ -438,18 +618,13 @@ impl Carrier {
         })
     }
 
-    fn builtin(
-        name: &'static str,
-        form: Form,
-        source: BudgetSource,
-        parse: fn(&str, i64) -> Result<Decoded, CarrierError>,
-    ) -> Carrier {
+    fn builtin(entry: &BuiltinCarrier) -> Carrier {
         Carrier {
-            name: name.into(),
-            header: HeaderName::from_static(name),
-            form,
-            source,
-            parse,
+            name: entry.name.into(),
+            header: HeaderName::from_static(entry.name),
+            form: entry.form,
+            source: entry.source,
+            parse: entry.parse,
         }
     }
 
@@ -473,7 +648,7 @@ impl Carrier {
     pub fn label(&self) -> String {
         match self.source {
             BudgetSource::Header(_) => {
-                format!("{}{}", crate::semconv::source::HEADER_PREFIX, self.name)
+                format!("{SOURCE_HEADER_PREFIX}{}", self.name)
             }
             other => other.as_str().to_owned(),
         }
@@ -520,40 +695,12 @@ impl Default for Carriers {
 }
 
 impl Carriers {
-    /// The contract's five carriers, in the contract's order.
+    /// The contract's built-in carriers ([`BUILTIN`]), in the contract's order.
     pub fn builtin() -> &'static Carriers {
-        static BUILTIN: std::sync::LazyLock<Carriers> = std::sync::LazyLock::new(|| Carriers {
-            list: vec![
-                Carrier::builtin(X_BUDGET_MS, Form::Ms, BudgetSource::XBudgetMs, |v, _| {
-                    parse_x_budget_ms(v).map(|b| (b, None))
-                }),
-                Carrier::builtin(
-                    GRPC_TIMEOUT,
-                    Form::Grpc,
-                    BudgetSource::GrpcTimeout,
-                    |v, _| parse_grpc_timeout(v).map(|b| (b, None)),
-                ),
-                Carrier::builtin(
-                    CONNECT_TIMEOUT_MS,
-                    Form::Ms,
-                    BudgetSource::ConnectTimeoutMs,
-                    |v, _| parse_connect_timeout_ms(v).map(|b| (b, None)),
-                ),
-                Carrier::builtin(
-                    X_REQUEST_DEADLINE,
-                    Form::DeadlineMs,
-                    BudgetSource::XRequestDeadline,
-                    |v, now| absolute(parse_request_deadline_unix_ms(v)?, now),
-                ),
-                Carrier::builtin(
-                    X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
-                    Form::Ms,
-                    BudgetSource::XEnvoyExpectedRqTimeoutMs,
-                    |v, _| parse_envoy_expected_rq_timeout_ms(v).map(|b| (b, None)),
-                ),
-            ],
+        static CARRIERS: std::sync::LazyLock<Carriers> = std::sync::LazyLock::new(|| Carriers {
+            list: BUILTIN.iter().map(Carrier::builtin).collect(),
         });
-        &BUILTIN
+        &CARRIERS
     }
 
     /// A team's own carriers first, in the order given, then the built-in ones. A name given
@@ -716,261 +863,4 @@ pub fn read_headers(headers: &HeaderMap, now_unix_ms: i64) -> Received {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    #[test]
-    fn x_budget_ms_accepts_the_contract_range_only() {
-        assert_eq!(parse_x_budget_ms("0"), Ok(ms(0)));
-        assert_eq!(parse_x_budget_ms(" 820 "), Ok(ms(820)));
-        assert_eq!(parse_x_budget_ms("2147483648"), Ok(ms(1 << 31)));
-        assert_eq!(
-            parse_x_budget_ms("2147483649"),
-            Err(CarrierError::OutOfRange { max: MAX_BUDGET_MS })
-        );
-        assert_eq!(
-            parse_x_budget_ms("99999999999999999999999"),
-            Err(CarrierError::OutOfRange { max: MAX_BUDGET_MS })
-        );
-        assert_eq!(parse_x_budget_ms("-1"), Err(CarrierError::NotANumber));
-        assert_eq!(parse_x_budget_ms("+1"), Err(CarrierError::NotANumber));
-        assert_eq!(parse_x_budget_ms("1.5"), Err(CarrierError::NotANumber));
-        assert_eq!(parse_x_budget_ms(""), Err(CarrierError::Empty));
-    }
-
-    #[test]
-    fn grpc_timeout_follows_the_grammar() {
-        assert_eq!(parse_grpc_timeout("1H"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout("2M"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_grpc_timeout("3S"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_grpc_timeout("400m"), Ok(ms(400)));
-        assert_eq!(parse_grpc_timeout("5u"), Ok(Duration::from_micros(5)));
-        assert_eq!(parse_grpc_timeout("6n"), Ok(Duration::from_nanos(6)));
-        assert_eq!(
-            parse_grpc_timeout("99999999H"),
-            Ok(Duration::from_secs(99_999_999 * 3600))
-        );
-        assert_eq!(
-            parse_grpc_timeout("123456789m"),
-            Err(CarrierError::TooManyDigits { max: 8 })
-        );
-        assert_eq!(parse_grpc_timeout("100"), Err(CarrierError::BadUnit));
-        assert_eq!(parse_grpc_timeout("100s"), Err(CarrierError::BadUnit));
-        assert_eq!(parse_grpc_timeout("m"), Err(CarrierError::Empty));
-        assert_eq!(parse_grpc_timeout("-1m"), Err(CarrierError::NotANumber));
-        assert_eq!(parse_grpc_timeout("1é"), Err(CarrierError::BadUnit));
-    }
-
-    #[test]
-    fn grpc_timeout_formats_with_the_finest_unit_that_fits() {
-        // 820 ms is 820000000 ns: 9 digits, so microseconds is the finest unit that fits.
-        assert_eq!(format_grpc_timeout(ms(820)), "820000u");
-        assert_eq!(format_grpc_timeout(ms(99)), "99000000n");
-        assert_eq!(format_grpc_timeout(ms(100)), "100000u");
-        assert_eq!(format_grpc_timeout(Duration::from_secs(1000)), "1000000m");
-        assert_eq!(format_grpc_timeout(Duration::from_secs(200_000)), "200000S");
-        assert_eq!(format_grpc_timeout(Duration::ZERO), "0n");
-        assert_eq!(format_grpc_timeout(Duration::MAX), "99999999H");
-    }
-
-    #[test]
-    fn connect_and_envoy_limit_digits() {
-        assert_eq!(
-            parse_connect_timeout_ms("9999999999"),
-            Ok(ms(9_999_999_999))
-        );
-        assert_eq!(
-            parse_connect_timeout_ms("10000000000"),
-            Err(CarrierError::TooManyDigits { max: 10 })
-        );
-        assert_eq!(parse_envoy_expected_rq_timeout_ms("15000"), Ok(ms(15000)));
-        assert_eq!(
-            parse_envoy_expected_rq_timeout_ms("15s"),
-            Err(CarrierError::NotANumber)
-        );
-    }
-
-    #[test]
-    fn request_deadline_reads_ms_and_fractional_seconds() {
-        let now = 1_764_430_000_000;
-        let d = parse_request_deadline("1764430001500", now).unwrap();
-        assert_eq!((d.unix_ms, d.remaining_ms), (1_764_430_001_500, 1500));
-        let d = parse_request_deadline("1764430000.2", now).unwrap();
-        assert_eq!(d.remaining_ms, 200);
-        let d = parse_request_deadline("1764430000.123456", now).unwrap();
-        assert_eq!(d.remaining_ms, 123);
-        let past = parse_request_deadline("1764429999000", now).unwrap();
-        assert_eq!(
-            (past.remaining_ms, past.remaining()),
-            (-1000, Duration::ZERO)
-        );
-        assert!(matches!(
-            parse_request_deadline("1764530000000", now),
-            Err(CarrierError::TooFarAway { .. })
-        ));
-        assert!(matches!(
-            parse_request_deadline("1", now),
-            Err(CarrierError::TooFarAway { .. })
-        ));
-        assert_eq!(
-            parse_request_deadline("1764430000.", now),
-            Err(CarrierError::NotANumber)
-        );
-        assert_eq!(
-            parse_request_deadline("1764430000.2.5", now),
-            Err(CarrierError::NotANumber)
-        );
-    }
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (k, v) in pairs {
-            map.insert(*k, v.parse().unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn headers_are_read_in_the_contract_order() {
-        let got = read_headers(
-            &headers(&[("grpc-timeout", "2S"), ("x-budget-ms", "700")]),
-            0,
-        );
-        assert_eq!(got.source(), BudgetSource::XBudgetMs);
-        assert_eq!(got.budget(), Some(ms(700)));
-
-        // An invalid first carrier falls through to the next valid one.
-        let got = read_headers(
-            &headers(&[("x-budget-ms", "lots"), ("connect-timeout-ms", "300")]),
-            0,
-        );
-        assert_eq!(got.source(), BudgetSource::ConnectTimeoutMs);
-        assert_eq!(got.budget(), Some(ms(300)));
-
-        let got = read_headers(&headers(&[("x-request-deadline", "10250")]), 10_000);
-        assert_eq!(
-            got,
-            Received::Budget {
-                budget: ms(250),
-                source: BudgetSource::XRequestDeadline,
-                deadline_unix_ms: Some(10_250)
-            }
-        );
-        let got = read_headers(&headers(&[("x-envoy-expected-rq-timeout-ms", "1500")]), 0);
-        assert_eq!(got.source(), BudgetSource::XEnvoyExpectedRqTimeoutMs);
-        assert_eq!(read_headers(&HeaderMap::new(), 0), Received::None);
-    }
-
-    #[test]
-    fn only_invalid_carriers_report_the_first_raw_value() {
-        let got = read_headers(
-            &headers(&[("grpc-timeout", "123456789S"), ("x-budget-ms", "-3")]),
-            0,
-        );
-        assert_eq!(
-            got,
-            Received::Invalid {
-                header: X_BUDGET_MS.into(),
-                value: "-3".into(),
-                error: CarrierError::NotANumber
-            }
-        );
-        assert_eq!(got.source(), BudgetSource::Invalid);
-        let mut map = HeaderMap::new();
-        map.insert(
-            "x-budget-ms",
-            http::HeaderValue::from_bytes(b"12\xff").unwrap(),
-        );
-        assert!(matches!(
-            read_headers(&map, 0),
-            Received::Invalid {
-                error: CarrierError::NotText,
-                ..
-            }
-        ));
-    }
-
-    proptest! {
-        #[test]
-        fn x_budget_ms_round_trips(n in 0u64..=MAX_BUDGET_MS) {
-            prop_assert_eq!(parse_x_budget_ms(&format_x_budget_ms(ms(n))), Ok(ms(n)));
-        }
-
-        #[test]
-        fn x_budget_ms_rounds_down(nanos in 0u64..u64::MAX) {
-            let d = Duration::from_nanos(nanos);
-            let back = parse_x_budget_ms(&format_x_budget_ms(d)).unwrap();
-            prop_assert!(back <= d);
-        }
-
-        #[test]
-        fn grpc_timeout_round_trips_within_one_unit(secs in 0u64..400_000_000_000, sub in 0u32..1_000_000_000) {
-            let d = Duration::new(secs, sub);
-            let text = format_grpc_timeout(d);
-            let digits = text.len() - 1;
-            prop_assert!((1..=8).contains(&digits), "{}", text);
-            let back = parse_grpc_timeout(&text).unwrap();
-            prop_assert!(back <= d);
-            // The unit picked is the finest that fits, so the value keeps more than a million
-            // units: the loss is below one part in a million, unless capped at 99999999H.
-            if secs < 99_999_999 * 3600 {
-                prop_assert!((d - back).as_nanos() * 1_000_000 <= d.as_nanos(), "{:?} -> {}", d, text);
-            }
-        }
-
-        #[test]
-        fn grpc_timeout_is_exact_below_100ms(nanos in 0u64..100_000_000) {
-            let d = Duration::from_nanos(nanos);
-            prop_assert_eq!(parse_grpc_timeout(&format_grpc_timeout(d)), Ok(d));
-        }
-
-        #[test]
-        fn connect_timeout_round_trips(n in 0u64..=9_999_999_999) {
-            prop_assert_eq!(parse_connect_timeout_ms(&format_connect_timeout_ms(ms(n))), Ok(ms(n)));
-            prop_assert_eq!(parse_envoy_expected_rq_timeout_ms(&format_envoy_expected_rq_timeout_ms(ms(n))), Ok(ms(n)));
-        }
-
-        #[test]
-        fn request_deadline_round_trips(now in 0i64..4_000_000_000_000, ahead in -86_400_000i64..=86_400_000) {
-            let unix_ms = now + ahead;
-            prop_assume!(unix_ms >= 0);
-            let d = parse_request_deadline(&format_request_deadline(unix_ms), now).unwrap();
-            prop_assert_eq!((d.unix_ms, d.remaining_ms), (unix_ms, ahead));
-        }
-
-        #[test]
-        fn arbitrary_text_never_panics(s in ".*") {
-            let _ = parse_x_budget_ms(&s);
-            let _ = parse_grpc_timeout(&s);
-            let _ = parse_connect_timeout_ms(&s);
-            let _ = parse_envoy_expected_rq_timeout_ms(&s);
-            let _ = parse_request_deadline(&s, 1_764_430_000_000);
-            let _ = parse_request_deadline(&s, i64::MIN);
-            let _ = parse_request_deadline(&s, i64::MAX);
-        }
-
-        #[test]
-        fn arbitrary_header_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
-            if let Ok(value) = http::HeaderValue::from_bytes(&bytes) {
-                for name in [X_BUDGET_MS, GRPC_TIMEOUT, CONNECT_TIMEOUT_MS, X_REQUEST_DEADLINE, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS] {
-                    let mut map = HeaderMap::new();
-                    map.insert(name, value.clone());
-                    let got = read_headers(&map, 1_764_430_000_000);
-                    prop_assert!(got != Received::None);
-                }
-            }
-        }
-
-        #[test]
-        fn digit_like_strings_never_panic(s in "[0-9.HMSmun+ -]{0,30}") {
-            let _ = parse_grpc_timeout(&s);
-            let _ = parse_request_deadline(&s, 0);
-            let _ = parse_x_budget_ms(&s);
-        }
-    }
-}
+mod tests;

@@ -62,18 +62,12 @@ pub const ERROR_TYPE: &str = "error.type";
 /// Values of `budget.source`: the carrier a budget was read from.
 pub mod source {
     // A built-in carrier's source is its header's name: one constant, in `carrier`.
+    // The other values belong to `BudgetSource`, which lives beside the carriers.
     pub use crate::carrier::{
-        CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, X_BUDGET_MS, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
-        X_REQUEST_DEADLINE,
+        CONNECT_TIMEOUT_MS, GRPC_TIMEOUT, SOURCE_DEFAULT as DEFAULT,
+        SOURCE_HEADER_PREFIX as HEADER_PREFIX, SOURCE_INVALID as INVALID, SOURCE_NONE as NONE,
+        X_BUDGET_MS, X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, X_REQUEST_DEADLINE,
     };
-    /// The edge assigned its own budget.
-    pub const DEFAULT: &str = "default";
-    /// A carrier was present but its value could not be trusted.
-    pub const INVALID: &str = "invalid";
-    /// No budget at all.
-    pub const NONE: &str = "none";
-    /// A team's own carrier: `header:<name>` (`--budget-header NAME=FORM`).
-    pub const HEADER_PREFIX: &str = "header:";
 }
 
 /// Values of `budget.outcome`.

@@ -11,41 +11,7 @@ use deadline_budget::semconv;
 
 /// A finding kind in plain words: what happened and why it matters.
 pub fn meaning(kind: FindingKind) -> &'static str {
-    match kind {
-        FindingKind::BudgetReset => {
-            "Reset: a service forwarded more time than it had left, so the next one works to a deadline nobody is waiting for."
-        }
-        FindingKind::BudgetDropped => {
-            "Dropped: the budget was not passed on, so everything downstream works with no deadline at all."
-        }
-        FindingKind::RanAfterExpiry => {
-            "Ran after expiry: work started when the budget was already gone; its result can only be thrown away."
-        }
-        FindingKind::OrphanedWork => {
-            "Orphaned work: this hop kept working after its caller had stopped waiting; that time was spent for nobody."
-        }
-        FindingKind::ShedExpired => {
-            "Shed (expired): a queued request was dropped because its deadline had passed. The right behaviour."
-        }
-        FindingKind::ShedFull => {
-            "Shed (full): rejected at once because the queue was full, instead of waiting uselessly. The right behaviour."
-        }
-        FindingKind::QueuePressure => {
-            "Queue pressure: waiting in the queue took more than half of the budget this hop received."
-        }
-        FindingKind::RetryOverBudget => {
-            "Retry over budget: the retries together asked for more time than remained, or one started after the deadline."
-        }
-        FindingKind::ClockSkew => {
-            "Clock skew: an absolute deadline and the relative budget disagree by over a second, or a child starts before its parent."
-        }
-        FindingKind::TimeoutInverted => {
-            "Timeout inverted: this call's timeout reaches past the moment everyone above stops waiting; had the callee been slow, the hop would wait for an answer nobody reads."
-        }
-        FindingKind::TimeoutOversized => {
-            "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
-        }
-    }
+    kind.meaning()
 }
 
 /// What a mark draws, so each picture can give it its own style (a colour on the screen, a
@@ -136,17 +102,7 @@ pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own 
 
 /// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
 pub fn carrier_tag(source: BudgetSource) -> &'static str {
-    match source {
-        BudgetSource::GrpcTimeout => "grpc",
-        BudgetSource::ConnectTimeoutMs => "conn",
-        BudgetSource::XRequestDeadline => "abs",
-        BudgetSource::XEnvoyExpectedRqTimeoutMs => "envoy",
-        BudgetSource::Header(_) => "hdr",
-        BudgetSource::XBudgetMs
-        | BudgetSource::Default
-        | BudgetSource::Invalid
-        | BudgetSource::None => "",
-    }
+    source.tag()
 }
 
 /// The span's budget facts that are present, under the contract's attribute names, as the

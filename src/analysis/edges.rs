@@ -12,69 +12,9 @@ use std::collections::BTreeMap;
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use super::chain_analysis::ChainAnalysis;
-use super::model::{EdgeReport, Finding, FindingKind, SpanId, TraceId};
-
-/// Counts per [`FindingKind`], indexed by `kind as usize` (the order of [`FindingKind::ALL`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KindCounts(pub [u64; FindingKind::COUNT]);
-
-impl KindCounts {
-    /// The count for one kind.
-    pub fn get(&self, kind: FindingKind) -> u64 {
-        self.0[kind as usize]
-    }
-    /// Add one finding of `kind`.
-    pub fn bump(&mut self, kind: FindingKind) {
-        self.0[kind as usize] += 1;
-    }
-    /// The total over all kinds.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-    /// The kinds with a non-zero count, in contract order.
-    pub fn iter(&self) -> impl Iterator<Item = (FindingKind, u64)> + '_ {
-        FindingKind::ALL
-            .iter()
-            .map(|&k| (k, self.get(k)))
-            .filter(|&(_, n)| n > 0)
-    }
-}
-
-/// One call seen on an edge in one chain: the callee hop and the call (CLIENT span) that led to
-/// it, if any. A SERVER span directly under another service's SERVER/INTERNAL span (an
-/// uninstrumented client) also makes a sample, with no `forwarded_ms`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EdgeSample {
-    /// The calling service (the service of the callee hop's parent span).
-    pub caller: Arc<str>,
-    /// The called service.
-    pub callee: Arc<str>,
-    /// The budget the callee hop received (`budget.received_ms`).
-    pub received_ms: Option<i64>,
-    /// The budget the call forwarded (`budget.forwarded_ms` on the CLIENT span).
-    pub forwarded_ms: Option<i64>,
-    /// Findings on this call and this callee hop (and the spans inside that hop); `None` when
-    /// there are none (most calls: 8 bytes instead of 88 in every sample a store holds).
-    pub findings: Option<Box<KindCounts>>,
-    /// The callee hop's dead work, ms.
-    pub wasted_ms: i64,
-    /// The CLIENT span's duration, when the call is a CLIENT span.
-    pub latency_ms: Option<i64>,
-    /// The timeout the call declared (`budget.timeout_ms`).
-    pub timeout_ms: Option<i64>,
-    /// The CLIENT span's duration, when the call got no answer (a client-side timeout or abort).
-    pub unanswered_ms: Option<i64>,
-    /// The call's span, when there is one.
-    pub call: Option<SpanId>,
-}
-
-impl EdgeSample {
-    /// How many findings of `kind` are on this call.
-    pub fn count(&self, kind: FindingKind) -> u64 {
-        self.findings.as_ref().map_or(0, |f| f.get(kind))
-    }
-}
+use super::chain_analysis::{ChainAnalysis, EdgeSample};
+use super::finding_kind::{FindingKind, KindCounts};
+use super::model::{EdgeReport, Finding, SpanId, TraceId};
 
 /// An exact distribution of millisecond values that supports removal.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

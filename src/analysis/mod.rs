@@ -30,16 +30,18 @@
 mod chain;
 mod chain_analysis;
 mod edges;
+mod finding_kind;
 mod model;
 mod report;
 mod rules;
 
 pub use chain::{Chain, Inserted, Link, chains_from_spans};
-pub use chain_analysis::{ChainAnalysis, ChainOutcome, ChainSummary, KindSet, Options, Row};
+pub use chain_analysis::{CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row};
 pub use edges::{
-    Distribution, EdgeAggregate, EdgeSample, EdgeStats, EdgeTimeouts, KindCounts,
-    MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS, OVERSIZED_FACTOR,
+    Distribution, EdgeAggregate, EdgeStats, EdgeTimeouts, MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS,
+    OVERSIZED_FACTOR,
 };
+pub use finding_kind::{FindingKind, KindCounts, KindSet, Severity, SeverityCounts};
 pub use model::*;
 
 #[cfg(test)]

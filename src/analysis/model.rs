@@ -7,11 +7,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::carrier::Form;
+use super::finding_kind::{FindingKind, Severity, SeverityCounts};
 
-use super::chain_analysis::ChainOutcome;
+/// Where a hop's budget came from: it lives beside the carriers, whose table names it.
+pub use crate::carrier::BudgetSource;
 
 /// A 16-byte trace id; shown as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -97,89 +98,6 @@ pub enum SpanStatus {
     Ok,
     /// An error.
     Error,
-}
-
-/// Where a hop's budget came from (`budget.source`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BudgetSource {
-    /// `x-budget-ms`
-    XBudgetMs,
-    /// `grpc-timeout`
-    GrpcTimeout,
-    /// `connect-timeout-ms`
-    ConnectTimeoutMs,
-    /// `x-request-deadline` (absolute, skew-prone)
-    XRequestDeadline,
-    /// `x-envoy-expected-rq-timeout-ms`
-    XEnvoyExpectedRqTimeoutMs,
-    /// A team's own carrier (`header:<name>`, `--budget-header NAME=FORM`), read in this form.
-    Header(Form),
-    /// The edge set its own budget.
-    Default,
-    /// A carrier was present but invalid.
-    Invalid,
-    /// No budget.
-    None,
-}
-
-impl BudgetSource {
-    /// The contract's string for this source.
-    pub fn as_str(self) -> &'static str {
-        use crate::semconv::source as s;
-        match self {
-            BudgetSource::XBudgetMs => s::X_BUDGET_MS,
-            BudgetSource::GrpcTimeout => s::GRPC_TIMEOUT,
-            BudgetSource::ConnectTimeoutMs => s::CONNECT_TIMEOUT_MS,
-            BudgetSource::XRequestDeadline => s::X_REQUEST_DEADLINE,
-            BudgetSource::XEnvoyExpectedRqTimeoutMs => s::X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
-            BudgetSource::Header(_) => "header",
-            BudgetSource::Default => s::DEFAULT,
-            BudgetSource::Invalid => s::INVALID,
-            BudgetSource::None => s::NONE,
-        }
-    }
-
-    /// Parse the contract's string; unknown strings give `None`. A team's own carrier
-    /// (`header:<name>`) is read as relative milliseconds; [`BudgetSource::parse_with`] knows
-    /// the forms of the carriers it was told about.
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::parse_with(value, crate::carrier::Carriers::builtin())
-    }
-
-    /// [`BudgetSource::parse`], taking the form of a team's own carrier from `carriers`.
-    pub fn parse_with(value: &str, carriers: &crate::carrier::Carriers) -> Option<Self> {
-        use crate::semconv::source as s;
-        if let Some(name) = value.strip_prefix(s::HEADER_PREFIX) {
-            return Some(BudgetSource::Header(
-                carriers.own_form(name).unwrap_or(Form::Ms),
-            ));
-        }
-        Some(match value {
-            s::X_BUDGET_MS => BudgetSource::XBudgetMs,
-            s::GRPC_TIMEOUT => BudgetSource::GrpcTimeout,
-            s::CONNECT_TIMEOUT_MS => BudgetSource::ConnectTimeoutMs,
-            s::X_REQUEST_DEADLINE => BudgetSource::XRequestDeadline,
-            s::X_ENVOY_EXPECTED_RQ_TIMEOUT_MS => BudgetSource::XEnvoyExpectedRqTimeoutMs,
-            s::DEFAULT => BudgetSource::Default,
-            s::INVALID => BudgetSource::Invalid,
-            s::NONE => BudgetSource::None,
-            _ => return None,
-        })
-    }
-
-    /// Whether the hop had a budget it could work to (received or its own default).
-    pub fn has_budget(self) -> bool {
-        !matches!(self, BudgetSource::Invalid | BudgetSource::None)
-    }
-
-    /// Whether the budget came as an absolute time, read on the receiver's clock (skew-prone).
-    pub fn is_absolute(self) -> bool {
-        match self {
-            BudgetSource::XRequestDeadline => true,
-            BudgetSource::Header(form) => form.is_absolute(),
-            _ => false,
-        }
-    }
 }
 
 /// How a hop's work or a call ended (`budget.outcome`).
@@ -311,126 +229,6 @@ impl Span {
     }
 }
 
-/// The kinds of finding of `CONVENTIONS.md` section 3.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    /// A call forwarded more than remained, or a hop received more than its caller forwarded.
-    BudgetReset,
-    /// A hop with a budget called without forwarding one, or a hop lost its caller's budget.
-    BudgetDropped,
-    /// Work started after the deadline.
-    RanAfterExpiry,
-    /// A hop kept working after its caller stopped waiting.
-    OrphanedWork,
-    /// A queued item was dropped at dequeue because it had expired (right behaviour).
-    ShedExpired,
-    /// Rejected with 503 because the queue was full (right behaviour).
-    ShedFull,
-    /// Queue wait took more than half of the received budget.
-    QueuePressure,
-    /// Retries together forwarded more than remained, or an attempt started after the deadline.
-    RetryOverBudget,
-    /// Absolute and relative views disagree by more than 1 s, or a child starts before its parent.
-    ClockSkew,
-    /// A call's timeout reached past the moment everyone above would stop waiting.
-    TimeoutInverted,
-    /// An edge's timeout is more than 10 times its callee's p99 latency.
-    TimeoutOversized,
-}
-
-impl FindingKind {
-    /// How many kinds there are.
-    pub const COUNT: usize = FindingKind::ALL.len();
-
-    /// Every kind, in the contract's order.
-    pub const ALL: [FindingKind; 11] = [
-        FindingKind::BudgetReset,
-        FindingKind::BudgetDropped,
-        FindingKind::RanAfterExpiry,
-        FindingKind::OrphanedWork,
-        FindingKind::ShedExpired,
-        FindingKind::ShedFull,
-        FindingKind::QueuePressure,
-        FindingKind::RetryOverBudget,
-        FindingKind::ClockSkew,
-        FindingKind::TimeoutInverted,
-        FindingKind::TimeoutOversized,
-    ];
-
-    /// The contract's name for this kind.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FindingKind::BudgetReset => "budget_reset",
-            FindingKind::BudgetDropped => "budget_dropped",
-            FindingKind::RanAfterExpiry => "ran_after_expiry",
-            FindingKind::OrphanedWork => "orphaned_work",
-            FindingKind::ShedExpired => "shed_expired",
-            FindingKind::ShedFull => "shed_full",
-            FindingKind::QueuePressure => "queue_pressure",
-            FindingKind::RetryOverBudget => "retry_over_budget",
-            FindingKind::ClockSkew => "clock_skew",
-            FindingKind::TimeoutInverted => "timeout_inverted",
-            FindingKind::TimeoutOversized => "timeout_oversized",
-        }
-    }
-
-    /// The contract's severity for this kind.
-    pub fn severity(self) -> Severity {
-        match self {
-            FindingKind::BudgetReset
-            | FindingKind::BudgetDropped
-            | FindingKind::RanAfterExpiry
-            | FindingKind::OrphanedWork => Severity::Error,
-            FindingKind::ShedExpired | FindingKind::ShedFull | FindingKind::TimeoutOversized => {
-                Severity::Info
-            }
-            FindingKind::QueuePressure
-            | FindingKind::RetryOverBudget
-            | FindingKind::ClockSkew
-            | FindingKind::TimeoutInverted => Severity::Warning,
-        }
-    }
-}
-
-impl fmt::Display for FindingKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How bad a finding is. Ordered: `Info < Warning < Error`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// The right behaviour, shown so it can be seen working.
-    #[default]
-    Info,
-    /// Worth a look.
-    Warning,
-    /// Budget propagation is broken here.
-    Error,
-}
-
-impl Severity {
-    /// The contract's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// One finding about one span, with the numbers behind it. Serialises as one element of the
 /// report's `findings` array (`CONVENTIONS.md` section 4); numbers that do not apply are `null`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -461,44 +259,58 @@ pub struct Finding {
     pub wasted_ms: Option<i64>,
 }
 
-/// Counts of findings by severity, as in the report's summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct SeverityCounts {
-    /// Error findings.
-    pub error: u64,
-    /// Warning findings.
-    pub warning: u64,
-    /// Info findings.
-    pub info: u64,
+/// How a request ended for its user (`CONVENTIONS.md` section 3, "Chain outcome"), read from
+/// the root hop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainOutcome {
+    /// The root hop has not arrived (or not ended): nothing is final yet.
+    #[default]
+    InFlight,
+    /// Answered.
+    Ok,
+    /// 504, gRPC `DEADLINE_EXCEEDED`, or `budget.outcome = "deadline_exceeded"`.
+    DeadlineExceeded,
+    /// 503, gRPC `RESOURCE_EXHAUSTED`, `shed_full` or `shed_expired`.
+    Shed,
+    /// The caller went away (gRPC `CANCELLED`).
+    Cancelled,
+    /// Any other failure.
+    Error,
 }
 
-impl SeverityCounts {
-    /// Count one finding of `severity`.
-    pub fn bump(&mut self, severity: Severity) {
-        match severity {
-            Severity::Error => self.error += 1,
-            Severity::Warning => self.warning += 1,
-            Severity::Info => self.info += 1,
+impl ChainOutcome {
+    /// Every outcome, in the report's order.
+    pub const ALL: [ChainOutcome; 6] = [
+        ChainOutcome::InFlight,
+        ChainOutcome::Ok,
+        ChainOutcome::DeadlineExceeded,
+        ChainOutcome::Shed,
+        ChainOutcome::Cancelled,
+        ChainOutcome::Error,
+    ];
+
+    /// The contract's name (`summary.outcomes` keys).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainOutcome::InFlight => "in_flight",
+            ChainOutcome::Ok => "ok",
+            ChainOutcome::DeadlineExceeded => "deadline_exceeded",
+            ChainOutcome::Shed => "shed",
+            ChainOutcome::Cancelled => "cancelled",
+            ChainOutcome::Error => "error",
         }
     }
 
-    /// Add every count of `other`.
-    pub fn add(&mut self, other: SeverityCounts) {
-        self.error += other.error;
-        self.warning += other.warning;
-        self.info += other.info;
+    /// Whether the user got no answer they could use.
+    pub fn failed(self) -> bool {
+        !matches!(self, ChainOutcome::InFlight | ChainOutcome::Ok)
     }
+}
 
-    /// Take back every count of `other`, added before.
-    pub fn subtract(&mut self, other: SeverityCounts) {
-        self.error = self.error.saturating_sub(other.error);
-        self.warning = self.warning.saturating_sub(other.warning);
-        self.info = self.info.saturating_sub(other.info);
-    }
-
-    /// All findings.
-    pub fn total(&self) -> u64 {
-        self.error + self.warning + self.info
+impl std::fmt::Display for ChainOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

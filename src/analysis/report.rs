@@ -5,7 +5,8 @@ use std::sync::Arc;
 use super::chain::chains_from_spans;
 use super::chain_analysis::{ChainAnalysis, Options};
 use super::edges::EdgeStats;
-use super::model::{Coverage, Report, Severity, Span, Summary};
+use super::finding_kind::Severity;
+use super::model::{Coverage, Report, Span, Summary};
 
 impl Report {
     /// Build the report from the analyses of every chain. Findings are ordered by trace id, then

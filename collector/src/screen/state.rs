@@ -442,7 +442,7 @@ impl State {
             .take(LESSON_LOOKAHEAD)
             .enumerate()
             .filter_map(|(i, id)| Some((i, self.data.chain_view(id)?)))
-            .filter(|(_, a)| a.summary.orphans == 0 && a.summary.hops > 0 && !awaits(a, now))
+            .filter(|(_, a)| a.summary.orphans == 0 && a.summary.hops > 0 && !a.awaits_callee(now))
             .collect();
         let focus = self.demo.as_ref().and_then(|d| d.focus.as_deref());
         if let Some(kinds) = focus {
@@ -550,39 +550,6 @@ impl State {
             }
         }
     }
-}
-
-/// How long after a chain's last span ended a call without its callee's hop is taken to be a
-/// call to a service that sends no spans, rather than one whose spans are still on the way.
-const CALLEE_GRACE_NS: u64 = 5_000_000_000;
-
-/// Whether the chain still waits for a callee's spans: a call that was sent (not refused) has no
-/// hop under it yet, and the chain ended only moments ago. The chain list's preview skips such
-/// chains, so it does not say "no findings" of a chain whose slow, late hop has not arrived.
-fn awaits(chain: &ChainView<'_>, now_unix_nano: u64) -> bool {
-    let ended = chain
-        .summary
-        .start_unix_nano
-        .saturating_add(chain.summary.duration_ms.max(0) as u64 * 1_000_000);
-    if now_unix_nano.saturating_sub(ended) > CALLEE_GRACE_NS {
-        return false;
-    }
-    // Each row's span, unpacked from the chain once.
-    let rows: Vec<_> = chain.rows().collect();
-    let mut answered = vec![false; rows.len()];
-    for (row, span) in &rows {
-        if span.kind.is_hop()
-            && let Some(parent) = row.parent_row
-            && let Some(slot) = answered.get_mut(parent as usize)
-        {
-            *slot = true;
-        }
-    }
-    rows.iter().zip(answered).any(|((_, span), answered)| {
-        span.kind.is_call()
-            && !answered
-            && span.budget.outcome != Some(deadline_budget::analysis::Outcome::Refused)
-    })
 }
 
 /// Whether colour is allowed: `NO_COLOR` set to anything non-empty turns it off.

@@ -269,7 +269,6 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let budget = span.budget.budget_ms().filter(|_| span.kind.is_hop())?;
         Some(chain.summary.offset_ms(&span) + budget)
     });
-    let retried = retried_calls(&chain);
     for i in offset..rows.len().min(offset + body) {
         let Some((row, span)) = chain.row(i) else {
             continue;
@@ -278,7 +277,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let selected = i == state.ui.span_row;
         let at = ms_of(&chain, &span);
         let reset = findings_of(&chain, span.span_id).find(|f| f.kind == FindingKind::BudgetReset);
-        let label = label_of(&chain, row, &span, &retried);
+        let label = label_of(&chain, row, &span);
         draw_row(
             row,
             &span,
@@ -345,31 +344,14 @@ pub fn render_finding(state: &State, theme: Theme, area: Rect, buf: &mut Buffer)
     );
 }
 
-/// Calls of one hop with one name that were retried (`budget.attempt` > 1 on one of them), by
-/// (parent row, name): their rows say which attempt each is.
-fn retried_calls(chain: &ChainView<'_>) -> std::collections::HashSet<(u32, String)> {
-    chain
-        .rows()
-        .filter(|(_, s)| s.kind.is_call() && s.budget.attempt.is_some_and(|a| a > 1))
-        .filter_map(|(row, s)| Some((row.parent_row?, s.name.to_string())))
-        .collect()
-}
-
 /// A row's label: a call's name (with its attempt when retried), a hop's service and name,
 /// and for a hop's own internal span only its name (the service is the row above's).
-fn label_of(
-    chain: &ChainView<'_>,
-    row: &Row,
-    span: &Span,
-    retried: &std::collections::HashSet<(u32, String)>,
-) -> String {
+fn label_of(chain: &ChainView<'_>, row: &Row, span: &Span) -> String {
     let indent = " ".repeat(row.depth.min(12) as usize);
     if span.kind.is_call() {
         // The attempt first: a long name is cut at its end, the attempt must show.
-        let attempt = match (span.budget.attempt, row.parent_row) {
-            (Some(a), Some(p)) if retried.contains(&(p, span.name.to_string())) => {
-                format!("#{a} ")
-            }
+        let attempt = match span.budget.attempt {
+            Some(a) if row.retried => format!("#{a} "),
             _ => String::new(),
         };
         return format!("{indent}→ {attempt}{}", for_screen(&span.name));

@@ -1,0 +1,207 @@
+//! Work for nobody: `ran_after_expiry` (work that started after its hop's deadline) and
+//! `orphaned_work` (a hop that kept working after its caller had stopped waiting).
+
+use crate::analysis::chain::{NONE, refill};
+use crate::analysis::finding_kind::FindingKind;
+use crate::analysis::model::{Outcome, SpanKind};
+
+use super::pass::{Numbers, RulePass};
+use super::timing::{MAX_SPAN_MS, MS, is_shed, ms, ns};
+
+impl RulePass<'_> {
+    /// `ran_after_expiry` on hop `i`: it started work with no budget left (after its queue
+    /// wait, or on arrival).
+    pub(super) fn hop_ran_after_expiry(&mut self, i: usize) {
+        let spans = self.spans;
+        let s = &spans[i];
+        let f = &s.budget;
+        let budget = f.budget_ms();
+        let start = ns(s.start_unix_nano);
+        // Without `remaining_at_start_ms`, a queue wait that used up the budget says the same.
+        let at_start = f.remaining_at_start_ms.or_else(|| {
+            let (q, b) = (f.queue_wait_ms?, budget?);
+            Some(b.saturating_sub(q))
+        });
+        if let Some(r) = at_start
+            && r <= 0
+            && !is_shed(self.timing.outcome[i])
+            && !self.timing.absurd[i]
+        {
+            let work_start = match (f.queue_wait_ms, self.deadline(i)) {
+                (Some(_), _) => self.timing.work_start[i],
+                (None, Some(d)) => d.max(start),
+                (None, None) => start,
+            };
+            let wasted =
+                ms(self.timing.extent_end[i].saturating_sub(work_start)).clamp(0, MAX_SPAN_MS);
+            self.state.expired_hop[i] = true;
+            let message = if r < 0 {
+                format!(
+                    "{} started work {} ms after its deadline and worked {wasted} ms for nobody",
+                    s.service,
+                    r.saturating_neg()
+                )
+            } else {
+                format!(
+                    "{} started work just as its deadline passed and worked {wasted} ms for nobody",
+                    s.service
+                )
+            };
+            let numbers = Numbers {
+                received: f.received_ms,
+                remaining: Some(r),
+                wasted: Some(wasted),
+                ..Numbers::default()
+            };
+            self.push(i, FindingKind::RanAfterExpiry, message, numbers);
+        }
+    }
+
+    /// A span of a hop (not the hop itself) that started after the hop's deadline:
+    /// `ran_after_expiry`, or `retry_over_budget` when it is a retry attempt.
+    pub(super) fn started_after_deadline(&mut self, i: usize) {
+        let spans = self.spans;
+        let s = &spans[i];
+        let (h, p) = (self.timing.hop_of[i], self.tree.parent[i]);
+        if s.kind.is_hop() || h == NONE || p == NONE || self.state.expired_hop[h as usize] {
+            return;
+        }
+        let hop = &spans[h as usize];
+        if is_shed(self.timing.outcome[h as usize]) || s.budget.outcome == Some(Outcome::Refused) {
+            return;
+        }
+        let Some(deadline) = self.deadline(h as usize) else {
+            return;
+        };
+        let limit = deadline.saturating_add(self.opts.tolerance_for(hop.budget.source) * MS);
+        let start = ns(s.start_unix_nano);
+        if start <= limit || ns(spans[p as usize].start_unix_nano) > limit {
+            return;
+        }
+        let late = ms(start.saturating_sub(deadline));
+        let numbers = Numbers {
+            received: hop.budget.budget_ms(),
+            remaining: s.budget.remaining_ms.or(Some(-late)),
+            forwarded: s.budget.forwarded_ms,
+            wasted: None,
+        };
+        if self.state.is_retry[i] {
+            let attempt = s
+                .budget
+                .attempt
+                .map_or_else(|| "a retry".to_owned(), |a| format!("attempt {a}"));
+            let message = format!(
+                "{attempt} started {late} ms after the deadline of {}",
+                hop.service
+            );
+            self.push(i, FindingKind::RetryOverBudget, message, numbers);
+        } else if !self.timing.absurd[i] {
+            let wasted = ms(ns(s.end_unix_nano).saturating_sub(start)).clamp(0, MAX_SPAN_MS);
+            let message = format!(
+                "{} started \"{}\" {late} ms after its deadline and worked {wasted} ms for nobody",
+                hop.service, s.name
+            );
+            let numbers = Numbers {
+                wasted: Some(wasted),
+                ..numbers
+            };
+            self.push(i, FindingKind::RanAfterExpiry, message, numbers);
+        }
+    }
+
+    /// Root hops that worked on past the budget their caller sent, judged after the walk: not
+    /// when a finding on their own spans already explains the late work (`ran_after_expiry`,
+    /// a late retry), and not twice when their own spans outlived them (found in the walk).
+    pub(super) fn late_roots(&mut self) {
+        let mut explained = std::mem::take(&mut self.explained);
+        refill(&mut explained, self.spans.len(), false);
+        for (at, f) in &self.found {
+            let h = self.timing.hop_of[*at as usize];
+            if h != NONE
+                && matches!(
+                    f.kind,
+                    FindingKind::RanAfterExpiry | FindingKind::RetryOverBudget
+                )
+            {
+                explained[h as usize] = true;
+            }
+            if f.kind == FindingKind::OrphanedWork {
+                explained[*at as usize] = true;
+            }
+        }
+        for (i, &explained) in explained.iter().enumerate() {
+            let s = &self.spans[i];
+            if s.kind.is_hop()
+                && self.tree.parent[i] == NONE
+                && !explained
+                && self.timing.give_up[i] < ns(s.end_unix_nano)
+            {
+                self.state.explains_late[i] = true;
+                self.orphaned(i);
+            }
+        }
+        self.explained = explained;
+    }
+
+    /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
+    pub(super) fn orphaned(&mut self, i: usize) {
+        let spans = self.spans;
+        let s = &spans[i];
+        if s.kind != SpanKind::Server || is_shed(self.timing.outcome[i]) || self.timing.absurd[i] {
+            return;
+        }
+        let p = self.tree.parent[i];
+        let start = ns(s.start_unix_nano);
+        let (stop, who) = if p == NONE {
+            // The root: its caller had the answer (or hung up) when its span ended, or stopped
+            // waiting when the budget it sent ran out, whichever came first. Work that started
+            // after that budget ran out, or a late retry, is the finding that explains it (see
+            // `RulePass::late_roots`).
+            let stop = self.timing.give_up[i];
+            if stop < ns(s.end_unix_nano) && !self.state.explains_late[i] {
+                return;
+            }
+            (stop, None)
+        } else {
+            let ps = &spans[p as usize];
+            let calls_it = ps.kind == SpanKind::Client
+                || (matches!(ps.kind, SpanKind::Server | SpanKind::Internal)
+                    && ps.service != s.service);
+            if !calls_it {
+                return;
+            }
+            (ns(ps.end_unix_nano), Some(ps.service.clone()))
+        };
+        let end = self.timing.extent_end[i];
+        if end <= stop.saturating_add(self.opts.tolerance_ms * MS + self.timing.transit[i]) {
+            return;
+        }
+        let own = ms(end - stop.max(start)).clamp(0, MAX_SPAN_MS);
+        let (below, tail) = self.dead_below(i, false);
+        let message = match who {
+            Some(caller) => format!(
+                "{} worked {own} ms after {caller} stopped waiting{tail}",
+                s.service
+            ),
+            None if stop < ns(s.end_unix_nano) => format!(
+                "{} worked {own} ms after the {} ms budget its caller sent ran out{tail}",
+                s.service,
+                s.budget.received_ms.unwrap_or_default()
+            ),
+            None => format!(
+                "{} kept working {own} ms after it answered or its caller hung up{tail}",
+                s.service
+            ),
+        };
+        let forwarded = (p != NONE)
+            .then(|| spans[p as usize].budget.forwarded_ms)
+            .flatten();
+        let numbers = Numbers {
+            received: s.budget.received_ms,
+            forwarded,
+            wasted: Some(own.saturating_add(below)),
+            ..Numbers::default()
+        };
+        self.push(i, FindingKind::OrphanedWork, message, numbers);
+    }
+}
