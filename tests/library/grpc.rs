@@ -5,8 +5,7 @@
 //! answered in gRPC's codes. Client side: the
 //! `BudgetChannelLayer` on a real channel, and under paused time around a stub transport, as
 //! `BudgetClient` is tested. Every test records its spans into an in-memory exporter (one
-//! subscriber per test thread: this binary never runs a test without one).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! subscriber per test thread, set before its first span).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;

@@ -1,7 +1,7 @@
 //! Helpers for the library tests: an in-process "network" that routes a `BudgetClient`'s
 //! requests to axum routers by host name (so paused time covers whole chains), requests with
 //! budget headers, and small recorders.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,10 +1,5 @@
 //! The library's behaviour as a service author sees it: budgets through the server layer, the
 //! call rule in the client, the deadline-aware queue, cancellation, and the exported spans.
-// Test helpers outside #[test] functions unwrap too.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -18,8 +13,9 @@ use deadline_budget::{
     HopBudget,
 };
 use http::{HeaderMap, StatusCode};
-use support::{InProcess, Log, get as request, in_process, ms, settle, text};
 use tower::ServiceExt;
+
+use crate::support::{InProcess, Log, get as request, in_process, ms, settle, text};
 
 /// A callee that logs the headers it received, then answers after `delay`.
 fn recording_callee(log: Log<HeaderMap>, delay: Duration) -> Router {

@@ -1,11 +1,6 @@
 //! The wire and the spans: two real axum servers on port 0, real reqwest clients, and the
-//! spans exported through tracing-opentelemetry into an in-memory exporter. Its own test binary:
-//! it sets a subscriber, and tracing's per-callsite interest cache must not be shared with
-//! tests running in parallel without one.
-// Test helpers outside #[test] functions unwrap too.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+//! spans exported through tracing-opentelemetry into an in-memory exporter. Each test sets its
+//! own thread's subscriber before its first span (see the crate's doc on sharing a binary).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,9 +14,10 @@ use http::StatusCode;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use support::{ms, settle};
 use tower::ServiceExt;
 use tracing_subscriber::layer::SubscriberExt as _;
+
+use crate::support::{ms, settle};
 
 /// The `budget.*` attributes of a span.
 fn budget_attributes(span: &SpanData) -> BTreeMap<String, Value> {
