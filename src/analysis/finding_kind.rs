@@ -34,6 +34,8 @@ pub enum FindingKind {
     TimeoutInverted,
     /// An edge's timeout is more than 10 times its callee's p99 latency.
     TimeoutOversized,
+    /// A root hop answered after the budget it received had run out.
+    LateAnswer,
 }
 
 impl FindingKind {
@@ -41,7 +43,7 @@ impl FindingKind {
     pub const COUNT: usize = FindingKind::ALL.len();
 
     /// Every kind, in the contract's order.
-    pub const ALL: [FindingKind; 11] = [
+    pub const ALL: [FindingKind; 12] = [
         FindingKind::BudgetReset,
         FindingKind::BudgetDropped,
         FindingKind::RanAfterExpiry,
@@ -53,6 +55,7 @@ impl FindingKind {
         FindingKind::ClockSkew,
         FindingKind::TimeoutInverted,
         FindingKind::TimeoutOversized,
+        FindingKind::LateAnswer,
     ];
 
     /// The contract's name for this kind.
@@ -69,6 +72,7 @@ impl FindingKind {
             FindingKind::ClockSkew => "clock_skew",
             FindingKind::TimeoutInverted => "timeout_inverted",
             FindingKind::TimeoutOversized => "timeout_oversized",
+            FindingKind::LateAnswer => "late_answer",
         }
     }
 
@@ -85,7 +89,8 @@ impl FindingKind {
             FindingKind::QueuePressure
             | FindingKind::RetryOverBudget
             | FindingKind::ClockSkew
-            | FindingKind::TimeoutInverted => Severity::Warning,
+            | FindingKind::TimeoutInverted
+            | FindingKind::LateAnswer => Severity::Warning,
         }
     }
 
@@ -125,6 +130,9 @@ impl FindingKind {
             }
             FindingKind::TimeoutOversized => {
                 "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
+            }
+            FindingKind::LateAnswer => {
+                "Late answer: the first service answered after the budget its caller sent had run out. Whether the caller still waited is not in the spans: if it did not, the work was for nobody."
             }
         }
     }

@@ -269,6 +269,9 @@ pub enum ChainOutcome {
     InFlight,
     /// Answered.
     Ok,
+    /// Answered, not a failure, after the budget the root hop received had run out: whether
+    /// its caller still waited is not in the spans.
+    Late,
     /// 504, gRPC `DEADLINE_EXCEEDED`, or `budget.outcome = "deadline_exceeded"`.
     DeadlineExceeded,
     /// 503, gRPC `RESOURCE_EXHAUSTED`, `shed_full` or `shed_expired`.
@@ -281,9 +284,10 @@ pub enum ChainOutcome {
 
 impl ChainOutcome {
     /// Every outcome, in the report's order.
-    pub const ALL: [ChainOutcome; 6] = [
+    pub const ALL: [ChainOutcome; 7] = [
         ChainOutcome::InFlight,
         ChainOutcome::Ok,
+        ChainOutcome::Late,
         ChainOutcome::DeadlineExceeded,
         ChainOutcome::Shed,
         ChainOutcome::Cancelled,
@@ -295,6 +299,7 @@ impl ChainOutcome {
         match self {
             ChainOutcome::InFlight => "in_flight",
             ChainOutcome::Ok => "ok",
+            ChainOutcome::Late => "late",
             ChainOutcome::DeadlineExceeded => "deadline_exceeded",
             ChainOutcome::Shed => "shed",
             ChainOutcome::Cancelled => "cancelled",
@@ -302,9 +307,12 @@ impl ChainOutcome {
         }
     }
 
-    /// Whether the user got no answer they could use.
+    /// Whether the user got no answer they could use (a late answer is an answer).
     pub fn failed(self) -> bool {
-        !matches!(self, ChainOutcome::InFlight | ChainOutcome::Ok)
+        !matches!(
+            self,
+            ChainOutcome::InFlight | ChainOutcome::Ok | ChainOutcome::Late
+        )
     }
 }
 
@@ -321,6 +329,8 @@ pub struct OutcomeCounts {
     pub in_flight: u64,
     /// Answered.
     pub ok: u64,
+    /// Answered (not a failure) after the budget the root received had run out.
+    pub late: u64,
     /// 504 / `DEADLINE_EXCEEDED`.
     pub deadline_exceeded: u64,
     /// 503 / `RESOURCE_EXHAUSTED` / shed.
@@ -336,6 +346,7 @@ impl OutcomeCounts {
         match outcome {
             ChainOutcome::InFlight => &mut self.in_flight,
             ChainOutcome::Ok => &mut self.ok,
+            ChainOutcome::Late => &mut self.late,
             ChainOutcome::DeadlineExceeded => &mut self.deadline_exceeded,
             ChainOutcome::Shed => &mut self.shed,
             ChainOutcome::Cancelled => &mut self.cancelled,

@@ -103,7 +103,7 @@ fn report_serialises_to_the_contract_shape() {
         "summary": { "traces": 1, "spans": 3, "hops": 2,
                      "findings": { "error": 1, "warning": 0, "info": 0 },
                      "wasted_ms": 0,
-                     "outcomes": { "in_flight": 0, "ok": 1, "deadline_exceeded": 0, "shed": 0,
+                     "outcomes": { "in_flight": 0, "ok": 1, "late": 0, "deadline_exceeded": 0, "shed": 0,
                                    "cancelled": 0, "error": 0 },
                      "coverage": { "hops_with_budget": 2, "hops_without_budget": 0,
                                    "services_without_budget": [] } },

@@ -79,7 +79,7 @@ fn assert_three_whole_chains(report: &Json) {
     assert_eq!(summary["hops"], 9, "{report:#}");
     assert_eq!(
         summary["outcomes"],
-        serde_json::json!({"ok": 2, "deadline_exceeded": 1, "shed": 0, "cancelled": 0, "error": 0, "in_flight": 0}),
+        serde_json::json!({"ok": 2, "late": 0, "deadline_exceeded": 1, "shed": 0, "cancelled": 0, "error": 0, "in_flight": 0}),
         "{report:#}"
     );
     assert_eq!(summary["coverage"]["hops_with_budget"], 9, "{report:#}");

@@ -104,7 +104,7 @@ fn run_variant(classpath: &str, variant: &str) -> (Json, Finished) {
     assert_eq!(summary["spans"], 20, "{report:#}");
     assert_eq!(
         summary["outcomes"],
-        serde_json::json!({"ok": 3, "deadline_exceeded": 1, "shed": 0, "cancelled": 0, "error": 0, "in_flight": 0}),
+        serde_json::json!({"ok": 3, "late": 0, "deadline_exceeded": 1, "shed": 0, "cancelled": 0, "error": 0, "in_flight": 0}),
         "{report:#}"
     );
     (report, finished)

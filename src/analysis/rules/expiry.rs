@@ -1,7 +1,7 @@
 //! Work for nobody: `ran_after_expiry` (work that started after its hop's deadline) and
 //! `orphaned_work` (a hop that kept working after its caller had stopped waiting).
 
-use crate::analysis::chain::{NONE, refill};
+use crate::analysis::chain::NONE;
 use crate::analysis::finding_kind::FindingKind;
 use crate::analysis::model::{Outcome, SpanKind};
 
@@ -109,40 +109,6 @@ impl RulePass<'_> {
         }
     }
 
-    /// Root hops that worked on past the budget their caller sent, judged after the walk: not
-    /// when a finding on their own spans already explains the late work (`ran_after_expiry`,
-    /// a late retry), and not twice when their own spans outlived them (found in the walk).
-    pub(super) fn late_roots(&mut self) {
-        let mut explained = std::mem::take(&mut self.explained);
-        refill(&mut explained, self.spans.len(), false);
-        for (at, f) in &self.found {
-            let h = self.timing.hop_of[*at as usize];
-            if h != NONE
-                && matches!(
-                    f.kind,
-                    FindingKind::RanAfterExpiry | FindingKind::RetryOverBudget
-                )
-            {
-                explained[h as usize] = true;
-            }
-            if f.kind == FindingKind::OrphanedWork {
-                explained[*at as usize] = true;
-            }
-        }
-        for (i, &explained) in explained.iter().enumerate() {
-            let s = &self.spans[i];
-            if s.kind.is_hop()
-                && self.tree.parent[i] == NONE
-                && !explained
-                && self.timing.give_up[i] < ns(s.end_unix_nano)
-            {
-                self.state.explains_late[i] = true;
-                self.orphaned(i);
-            }
-        }
-        self.explained = explained;
-    }
-
     /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
     pub(super) fn orphaned(&mut self, i: usize) {
         let spans = self.spans;
@@ -153,15 +119,8 @@ impl RulePass<'_> {
         let p = self.tree.parent[i];
         let start = ns(s.start_unix_nano);
         let (stop, who) = if p == NONE {
-            // The root: its caller had the answer (or hung up) when its span ended, or stopped
-            // waiting when the budget it sent ran out, whichever came first. Work that started
-            // after that budget ran out, or a late retry, is the finding that explains it (see
-            // `RulePass::late_roots`).
-            let stop = self.timing.give_up[i];
-            if stop < ns(s.end_unix_nano) && !self.state.explains_late[i] {
-                return;
-            }
-            (stop, None)
+            // The root: its caller had the answer (or hung up) when its span ended.
+            (self.timing.give_up[i], None)
         } else {
             let ps = &spans[p as usize];
             let calls_it = ps.kind == SpanKind::Client
@@ -182,11 +141,6 @@ impl RulePass<'_> {
             Some(caller) => format!(
                 "{} worked {own} ms after {caller} stopped waiting{tail}",
                 s.service
-            ),
-            None if stop < ns(s.end_unix_nano) => format!(
-                "{} worked {own} ms after the {} ms budget its caller sent ran out{tail}",
-                s.service,
-                s.budget.received_ms.unwrap_or_default()
             ),
             None => format!(
                 "{} kept working {own} ms after it answered or its caller hung up{tail}",

@@ -33,10 +33,12 @@
 //! - A hop's work starts after its queue wait: time in a queue is not service time, so it is
 //!   never dead work. A hop that shed the request did no work and has none.
 //! - A root hop, or one whose caller is not in the chain, gave up when its own span ended (its
-//!   caller had the answer or hung up), or when the budget it received ran out if that came
-//!   first: whoever sent a budget stops waiting when it is spent. Its spans that go on past its
-//!   own end are dead work, and `orphaned_work` when they go on past the tolerance. A root hop's
-//!   dead work has no edge into it: it shows in the chain's and the service's totals only.
+//!   caller had the answer or hung up); the budget it received does not move that, since
+//!   whether its caller still waited is not in the spans. Its spans that go on past its own end
+//!   are dead work, and `orphaned_work` when they go on past the tolerance. A root hop's dead
+//!   work has no edge into it: it shows in the chain's and the service's totals only. A root
+//!   (`Link::Root`) that answered after its received budget ran out is `late_answer`
+//!   ([`late_answer`]), and its chain `late` when the answer was not a failure.
 //! - A span longer than 24 hours is a broken clock or exporter, not a request: it gets a
 //!   `clock_skew` finding and none of its time counts as waste.
 //! - `ran_after_expiry` for spans of a hop: the first span on each path that started after the
@@ -75,6 +77,7 @@ use crate::analysis::finding_kind::{KindSet, SeverityCounts};
 use crate::analysis::model::Finding;
 
 mod expiry;
+mod late_answer;
 mod pass;
 mod queue;
 mod reset_drop;
@@ -103,7 +106,6 @@ struct Scratch {
     // The rule pass's working space (given back when the pass is done).
     found: Vec<(u32, Finding)>,
     calls: Vec<u32>,
-    explained: Vec<bool>,
 }
 
 /// A chain of more spans than this does not leave its working vectors to the next analysis on
@@ -161,7 +163,6 @@ impl Chain {
             hops,
             found,
             calls,
-            explained,
         } = scratch;
         // Borrowed views, not unpacked `Span`s: see `SpanView`.
         let spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
@@ -183,7 +184,6 @@ impl Chain {
             edges: Vec::new(),
             found: std::mem::take(found),
             calls: std::mem::take(calls),
-            explained: std::mem::take(explained),
         };
         pass.run();
 
@@ -210,7 +210,6 @@ impl Chain {
         // The pass's working vectors back to the scratch, for the next chain.
         *found = found_here;
         *calls = std::mem::take(&mut pass.calls);
-        *explained = std::mem::take(&mut pass.explained);
         let edges = std::mem::take(&mut pass.edges);
         let state = &*pass.state;
 

@@ -37,9 +37,8 @@ pub(super) struct RulePass<'a> {
     pub(super) state: &'a mut PassState,
     pub(super) edges: Vec<EdgeSample>,
     pub(super) found: Vec<(u32, Finding)>,
-    // Working space of `retries` and `late_roots`, taken from the scratch and given back.
+    // Working space of `retries`, taken from the scratch and given back.
     pub(super) calls: Vec<u32>,
-    pub(super) explained: Vec<bool>,
 }
 
 /// What the pass has learned of each span so far, read by the spans judged after it; refilled
@@ -58,9 +57,6 @@ pub(super) struct PassState {
     pub(super) upstream: Vec<u32>,
     /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
     pub(super) caused_above: Vec<bool>,
-    /// Per root hop: judged in the pass after the walk, once its own spans' findings are known
-    /// (`orphaned` then reports work past the budget its caller sent).
-    pub(super) explains_late: Vec<bool>,
     /// Index into `edges` of each hop's incoming edge.
     pub(super) edge_of: Vec<u32>,
 }
@@ -73,7 +69,6 @@ impl PassState {
         refill(&mut self.expired_hop, n, false);
         refill(&mut self.upstream, n, NONE);
         refill(&mut self.caused_above, n, false);
-        refill(&mut self.explains_late, n, false);
         refill(&mut self.edge_of, n, NONE);
     }
 }
@@ -106,7 +101,6 @@ impl RulePass<'_> {
                         )
                 });
         }
-        self.late_roots();
     }
 
     /// The rules a hop answers to, in the order their findings are written.
@@ -118,6 +112,7 @@ impl RulePass<'_> {
         self.received_reset(i);
         self.received_dropped(i);
         self.orphaned(i);
+        self.late_answer(i);
         self.clock_skew(i);
         self.edge_sample(i);
     }
@@ -294,7 +289,7 @@ impl RulePass<'_> {
 }
 
 /// `1254` as `1,254`.
-fn thousands(v: i64) -> String {
+pub(super) fn thousands(v: i64) -> String {
     let digits = v.unsigned_abs().to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
     if v < 0 {

@@ -107,14 +107,10 @@ pub(super) fn summary(
                 {
                     ChainOutcome::Cancelled
                 }
-                // Answered "fine" after the budget its caller sent had run out: nobody was
-                // waiting for it any more (a WSGI server span ends when the app returns).
-                ChainOutcome::Ok
-                    if spans[h].budget.outcome.is_none()
-                        && tree.parent[h] == NONE
-                        && t.answered_after_give_up(spans, h, options) =>
-                {
-                    ChainOutcome::DeadlineExceeded
+                // Answered "fine" after the budget it received had run out: an answer, late;
+                // whether its caller still waited is not in the spans.
+                ChainOutcome::Ok if Timing::late_by(spans, tree, h, options).is_some() => {
+                    ChainOutcome::Late
                 }
                 o => o,
             }

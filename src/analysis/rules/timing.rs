@@ -4,7 +4,7 @@
 //! (and the dead work in each subtree), its wait limit, and the outcome its status implies.
 //! The rule pass reads these numbers; it never changes them.
 
-use crate::analysis::chain::{NONE, SpanView, Tree, refill};
+use crate::analysis::chain::{Link, NONE, SpanView, Tree, refill};
 use crate::analysis::chain_analysis::Options;
 use crate::analysis::edges::EdgeTimeouts;
 use crate::analysis::model::{BudgetFacts, BudgetSource, Outcome, SpanKind, SpanStatus};
@@ -274,17 +274,9 @@ impl Timing {
             let p = tree.parent[i];
             if p == NONE {
                 // The root (or a hop whose caller is not here): its caller had the answer, or
-                // hung up, when its span ended; and a caller that sent a budget stopped waiting
-                // when that budget ran out (plus what the carrier may be off by).
-                let patience = s
-                    .budget
-                    .received_ms
-                    .filter(|_| s.budget.source.is_some_and(BudgetSource::has_budget))
-                    .map_or(NEVER, |b| {
-                        let slack = opts.tolerance_for(s.budget.source) - opts.tolerance_ms;
-                        start.saturating_add(b.saturating_add(slack).saturating_mul(MS))
-                    });
-                give_up[i] = ns(s.end_unix_nano).min(patience);
+                // hung up, when its span ended. The budget it received does not move this:
+                // whether its caller still waited is not in the spans (`late_answer` says it).
+                give_up[i] = ns(s.end_unix_nano);
                 continue;
             }
             let ps = &spans[p as usize];
@@ -375,16 +367,25 @@ impl Timing {
         })
     }
 
-    /// Whether hop `h`'s span ended past its give-up time (beyond the tolerance): it answered
-    /// after everyone above had stopped waiting.
-    pub(super) fn answered_after_give_up(
-        &self,
+    /// By how many ms root hop `h` answered after the budget it received ran out, when that is
+    /// past the tolerance: a `late_answer`, whatever its status.
+    pub(super) fn late_by(
         spans: &[SpanView<'_>],
+        tree: &Tree,
         h: usize,
         opts: &Options,
-    ) -> bool {
-        ns(spans[h].end_unix_nano)
-            > self.give_up[h].saturating_add(opts.tolerance_ms.saturating_mul(MS))
+    ) -> Option<i64> {
+        let s = &spans[h];
+        if !s.kind.is_hop() || tree.parent[h] != NONE || tree.link[h] != Link::Root {
+            return None;
+        }
+        let b = s
+            .budget
+            .received_ms
+            .filter(|_| s.budget.source.is_none_or(BudgetSource::has_budget))?;
+        let ran_out = ns(s.start_unix_nano).saturating_add(b.saturating_mul(MS));
+        let late = ns(s.end_unix_nano).saturating_sub(ran_out);
+        (late > opts.tolerance_for(s.budget.source).saturating_mul(MS)).then(|| ms(late))
     }
 
     /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead

@@ -608,9 +608,10 @@ mod totals {
 }
 
 /// Python's WSGI shape: the edge's SERVER span ends when the app returns, whether its user is
-/// still there or not. The user sent 1000 ms (captured header) and gave up then; the edge
-/// waited on its fixed 2 s timeout, and the worker answered 200 at 1790 ms after working from
-/// 1200 ms. Nothing in the spans says the user left but the budget it sent.
+/// still there or not. The user sent 1000 ms (captured header); the edge waited on its fixed 2 s
+/// timeout, and the worker answered at 1790 ms after working from 1200 ms. Nothing in the spans
+/// says whether the user still waited: only the budget it sent, which ran out 800 ms before the
+/// answer.
 fn wsgi_late(status: i64) -> Vec<Span> {
     let mut edge = stock_hop(1, None, "edge", 0, 1800);
     edge.budget.http_status = Some(status);
@@ -625,48 +626,92 @@ fn wsgi_late(status: i64) -> Vec<Span> {
 }
 
 #[test]
-fn a_root_that_answers_after_the_budget_its_caller_sent_did_not_answer_in_time() {
+fn a_root_that_answers_after_the_budget_it_received_is_a_late_answer_not_dead_work() {
     let a = analyse(wsgi_late(200));
-    // The user stopped waiting at 1000 (plus the header's rounding): the edge went on to 1800,
-    // the worker (queued, then working) to 1790, all of it dead work.
-    let slack = Options::default()
-        .tolerance_for(Some(BudgetSource::Header(crate::carrier::Form::Ms)))
-        - Options::default().tolerance_ms;
-    let edge_dead = 800 - slack as u32;
-    let worker_dead = 790 - slack as u32;
     assert_eq!(
-        dead_by_service(&a),
+        kinds(&a),
         vec![
-            ("edge".to_owned(), edge_dead),
-            ("worker".to_owned(), worker_dead)
+            (FindingKind::LateAnswer, sid(1)),
+            (FindingKind::BudgetDropped, sid(2))
         ]
     );
-    assert_eq!(a.summary.wasted_ms, i64::from(edge_dead + worker_dead));
-    // Its 200 reached nobody: not a chain that went fine.
-    assert_eq!(a.summary.outcome, ChainOutcome::DeadlineExceeded);
-    // A status that already says it failed stays what it says.
-    assert_eq!(analyse(wsgi_late(503)).summary.outcome, ChainOutcome::Shed);
-    // The contract's own outcome wins, as everywhere.
+    let late = &a.findings[0];
+    assert_eq!(late.severity, Severity::Warning);
+    assert_eq!(
+        late.message,
+        "edge answered (status 200) 800 ms after the 1000 ms budget it received ran out"
+    );
+    assert_eq!(
+        (late.received_ms, late.remaining_ms, late.wasted_ms),
+        (Some(1000), Some(-800), None)
+    );
+    // No span shows anyone gone before the answer: no dead work anywhere.
+    assert_eq!(dead_by_service(&a), vec![]);
+    assert_eq!(a.summary.wasted_ms, 0);
+    // Its 200 is an answer, late.
+    assert_eq!(a.summary.outcome, ChainOutcome::Late);
+    assert!(!a.summary.outcome.failed());
+    // Whatever the status, the answer was late; a status that says it failed stays what it says.
+    for (status, outcome) in [
+        (503, ChainOutcome::Shed),
+        (504, ChainOutcome::DeadlineExceeded),
+        (500, ChainOutcome::Error),
+    ] {
+        let a = analyse(wsgi_late(status));
+        assert_eq!(a.summary.outcome, outcome, "{status}");
+        assert!(
+            a.findings
+                .iter()
+                .any(|f| f.kind == FindingKind::LateAnswer && f.span_id == sid(1)),
+            "{status}"
+        );
+    }
+    // A declared `ok` is an answer too: late all the same.
     let mut declared = wsgi_late(200);
     declared[0].budget.outcome = Some(Outcome::Ok);
-    assert_eq!(analyse(declared).summary.outcome, ChainOutcome::Ok);
+    assert_eq!(analyse(declared).summary.outcome, ChainOutcome::Late);
 
-    // Answered within the budget: fine, and nobody's work was wasted.
+    // Answered within the budget (the tolerance is a threshold): fine.
     let mut in_time = wsgi_late(200);
     for s in &mut in_time {
-        s.end_unix_nano -= 900 * 1_000_000;
+        s.end_unix_nano -= 795 * 1_000_000;
     }
     in_time[3].start_unix_nano -= 900 * 1_000_000;
     let a = analyse(in_time);
     assert_eq!(kinds(&a), vec![(FindingKind::BudgetDropped, sid(2))]);
     assert_eq!(a.summary.outcome, ChainOutcome::Ok);
     assert_eq!(a.summary.wasted_ms, 0);
+    // 6 ms late is past the 5 ms tolerance.
+    let mut just_late = wsgi_late(200);
+    for s in &mut just_late {
+        s.end_unix_nano -= 794 * 1_000_000;
+    }
+    just_late[3].start_unix_nano -= 900 * 1_000_000;
+    assert_eq!(analyse(just_late).summary.outcome, ChainOutcome::Late);
 }
 
 #[test]
-fn a_root_that_works_past_the_budget_its_caller_sent_is_orphaned() {
-    // The edge received 500 ms from a client that writes no span, and took 900: the client
-    // stopped waiting at 500 (a WSGI server span ends when the app returns, whoever listens).
+fn a_root_without_a_received_budget_or_under_a_caller_is_never_late() {
+    // Its own default is not a caller's patience.
+    let mut spans = wsgi_late(200);
+    spans[0].budget.received_ms = None;
+    spans[0].budget.default_ms = Some(1000);
+    spans[0].budget.source = Some(BudgetSource::Default);
+    let a = analyse(spans);
+    assert!(a.findings.iter().all(|f| f.kind != FindingKind::LateAnswer));
+    assert_eq!(a.summary.outcome, ChainOutcome::Ok);
+    // A hop whose caller's span is missing is not the root: its caller may still arrive.
+    let mut spans = wsgi_late(200);
+    spans[0].parent_span_id = Some(sid(99));
+    let a = analyse(spans);
+    assert!(a.findings.iter().all(|f| f.kind != FindingKind::LateAnswer));
+    assert_eq!(a.summary.outcome, ChainOutcome::InFlight);
+}
+
+#[test]
+fn a_root_that_works_past_its_budget_is_late_and_its_callee_is_judged_by_its_call() {
+    // The edge received 500 ms from a client that writes no span, and took 900. Nothing shows
+    // the client gone: the worker, whose call was still open, worked for somebody.
     let mut edge = stock_hop(1, None, "edge", 0, 900);
     edge.budget.received_ms = Some(500);
     edge.budget.source = Some(BudgetSource::Header(crate::carrier::Form::Ms));
@@ -676,14 +721,24 @@ fn a_root_that_works_past_the_budget_its_caller_sent_is_orphaned() {
     let mut worker = stock_hop(3, Some(2), "worker", 12, 870);
     worker.budget.received_ms = Some(480);
     worker.budget.source = Some(BudgetSource::Header(crate::carrier::Form::Ms));
-    let a = analyse([edge, call, worker]);
+    let a = analyse([edge.clone(), call.clone(), worker.clone()]);
     let f = only(&a);
-    assert_eq!((f.kind, f.span_id), (FindingKind::OrphanedWork, sid(1)));
+    assert_eq!((f.kind, f.span_id), (FindingKind::LateAnswer, sid(1)));
     assert_eq!(
         f.message,
-        "edge worked 400 ms after the 500 ms budget its caller sent ran out; 370 ms of work below it for nobody: worker 370"
+        "edge answered (status 200) 400 ms after the 500 ms budget it received ran out"
     );
-    assert_eq!(f.wasted_ms, Some(770));
-    assert_eq!(a.summary.wasted_ms, 770);
-    assert_eq!(a.summary.outcome, ChainOutcome::DeadlineExceeded);
+    assert_eq!(a.summary.wasted_ms, 0);
+    assert_eq!(a.summary.outcome, ChainOutcome::Late);
+    // The worker's own call ended at 880 and it went on to 960: that span proves it.
+    worker.end_unix_nano += 90 * 1_000_000;
+    let a = analyse([edge, call, worker]);
+    assert_eq!(
+        kinds(&a),
+        vec![
+            (FindingKind::LateAnswer, sid(1)),
+            (FindingKind::OrphanedWork, sid(3))
+        ]
+    );
+    assert_eq!(a.summary.wasted_ms, 80);
 }

@@ -139,11 +139,13 @@ fn ran_after_expiry_when_work_started_with_no_budget_left() {
     s.budget.remaining_at_start_ms = Some(-50);
     let a = analyse([s.clone()]);
     let kinds_found = kinds(&a);
+    // A root that also answered 250 ms after the budget it received ran out.
     assert_eq!(
         kinds_found,
         vec![
             (FindingKind::RanAfterExpiry, sid(1)),
-            (FindingKind::QueuePressure, sid(1))
+            (FindingKind::QueuePressure, sid(1)),
+            (FindingKind::LateAnswer, sid(1))
         ]
     );
     let f = &a.findings[0];
@@ -155,7 +157,8 @@ fn ran_after_expiry_when_work_started_with_no_budget_left() {
         f.message,
         "inventory started work 50 ms after its deadline and worked 200 ms for nobody"
     );
-    assert_eq!(a.summary.wasted_ms, 200);
+    // A root's dead work rests on its own span's end only: none here.
+    assert_eq!(a.summary.wasted_ms, 0);
 
     // Shed at dequeue instead: the right behaviour, no waste.
     s.budget.outcome = Some(Outcome::ShedExpired);
@@ -165,7 +168,8 @@ fn ran_after_expiry_when_work_started_with_no_budget_left() {
         kinds(&a),
         vec![
             (FindingKind::ShedExpired, sid(1)),
-            (FindingKind::QueuePressure, sid(1))
+            (FindingKind::QueuePressure, sid(1)),
+            (FindingKind::LateAnswer, sid(1))
         ]
     );
     assert_eq!(a.findings[0].severity, Severity::Info);
@@ -190,7 +194,13 @@ fn ran_after_expiry_when_a_span_of_the_hop_started_after_its_deadline() {
         },
     ];
     let a = analyse(spans);
-    let f = only(&a);
+    // The root also answered 300 ms after its budget ran out.
+    assert_eq!(a.findings.len(), 2, "{:#?}", a.findings);
+    assert_eq!(
+        (a.findings[0].kind, a.findings[0].span_id),
+        (FindingKind::LateAnswer, sid(1))
+    );
+    let f = &a.findings[1];
     assert_eq!(
         (f.kind, f.span_id, f.wasted_ms),
         (FindingKind::RanAfterExpiry, sid(3), Some(100))
@@ -323,7 +333,7 @@ fn retry_over_budget_when_attempts_together_forward_more_than_remained() {
     // Each attempt alone is within budget, but the first failed fast and the second got the
     // whole budget again.
     let spans = vec![
-        hop(1, None, "orders", 0, 1100, Some(1000)),
+        hop(1, None, "orders", 0, 1000, Some(1000)),
         attempt(2, 0, 10, 1, 1000, 1000),
         attempt(3, 10, 990, 2, 990, 990),
     ];
@@ -416,16 +426,18 @@ fn retry_over_budget_when_an_attempt_starts_after_the_deadline() {
     ];
     let a = analyse(spans);
     let found = kinds(&a);
-    // The late attempt; its forwarding more than remained is also a reset.
+    // The late attempt; its forwarding more than remained is also a reset; and orders answered
+    // 200 ms after its budget ran out.
     assert_eq!(
         found,
         vec![
+            (FindingKind::LateAnswer, sid(1)),
             (FindingKind::BudgetReset, sid(4)),
             (FindingKind::RetryOverBudget, sid(4))
         ]
     );
     assert_eq!(
-        a.findings[1].message,
+        a.findings[2].message,
         "attempt 3 started 10 ms after the deadline of orders"
     );
 }
@@ -517,7 +529,8 @@ fn ran_after_expiry_from_a_queue_wait_that_used_up_the_budget() {
         kinds(&a),
         vec![
             (FindingKind::RanAfterExpiry, sid(1)),
-            (FindingKind::QueuePressure, sid(1))
+            (FindingKind::QueuePressure, sid(1)),
+            (FindingKind::LateAnswer, sid(1))
         ]
     );
     assert_eq!(

@@ -130,6 +130,7 @@ pub fn outcome_label(outcome: ChainOutcome) -> &'static str {
     match outcome {
         ChainOutcome::InFlight => "in flight",
         ChainOutcome::Ok => "ok",
+        ChainOutcome::Late => "late",
         ChainOutcome::DeadlineExceeded => "504",
         ChainOutcome::Shed => "shed",
         ChainOutcome::Cancelled => "cancelled",
@@ -141,7 +142,7 @@ pub fn outcome_label(outcome: ChainOutcome) -> &'static str {
 pub fn outcome_style(outcome: ChainOutcome, theme: Theme) -> ratatui::style::Style {
     match outcome {
         ChainOutcome::InFlight | ChainOutcome::Ok => theme.dim(),
-        ChainOutcome::Shed => theme.severity(Severity::Warning),
+        ChainOutcome::Shed | ChainOutcome::Late => theme.severity(Severity::Warning),
         ChainOutcome::DeadlineExceeded | ChainOutcome::Cancelled | ChainOutcome::Error => {
             theme.severity(Severity::Error)
         }
