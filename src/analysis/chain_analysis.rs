@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::carrier::Form;
-
 use super::chain::Link;
 use super::finding_kind::{FindingKind, KindCounts, KindSet, Severity, SeverityCounts};
 use super::model::{BudgetSource, ChainOutcome, Finding, Span, SpanId, TraceId};
@@ -12,13 +10,10 @@ use super::model::{BudgetSource, ChainOutcome, Finding, Span, SpanId, TraceId};
 /// The knobs of the rules of `CONVENTIONS.md` section 3. `Options::default()` is the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// `tol`: slack for comparing budgets and times, in ms. Default 5.
+    /// `tol`: slack for comparing budgets and times, in ms, before the carrier's rounding
+    /// ([`Options::tolerance_for`]). Default 5. The same for every carrier, absolute ones too:
+    /// a clock that may be off is measured and corrected, never absorbed by a wider tolerance.
     pub tolerance_ms: i64,
-    /// Extra slack when a hop's budget came from `x-request-deadline`, in ms. Default 1000: an
-    /// absolute deadline carries the difference between two hosts' clocks (and fractional-second
-    /// rounding), and differences under the `clock_skew` threshold are blamed on clocks, not on
-    /// a reset. (`grpc-timeout` gets 1 ms for its unit rounding; the other carriers are exact.)
-    pub absolute_deadline_tolerance_ms: i64,
     /// `clock_skew`: how far an absolute deadline may differ from the relative view, in ms.
     /// Default 1000.
     pub skew_threshold_ms: i64,
@@ -30,7 +25,6 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             tolerance_ms: 5,
-            absolute_deadline_tolerance_ms: 1000,
             skew_threshold_ms: 1000,
             parent_start_tolerance_ms: 1,
         }
@@ -39,13 +33,16 @@ impl Default for Options {
 
 impl Options {
     /// `tol` for a budget that arrived through `source`: the base tolerance plus the carrier's
-    /// rounding.
+    /// rounding (1 ms for a unit coarser than a millisecond or a fraction of a second; the
+    /// other carriers are exact).
     pub fn tolerance_for(&self, source: Option<BudgetSource>) -> i64 {
         self.tolerance_ms
             + match source {
-                Some(s) if s.is_absolute() => self.absolute_deadline_tolerance_ms,
-                Some(s) => s.form().map_or(0, Form::rounding_ms),
-                None => 0,
+                // Seconds with a fraction, or milliseconds.
+                Some(BudgetSource::XRequestDeadline) => 1,
+                Some(BudgetSource::GrpcTimeout) => 1,
+                Some(BudgetSource::Header(form)) => form.rounding_ms(),
+                _ => 0,
             }
     }
 }

@@ -63,9 +63,9 @@
 //! - `clock_skew` for absolute deadlines, two views, reported once per hop: `deadline_unix_ms`
 //!   against arrival + budget on the hop's clock (useful when the budget came from another
 //!   carrier); and, for a hop whose budget came from an absolute carrier, what it received
-//!   against what its caller's CLIENT span forwarded. A receiver clock more than
-//!   `absolute_deadline_tolerance_ms` behind also gives `budget_reset`: the callee really does
-//!   believe it has longer than its caller waits.
+//!   against what its caller's CLIENT span forwarded. A receiver clock behind by more than the
+//!   tolerance (the same 5 ms plus rounding as every carrier) also gives `budget_reset`: the
+//!   callee really does believe it has longer than its caller waits.
 //! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
 
 use std::cell::RefCell;

@@ -512,18 +512,51 @@ fn a_span_that_lasts_centuries_is_a_broken_clock_not_waste() {
 }
 
 #[test]
-fn a_team_carrier_in_deadline_form_gets_the_absolute_tolerance() {
+fn every_carrier_gets_one_tolerance_plus_its_rounding() {
     let o = Options::default();
-    let form = crate::carrier::Form::DeadlineMs;
-    assert_eq!(
-        o.tolerance_for(Some(BudgetSource::Header(form))),
-        o.tolerance_for(Some(BudgetSource::XRequestDeadline))
-    );
-    assert_eq!(
-        o.tolerance_for(Some(BudgetSource::Header(crate::carrier::Form::Ms))),
-        o.tolerance_ms
-    );
-    assert!(BudgetSource::Header(form).is_absolute());
+    use crate::carrier::Form;
+    // Absolute carriers get no special slack: a wrong clock is measured, not absorbed.
+    for (source, rounding) in [
+        (BudgetSource::XBudgetMs, 0),
+        (BudgetSource::ConnectTimeoutMs, 0),
+        (BudgetSource::XEnvoyExpectedRqTimeoutMs, 0),
+        (BudgetSource::GrpcTimeout, 1),
+        (BudgetSource::XRequestDeadline, 1),
+        (BudgetSource::Header(Form::Ms), 0),
+        (BudgetSource::Header(Form::DeadlineMs), 0),
+        (BudgetSource::Header(Form::Seconds), 1),
+        (BudgetSource::Header(Form::DeadlineSeconds), 1),
+    ] {
+        assert_eq!(o.tolerance_for(Some(source)), 5 + rounding, "{source:?}");
+    }
+    assert!(BudgetSource::Header(Form::DeadlineMs).is_absolute());
+}
+
+/// The TypeScript PIX API's shape: an absolute deadline arrives with 818 ms left, and the hop
+/// calls settlement with a fixed 1000 ms timeout. Read as a relative budget or an absolute one,
+/// the same figures give the same `timeout_inverted`.
+#[test]
+fn an_absolute_deadline_buys_no_slack_for_timeout_inverted() {
+    for source in [
+        BudgetSource::XBudgetMs,
+        BudgetSource::XRequestDeadline,
+        BudgetSource::Header(crate::carrier::Form::DeadlineMs),
+    ] {
+        let mut api = stock_hop(1, None, "api", 0, 900);
+        api.budget.received_ms = Some(818);
+        api.budget.source = Some(source);
+        let mut call = stock_call(2, 1, "api", 2, 890);
+        call.budget.timeout_ms = Some(1000);
+        let settlement = stock_hop(3, Some(2), "settlement", 3, 880);
+        let a = analyse([api, call, settlement]);
+        assert!(
+            a.findings
+                .iter()
+                .any(|f| f.kind == FindingKind::TimeoutInverted && f.span_id == sid(2)),
+            "{source:?}: {:#?}",
+            a.findings
+        );
+    }
 }
 
 mod totals {
