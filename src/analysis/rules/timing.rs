@@ -113,7 +113,7 @@ pub(super) struct Timing {
     pub(super) outcome: Vec<Option<Outcome>>,
     /// When each hop's work starts (arrival + queue wait), ns.
     pub(super) work_start: Vec<i64>,
-    /// The latest end of the hop's own spans (itself, its internal spans and its calls), ns.
+    /// The latest end of the hop's own work (itself and its internal spans, not its calls), ns.
     pub(super) extent_end: Vec<i64>,
     /// The caller's CLIENT start to the hop's start, at most the allowance, ns.
     pub(super) transit: Vec<i64>,
@@ -179,7 +179,9 @@ impl Timing {
             }),
         );
 
-        // How far each hop's own spans reach; whether it has any span of its own or a call.
+        // How far each hop's own work reaches (its span and its internal spans: a call still
+        // open is waiting, and what it waits for is counted in the callee); whether it has any
+        // span of its own or a call.
         extent_end.clear();
         extent_end.extend(spans.iter().map(|s| ns(s.end_unix_nano)));
         refill(busy, n, false);
@@ -189,8 +191,10 @@ impl Timing {
                 continue;
             }
             let h = h as usize;
-            extent_end[h] = extent_end[h].max(ns(spans[i].end_unix_nano));
             busy[h] = true;
+            if !spans[i].kind.is_call() {
+                extent_end[h] = extent_end[h].max(ns(spans[i].end_unix_nano));
+            }
         }
 
         refill(unanswered, n, false);
@@ -402,6 +406,8 @@ impl Timing {
             ns(s.start_unix_nano)
         };
         let from = start.max(self.give_up[h as usize]);
-        u32::try_from(ms(ns(s.end_unix_nano).saturating_sub(from)).max(0)).unwrap_or(u32::MAX)
+        // A call open past its hop's work is waiting, not work for nobody.
+        let to = ns(s.end_unix_nano).min(self.extent_end[h as usize]);
+        u32::try_from(ms(to.saturating_sub(from)).max(0)).unwrap_or(u32::MAX)
     }
 }

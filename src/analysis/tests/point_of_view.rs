@@ -272,8 +272,33 @@ fn hung_up(edge_budget: Option<i64>) -> Vec<Span> {
 }
 
 #[test]
-fn work_that_outlives_its_server_span_is_dead_work_and_orphaned() {
+fn work_that_outlives_its_server_span_is_dead_work_and_a_call_left_open_is_not() {
     let a = analyse(hung_up(None));
+    // The edge's user was gone at 500. The edge's fetch waited on to 2010: waiting, not work,
+    // and what it waited for is counted in the worker, which worked to 2500 for nobody.
+    assert_eq!(kinds(&a), vec![(FindingKind::OrphanedWork, sid(3))]);
+    assert_eq!(dead_by_service(&a), vec![("worker".to_owned(), 2000)]);
+    assert_eq!(a.summary.wasted_ms, 2000);
+    let worker = &a.findings[0];
+    assert_eq!(worker.wasted_ms, Some(490));
+    assert_eq!(
+        worker.message,
+        "worker worked 490 ms after edge stopped waiting"
+    );
+    // The waterfall paints no late bar on the edge's open call.
+    let fetch = a.rows.iter().find(|r| r.span == 1).unwrap();
+    assert_eq!((fetch.dead_ms, fetch.late_ms), (0, 0));
+    // "Answered" 200 while its own call was still waiting: its caller hung up.
+    assert_eq!(a.summary.outcome, ChainOutcome::Cancelled);
+    assert_eq!(a.edges[0].wasted_ms, 2000);
+
+    // Elysia's shape: the edge's own internal span goes on after its SERVER span ended with
+    // ERROR "Request aborted": that is work, dead past its give-up time, and orphaned.
+    let mut spans = hung_up(None);
+    spans[0].status = SpanStatus::Error;
+    spans[0].budget.http_status = None;
+    spans.push(span(5, Some(1), "edge", SpanKind::Internal, 400, 700));
+    let a = analyse(spans);
     assert_eq!(
         kinds(&a),
         vec![
@@ -281,28 +306,18 @@ fn work_that_outlives_its_server_span_is_dead_work_and_orphaned() {
             (FindingKind::OrphanedWork, sid(3))
         ]
     );
-    // The edge's user was gone at 500: the edge waited on to 2010, the worker worked to 2500.
     assert_eq!(
         dead_by_service(&a),
-        vec![("edge".to_owned(), 1510), ("worker".to_owned(), 2000)]
+        vec![("edge".to_owned(), 200), ("worker".to_owned(), 2000)]
     );
-    assert_eq!(a.summary.wasted_ms, 3510);
-    let edge = &a.findings[0];
-    assert_eq!(edge.wasted_ms, Some(1510 + 2000));
     assert!(
-        edge.message
-            .starts_with("edge kept working 1510 ms after it answered or its caller hung up")
+        a.findings[0]
+            .message
+            .starts_with("edge kept working 200 ms after it answered or its caller hung up"),
+        "{}",
+        a.findings[0].message
     );
-    let worker = &a.findings[1];
-    assert_eq!(worker.wasted_ms, Some(490));
-    assert_eq!(
-        worker.message,
-        "worker worked 490 ms after edge stopped waiting"
-    );
-    // "Answered" 200 while its own call was still waiting: its caller hung up.
-    assert_eq!(a.summary.outcome, ChainOutcome::Cancelled);
-    // Only the worker's dead work has an edge into it.
-    assert_eq!(a.edges[0].wasted_ms, 2000);
+    assert_eq!(a.findings[0].wasted_ms, Some(200 + 2000));
 }
 
 #[test]
@@ -313,12 +328,11 @@ fn a_dropped_budget_carries_the_dead_work_it_caused() {
     assert_eq!(
         kinds(&a),
         vec![
-            (FindingKind::OrphanedWork, sid(1)),
             (FindingKind::BudgetDropped, sid(2)),
             (FindingKind::OrphanedWork, sid(3))
         ]
     );
-    let dropped = &a.findings[1];
+    let dropped = &a.findings[0];
     assert_eq!(dropped.wasted_ms, Some(2000));
     assert_eq!(
         dropped.message,
