@@ -218,6 +218,9 @@ impl Timing {
             } else if f.rpc_status.is_some() {
                 false
             } else {
+                // No response status: a client timeout or abort, whatever names it (requests'
+                // `ReadTimeout`, undici's code, Go's `context.deadlineExceededError` or
+                // `*url.Error`: any `error.type`), or a status ERROR, or an exception event.
                 s.status == SpanStatus::Error
                     || f.exception_event
                     || s.error_type.is_some()

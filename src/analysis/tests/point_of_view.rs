@@ -383,6 +383,43 @@ fn calls_that_got_no_answer_make_an_inferred_timeout_and_answered_ones_never_do(
     assert_eq!(two.get("edge", "worker").unwrap().timeout(), None);
 }
 
+/// Go's otelhttp names a client timeout by its error type, never with "timeout" in it: a call
+/// cut by its context (`context.deadlineExceededError`) or by `http.Client.Timeout` (`*url.Error`,
+/// status ERROR, no HTTP status) got no answer; the same types beside an HTTP status did.
+#[test]
+fn go_error_types_are_calls_that_got_no_answer() {
+    let edge_of = |error_type: &str, status: SpanStatus, http: Option<i64>| {
+        let mut stats = EdgeStats::new();
+        for (k, ms) in [799u64, 800, 802].into_iter().enumerate() {
+            let mut spans = hung_up(None);
+            spans[1].end_unix_nano = (T0 + 10 + ms) * 1_000_000;
+            spans[1].status = status;
+            spans[1].budget.error_type = Some(Arc::from(error_type));
+            spans[1].budget.http_status = http;
+            for s in &mut spans {
+                s.trace_id = TraceId([k as u8 + 1; 16]);
+            }
+            stats.add(&chain_of(spans).analyse(&Options::default()));
+        }
+        stats.get("edge", "worker").unwrap().timeout()
+    };
+    assert_eq!(
+        edge_of("context.deadlineExceededError", SpanStatus::Error, None),
+        Some((800, true))
+    );
+    assert_eq!(
+        edge_of("context.deadlineExceededError", SpanStatus::Unset, None),
+        Some((800, true))
+    );
+    assert_eq!(
+        edge_of("*url.Error", SpanStatus::Error, None),
+        Some((800, true))
+    );
+    // Answered: a status came back, whatever the error type says.
+    assert_eq!(edge_of("*url.Error", SpanStatus::Error, Some(502)), None);
+    assert_eq!(edge_of("500", SpanStatus::Error, Some(500)), None);
+}
+
 #[test]
 fn an_inferred_timeout_past_the_budget_is_timeout_inverted() {
     let timeouts = {
