@@ -82,6 +82,29 @@ pub struct Reader {
     number: usize,
     bytes: Vec<u8>,
     text: String,
+    torn: Option<Torn>,
+}
+
+/// A last line cut short (a recorder killed mid-write, a file still being written): skipped,
+/// not a failure (`CONVENTIONS.md` section 4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Torn {
+    /// Its line (from 1).
+    pub line: usize,
+    /// What the JSON reader said.
+    pub message: String,
+}
+
+impl Torn {
+    /// The warning for stderr: "FILE: line N: cut short (…); skipped".
+    pub fn warning(&self, path: &Path) -> String {
+        format!(
+            "{}: line {}: the last line is cut short ({}); skipped, everything before it is read",
+            path.display(),
+            self.line,
+            self.message
+        )
+    }
 }
 
 impl std::fmt::Debug for Reader {
@@ -131,7 +154,13 @@ impl Reader {
             number: 0,
             bytes: Vec::new(),
             text: String::new(),
+            torn: None,
         })
+    }
+
+    /// The last line, when it was cut short and skipped (known once `next_request` gave `None`).
+    pub fn torn(&self) -> Option<&Torn> {
+        self.torn.as_ref()
     }
 
     /// The file being read.
@@ -166,14 +195,56 @@ impl Reader {
             if let Some(message) = repairs.message() {
                 repaired(self.number, &message);
             }
-            if let Some(request) = parse_line(&self.path, self.number, &self.text)? {
-                return Ok(Some(Request {
-                    line: self.number,
-                    request,
-                }));
+            match parse_line(&self.path, self.number, &self.text) {
+                Ok(Some(request)) => {
+                    return Ok(Some(Request {
+                        line: self.number,
+                        request,
+                    }));
+                }
+                Ok(None) => {}
+                Err(RecordingError::Parse { message, .. })
+                    if cut_short(&self.text) && self.rest_is_blank()? =>
+                {
+                    self.torn = Some(Torn {
+                        line: self.number,
+                        message,
+                    });
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
             }
         }
     }
+
+    /// Whether nothing but blank lines follows (reads them).
+    fn rest_is_blank(&mut self) -> Result<bool, RecordingError> {
+        let line = self.number;
+        loop {
+            self.bytes.clear();
+            let n = self
+                .lines
+                .read_until(b'\n', &mut self.bytes)
+                .map_err(|source| RecordingError::Read {
+                    path: self.path.clone(),
+                    line,
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(true);
+            }
+            if !self.bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// Whether `line` is the beginning of a JSON value that ended too early: what a writer stopped
+/// mid-line leaves behind (as opposed to a line that is wrong).
+fn cut_short(line: &str) -> bool {
+    let line = line.trim().trim_start_matches('\u{feff}');
+    serde_json::from_str::<serde::de::IgnoredAny>(line).is_err_and(|e| e.is_eof())
 }
 
 /// Parses one line of a recording (line `number` of `path`, for the error); `None` for a blank
@@ -258,5 +329,74 @@ impl Writer {
                 path: self.path.clone(),
                 source,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WHOLE: &str = r#"{"resourceSpans":[]}"#;
+
+    /// Reads every request of `text` (written to a file of its own); the lines read, the torn
+    /// line if any, or the error.
+    fn read(name: &str, text: &str) -> Result<(Vec<usize>, Option<Torn>), RecordingError> {
+        let path = std::env::temp_dir().join(format!(
+            "budget-top-recording-{}-{name}.jsonl",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let mut reader = Reader::open(&path).unwrap();
+        let mut lines = Vec::new();
+        let result = loop {
+            match reader.next_request(|_, _| {}) {
+                Ok(Some(r)) => lines.push(r.line),
+                Ok(None) => break Ok((lines, reader.torn().cloned())),
+                Err(e) => break Err(e),
+            }
+        };
+        let _ = std::fs::remove_file(&path);
+        result
+    }
+
+    #[test]
+    fn a_last_line_cut_short_is_skipped_and_told() {
+        let cut = &WHOLE[..12];
+        let (lines, torn) = read("end", &format!("{WHOLE}\n{WHOLE}\n{cut}")).unwrap();
+        assert_eq!(lines, vec![1, 2]);
+        let torn = torn.unwrap();
+        assert_eq!(torn.line, 3);
+        assert!(
+            torn.warning(Path::new("f.jsonl"))
+                .starts_with("f.jsonl: line 3: the last line is cut short"),
+            "{torn:?}"
+        );
+        // Blank lines after it change nothing; a whole last line without its newline is whole.
+        let (lines, torn) = read("blank", &format!("{WHOLE}\n{cut}\n\n  \n")).unwrap();
+        assert_eq!((lines, torn.map(|t| t.line)), (vec![1], Some(2)));
+        let (lines, torn) = read("whole", &format!("{WHOLE}\n{WHOLE}")).unwrap();
+        assert_eq!((lines, torn), (vec![1, 2], None));
+    }
+
+    #[test]
+    fn a_line_cut_short_in_the_middle_or_a_wrong_last_line_still_fails_naming_it() {
+        let cut = &WHOLE[..12];
+        let err = read("middle", &format!("{WHOLE}\n{cut}\n{WHOLE}\n")).unwrap_err();
+        assert!(
+            matches!(err, RecordingError::Parse { line: 2, .. }),
+            "{err}"
+        );
+        // Not a beginning of JSON cut short: wrong, not torn.
+        let err = read("wrong", &format!("{WHOLE}\n{{\"resourceSpans\": [oops")).unwrap_err();
+        assert!(
+            matches!(err, RecordingError::Parse { line: 2, .. }),
+            "{err}"
+        );
+        // Whole JSON that is not a request: wrong too.
+        let err = read("not a request", &format!("{WHOLE}\n[1, 2]")).unwrap_err();
+        assert!(
+            matches!(err, RecordingError::Parse { line: 2, .. }),
+            "{err}"
+        );
     }
 }

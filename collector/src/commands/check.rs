@@ -32,12 +32,15 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
     let mut store = Store::new(max_spans);
     // The page shows each drawn span's attributes: keep them only when it is asked for.
     let keep_attributes = args.html.is_some();
-    let ingest_counts = match &args.input {
-        Some(path) => {
-            read_file(path, &mut store, carriers, keep_attributes)?;
-            None
-        }
-        None => Some(listen(&args, &mut store, carriers, keep_attributes).await?),
+    let (ingest_counts, lines_torn) = match &args.input {
+        Some(path) => (
+            None,
+            read_file(path, &mut store, carriers, keep_attributes)?,
+        ),
+        None => (
+            Some(listen(&args, &mut store, carriers, keep_attributes).await?),
+            0,
+        ),
     };
     let empty = store.counters().spans_held == 0 && store.counters().chains_evicted == 0;
     if empty {
@@ -56,6 +59,7 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         args.format,
         &args.fail_on,
         ingest_counts,
+        lines_torn,
         max_spans,
         args.html.as_deref(),
     )?;
@@ -71,12 +75,15 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
 
 /// Prints the report of what `store` holds to stdout in `format` (with a warning on stderr when
 /// `--max-spans` evicted chains), and with `html` also writes it as a page to that file;
-/// returns the exit status: 1 when a finding reaches `fail_on`.
+/// returns the exit status: 1 when a finding reaches `fail_on`. `lines_torn` counts a file's
+/// last line skipped for being cut short.
+#[allow(clippy::too_many_arguments)]
 pub fn print_report(
     store: &mut Store,
     format: Format,
     fail_on: &[FailOn],
     ingest_counts: Option<IngestCounts>,
+    lines_torn: u64,
     max_spans: usize,
     html: Option<&Path>,
 ) -> anyhow::Result<u8> {
@@ -104,7 +111,7 @@ pub fn print_report(
         })
         .collect();
     let out = match format {
-        Format::Json => json_report(&report, ingest_counts)?,
+        Format::Json => json_report(&report, ingest_counts, lines_torn)?,
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             report_text::render(
@@ -133,11 +140,27 @@ pub fn print_report(
 }
 
 /// The JSON report of CONVENTIONS section 4; when listening, an extra `ingest` object says
-/// what the receivers accepted, refused and rejected.
-pub fn json_report(report: &Report, ingest: Option<IngestCounts>) -> anyhow::Result<String> {
+/// what the receivers accepted, refused and rejected; when a file's last line was cut short,
+/// `ingest.lines_torn` counts it.
+pub fn json_report(
+    report: &Report,
+    ingest: Option<IngestCounts>,
+    lines_torn: u64,
+) -> anyhow::Result<String> {
     let mut value = serde_json::to_value(report).context("cannot serialise the report")?;
-    if let (Some(counts), Some(object)) = (ingest, value.as_object_mut()) {
-        object.insert("ingest".into(), serde_json::to_value(counts)?);
+    if let Some(object) = value.as_object_mut() {
+        let mut counts = match ingest {
+            Some(counts) => serde_json::to_value(counts)?,
+            None => serde_json::json!({}),
+        };
+        if lines_torn > 0
+            && let Some(counts) = counts.as_object_mut()
+        {
+            counts.insert("lines_torn".into(), lines_torn.into());
+        }
+        if counts.as_object().is_some_and(|c| !c.is_empty()) {
+            object.insert("ingest".into(), counts);
+        }
     }
     let mut out = serde_json::to_string_pretty(&value)?;
     out.push('\n');
@@ -146,13 +169,14 @@ pub fn json_report(report: &Report, ingest: Option<IngestCounts>) -> anyhow::Res
 
 /// Reads every line of `path` into the store (with each span's attributes when
 /// `keep_attributes`). Spans with bad ids are skipped with a warning on stderr; a line that is
-/// not OTLP/JSON stops the check with its line number.
+/// not OTLP/JSON stops the check with its line number, except a last line cut short, which is
+/// skipped with a warning. Returns how many lines were skipped so (0 or 1).
 pub fn read_file(
     path: &Path,
     store: &mut Store,
     carriers: Arc<Carriers>,
     keep_attributes: bool,
-) -> Result<(), RecordingError> {
+) -> Result<u64, RecordingError> {
     let mut reader = Reader::open(path)?;
     let mut interner = interner::Interner::with_carriers(carriers);
     let warn = |number: usize, message: &str| {
@@ -175,7 +199,13 @@ pub fn read_file(
             raw: None,
         });
     }
-    Ok(())
+    Ok(match reader.torn() {
+        Some(torn) => {
+            eprintln!("warning: {}", torn.warning(path));
+            1
+        }
+        None => 0,
+    })
 }
 
 /// Listens until `--idle`/`--for`/Ctrl-C/SIGTERM, feeding the store.

@@ -118,6 +118,7 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         args.format,
         &[args.fail_on],
         Some(ingest_counts),
+        0,
         max_spans,
         args.html.as_deref(),
     )

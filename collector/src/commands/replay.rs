@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::Batch;
 use crate::ingest::{decode, interner};
-use crate::otlp_lines::{Reader, RecordingError};
+use crate::otlp_lines::{Reader, RecordingError, Torn};
 use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
 
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
@@ -25,14 +25,24 @@ pub async fn run(
     let reader = Reader::open(&file)?;
     let (tx, rx) = mpsc::channel::<Batch>(64);
     let notice = Arc::new(Mutex::new(None));
+    let torn: Arc<Mutex<Option<Torn>>> = Arc::new(Mutex::new(None));
     let recording_t0 = Arc::new(AtomicU64::new(0));
     let started = std::time::Instant::now();
     let feeder = {
-        let (notice, recording_t0) = (notice.clone(), recording_t0.clone());
+        let (notice, recording_t0, torn) = (notice.clone(), recording_t0.clone(), torn.clone());
         tokio::task::spawn_blocking(move || {
             let path = reader.path().display().to_string();
             let text = match feed_recording(reader, speed, &tx, &recording_t0, started, carriers) {
-                Ok(n) => format!("replay finished: {n} spans from {path}"),
+                Ok((n, None)) => format!("replay finished: {n} spans from {path}"),
+                Ok((n, Some(cut))) => {
+                    let line = cut.line;
+                    if let Ok(mut t) = torn.lock() {
+                        *t = Some(cut);
+                    }
+                    format!(
+                        "replay finished: {n} spans from {path}; line {line} cut short, skipped"
+                    )
+                }
                 Err(e) => format!("replay stopped: {e}"),
             };
             if let Ok(mut n) = notice.lock() {
@@ -61,11 +71,16 @@ pub async fn run(
     };
     let result = run_live(config, rx, controls).await;
     feeder.abort();
+    // The screen was stderr: the warning comes once it has given the terminal back.
+    if let Some(torn) = torn.lock().ok().and_then(|t| t.clone()) {
+        eprintln!("warning: {}", torn.warning(&file));
+    }
     result
 }
 
 /// Read the recording and send its batches, sleeping so they arrive as they were recorded.
-/// Returns the spans sent; stops quietly when the screen has gone.
+/// Returns the spans sent, and the last line when it was cut short and skipped; stops quietly
+/// when the screen has gone.
 fn feed_recording(
     mut reader: Reader,
     speed: f64,
@@ -73,7 +88,7 @@ fn feed_recording(
     recording_t0: &AtomicU64,
     started: std::time::Instant,
     carriers: Arc<deadline_budget::carrier::Carriers>,
-) -> Result<u64, RecordingError> {
+) -> Result<(u64, Option<Torn>), RecordingError> {
     let mut interner = interner::Interner::with_carriers(carriers);
     let mut sent = 0u64;
     // Repaired UTF-8 is shown as U+FFFD; stderr is the screen here, so no warning.
@@ -100,8 +115,8 @@ fn feed_recording(
             raw: None,
         };
         if tx.blocking_send(batch).is_err() {
-            return Ok(sent);
+            return Ok((sent, None));
         }
     }
-    Ok(sent)
+    Ok((sent, reader.torn().cloned()))
 }

@@ -194,6 +194,70 @@ fn unreadable_input_exits_2_saying_what_and_where() {
     assert_eq!(out.code, Some(2), "bad usage: {out:?}");
 }
 
+/// A recorder killed mid-write leaves its last line cut short: everything before it is judged,
+/// the line is named on stderr and counted (`ingest.lines_torn`), and the exit status is the
+/// findings'. The same line anywhere else is a bad file.
+#[test]
+fn a_last_line_cut_short_is_skipped_with_a_warning_and_counted() {
+    let dir = scratch("check_torn_line");
+    let whole = json_line(&reset_chain(2));
+    let cut = &whole[..whole.len() / 2];
+    let path = dir.join("torn.jsonl");
+    std::fs::write(&path, format!("{}\n{whole}\n{cut}", pressure_chain(1))).unwrap();
+    let file = path.to_string_lossy().into_owned();
+    let out = run(&["check", "--input", &file, "--format", "json"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("torn.jsonl: line 3: the last line is cut short"),
+        "{}",
+        out.stderr
+    );
+    let report = out.json();
+    assert_eq!(report["summary"]["traces"], 2);
+    assert_eq!(report["ingest"]["lines_torn"], 1);
+    // The text report too: the same warning, the same verdict.
+    let out = run(&["check", "--input", &file]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("line 3: the last line is cut short"));
+
+    // On standard input as well.
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(crate::support::bin())
+        .args(["check", "--input", "-", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(std::fs::read(&path).unwrap().as_slice())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ingest"]["lines_torn"], 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-: line 3: the last line is cut short"));
+
+    // Cut short in the middle: a bad line, exit 2, named.
+    let middle = write(
+        &dir,
+        "middle.jsonl",
+        &[pressure_chain(1), cut.to_owned(), whole],
+    );
+    let out = run(&["check", "--input", &middle]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("middle.jsonl: line 2: invalid OTLP/JSON"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn spans_with_bad_ids_in_a_file_are_skipped_with_a_warning() {
     let dir = scratch("check_bad_ids");
