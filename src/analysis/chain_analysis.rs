@@ -75,6 +75,10 @@ pub struct Row {
     /// spans are still on their way, or the callee sends none (see
     /// [`ChainAnalysis::awaits_callee`]).
     pub awaits_callee: bool,
+    /// The ms the analysis added to this span's times to put its hop on its caller's clock
+    /// (`CONVENTIONS.md` section 3, "Clocks that disagree"); 0 when not moved. A waterfall
+    /// draws the span at its times plus this.
+    pub moved_ms: i32,
 }
 
 impl Row {

@@ -29,6 +29,7 @@
 
 mod chain;
 mod chain_analysis;
+mod clocks;
 mod edges;
 mod finding_kind;
 mod model;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 
+mod clocks;
 mod point_of_view;
 mod properties;
 mod rules;
@@ -545,4 +546,11 @@ fn report_orders_findings_and_edges_whatever_the_input_order() {
     );
     assert!(report.fails(Severity::Error));
     assert!(!Report::from_spans(healthy(), &Options::default()).fails(Severity::Info));
+}
+
+/// `span` as a clock `ms` behind records it (negative: ahead).
+fn behind(span: &mut Span, ms: i64) {
+    let by = ms * 1_000_000;
+    span.start_unix_nano = span.start_unix_nano.saturating_add_signed(-by);
+    span.end_unix_nano = span.end_unix_nano.saturating_add_signed(-by);
 }

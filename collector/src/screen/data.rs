@@ -107,18 +107,27 @@ impl std::ops::Deref for ChainView<'_> {
 }
 
 impl ChainView<'_> {
-    /// Waterfall row `i` and its span.
+    /// Waterfall row `i` and its span, at the times the analysis judged (a hop whose clock was
+    /// off is on its caller's clock: `row.moved_ms`).
     pub fn row(&self, i: usize) -> Option<(&Row, Span)> {
         let row = self.analysis.rows.get(i)?;
-        Some((row, self.chain.span(row.span as usize)?))
+        Some((row, self.span_of(row)?))
     }
 
-    /// Every waterfall row with its span, in order.
+    /// Every waterfall row with its span, in order, as [`ChainView::row`].
     pub fn rows(&self) -> impl Iterator<Item = (&Row, Span)> + '_ {
         self.analysis
             .rows
             .iter()
-            .filter_map(|row| Some((row, self.chain.span(row.span as usize)?)))
+            .filter_map(|row| Some((row, self.span_of(row)?)))
+    }
+
+    fn span_of(&self, row: &Row) -> Option<Span> {
+        let mut span = self.chain.span(row.span as usize)?;
+        let by = i64::from(row.moved_ms) * 1_000_000;
+        span.start_unix_nano = span.start_unix_nano.saturating_add_signed(by);
+        span.end_unix_nano = span.end_unix_nano.saturating_add_signed(by);
+        Some(span)
     }
 }
 

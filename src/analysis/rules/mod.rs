@@ -72,6 +72,7 @@ use std::cell::RefCell;
 
 use crate::analysis::chain::{Chain, SpanView, Tree, refill};
 use crate::analysis::chain_analysis::{ChainAnalysis, Options};
+use crate::analysis::clocks::Clocks;
 use crate::analysis::edges::EdgeTimeouts;
 use crate::analysis::finding_kind::{KindSet, SeverityCounts};
 use crate::analysis::model::Finding;
@@ -96,6 +97,7 @@ use timing::Timing;
 #[derive(Debug, Default)]
 struct Scratch {
     tree: Tree,
+    clocks: Clocks,
     timing: Timing,
     // The rule pass's own per-span state.
     state: PassState,
@@ -156,6 +158,7 @@ impl Chain {
     ) -> ChainAnalysis {
         let Scratch {
             tree,
+            clocks,
             timing,
             state,
             kinds,
@@ -165,11 +168,14 @@ impl Chain {
             calls,
         } = scratch;
         // Borrowed views, not unpacked `Span`s: see `SpanView`.
-        let spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
-        let spans = &spans[..];
-        let n = spans.len();
+        let mut spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
         tree.build(self);
         let tree = &*tree;
+        // Every rule below reads the corrected times.
+        clocks.correct(&mut spans, tree, options);
+        let clocks = &*clocks;
+        let spans = &spans[..];
+        let n = spans.len();
         timing.measure(spans, tree, options, timeouts);
         state.reset(n);
 
@@ -180,6 +186,7 @@ impl Chain {
             opts: options,
             timeouts,
             timing,
+            clocks,
             state,
             edges: Vec::new(),
             found: std::mem::take(found),
@@ -213,7 +220,7 @@ impl Chain {
         let edges = std::mem::take(&mut pass.edges);
         let state = &*pass.state;
 
-        let rows = summary::rows(spans, tree, timing, state, kinds, row_of);
+        let rows = summary::rows(spans, tree, timing, state, clocks, kinds, row_of);
         hops.clear();
         hops.extend((0..n).filter(|&i| spans[i].kind.is_hop()));
         let summary = summary::summary(spans, tree, timing, &findings, counts, hops, options);

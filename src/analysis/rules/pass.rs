@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::analysis::chain::{Chain, NONE, SpanView, Tree, refill};
 use crate::analysis::chain_analysis::{EdgeSample, Options};
+use crate::analysis::clocks::Clocks;
 use crate::analysis::edges::EdgeTimeouts;
 use crate::analysis::finding_kind::FindingKind;
 use crate::analysis::model::Finding;
@@ -33,6 +34,8 @@ pub(super) struct RulePass<'a> {
     pub(super) opts: &'a Options,
     pub(super) timeouts: &'a EdgeTimeouts,
     pub(super) timing: &'a Timing,
+    /// The clock corrections applied to `spans`.
+    pub(super) clocks: &'a Clocks,
     /// What the pass has learned of each span so far (see [`PassState`]).
     pub(super) state: &'a mut PassState,
     pub(super) edges: Vec<EdgeSample>,

@@ -5,7 +5,9 @@ use crate::analysis::chain::NONE;
 use crate::analysis::finding_kind::FindingKind;
 use crate::analysis::model::BudgetSource;
 
-use super::pass::{Numbers, RulePass};
+use crate::analysis::clocks::Evidence;
+
+use super::pass::{Numbers, RulePass, thousands};
 use super::timing::{MS, ms, ns};
 
 impl RulePass<'_> {
@@ -34,7 +36,10 @@ impl RulePass<'_> {
         let forwarded = self.forwarded_into(i);
         let mut skewed = false;
         if let (Some(d), Some(b)) = (f.deadline_unix_ms, f.budget_ms()) {
-            let relative = ms(ns(s.start_unix_nano)).saturating_add(b);
+            // On the hop's own clock: before any correction.
+            let start =
+                ns(s.start_unix_nano).saturating_sub(self.clocks.shift_ms[i].saturating_mul(MS));
+            let relative = ms(start).saturating_add(b);
             let diff = d.saturating_sub(relative);
             if diff.saturating_abs() > self.opts.skew_threshold_ms {
                 skewed = true;
@@ -64,8 +69,23 @@ impl RulePass<'_> {
             let diff = r.saturating_sub(fw);
             if diff.saturating_abs() > self.opts.skew_threshold_ms {
                 let caller = &spans[p as usize].service;
+                let moved = match self.clocks.evidence[i] {
+                    Some(Evidence::Deadline { .. }) => {
+                        let (side, way) = if diff > 0 {
+                            ("behind", "later")
+                        } else {
+                            ("ahead", "earlier")
+                        };
+                        format!(
+                            " ({}'s is {side}); its spans were moved {} ms {way}, onto the clock of {caller} (~ on the waterfall)",
+                            s.service,
+                            thousands(diff.saturating_abs())
+                        )
+                    }
+                    _ => String::new(),
+                };
                 let message = format!(
-                    "received {r} ms from an absolute deadline but {caller} meant {fw} ms: the clocks differ by about {} ms",
+                    "received {r} ms from an absolute deadline but {caller} meant {fw} ms: the clocks differ by about {} ms{moved}",
                     diff.saturating_abs()
                 );
                 let numbers = Numbers {
@@ -78,7 +98,9 @@ impl RulePass<'_> {
         }
     }
 
-    /// A span that starts before its parent: the two clocks disagree.
+    /// A span that starts before its parent: the two clocks disagree. A hop that did so was
+    /// moved onto its caller's clock (see [`Clocks`](crate::analysis::clocks::Clocks)): the
+    /// finding says by how much.
     pub(super) fn skewed_start(&mut self, i: usize) {
         let p = self.tree.parent[i];
         if p == NONE {
@@ -86,6 +108,24 @@ impl RulePass<'_> {
         }
         let spans = self.spans;
         let (s, ps) = (&spans[i], &spans[p as usize]);
+        match self.clocks.evidence[i] {
+            Some(Evidence::StartedBefore { ahead_ms }) => {
+                let moved = self.clocks.shift_ms[i];
+                let message = format!(
+                    "{} starts {} ms before its parent in {}: its clock is at least that far behind; its spans were moved {} ms later, onto the clock of {} (~ on the waterfall)",
+                    s.service,
+                    thousands(ahead_ms),
+                    ps.service,
+                    thousands(moved),
+                    ps.service
+                );
+                self.push(i, FindingKind::ClockSkew, message, Numbers::default());
+                return;
+            }
+            // Said by `clock_skew`.
+            Some(Evidence::Deadline { .. }) => return,
+            None => {}
+        }
         let ahead = ns(ps.start_unix_nano).saturating_sub(ns(s.start_unix_nano));
         if ahead > self.opts.parent_start_tolerance_ms.saturating_mul(MS) {
             let message = format!(

@@ -8,6 +8,8 @@ use crate::analysis::chain_analysis::{ChainSummary, Options, Row};
 use crate::analysis::finding_kind::{KindSet, SeverityCounts};
 use crate::analysis::model::{ChainOutcome, Finding, Outcome};
 
+use crate::analysis::clocks::Clocks;
+
 use super::pass::PassState;
 use super::timing::{Timing, callee, status_outcome};
 use super::timing::{has_budget, ms, ns};
@@ -39,6 +41,7 @@ pub(super) fn rows(
     tree: &Tree,
     timing: &Timing,
     state: &PassState,
+    clocks: &Clocks,
     kinds: &[KindSet],
     row_of: &mut Vec<u32>,
 ) -> Vec<Row> {
@@ -64,6 +67,7 @@ pub(super) fn rows(
                 awaits_callee: s.kind.is_call()
                     && s.budget.outcome != Some(Outcome::Refused)
                     && callee(spans, tree, i).is_none(),
+                moved_ms: i32::try_from(clocks.shift_ms[i]).unwrap_or(0),
             }
         })
         .collect()

@@ -58,7 +58,10 @@ fn budget_reset_when_a_hop_received_more_than_its_caller_forwarded() {
         kinds(&analyse(spans.clone())),
         vec![(FindingKind::BudgetReset, sid(5))]
     );
+    // 1001 ms more: a clock that far behind, measured and corrected (its spans, recorded on
+    // that clock, moved back onto orders').
     spans[4].budget.received_ms = Some(1801);
+    behind(&mut spans[4], 1001);
     assert_eq!(
         kinds(&analyse(spans)),
         vec![
@@ -467,7 +470,7 @@ fn clock_skew_when_a_child_starts_before_its_parent() {
     );
     assert_eq!(
         f.message,
-        "inventory starts 39 ms before its parent in orders: the clocks disagree"
+        "inventory starts 39 ms before its parent in orders: its clock is at least that far behind; its spans were moved 39 ms later, onto the clock of orders (~ on the waterfall)"
     );
     // One millisecond is within tolerance.
     spans[4].start_unix_nano = (T0 + 29) * 1_000_000;
@@ -492,9 +495,12 @@ fn clock_skew_when_an_absolute_deadline_disagrees_with_the_relative_budget() {
 #[test]
 fn clock_skew_when_an_absolute_deadline_gives_the_callee_another_budget() {
     let mut spans = healthy();
-    // inventory's clock is 2 s behind orders': the absolute deadline reads as 2 s more.
+    // inventory's clock is 2 s behind orders': the absolute deadline reads as 2 s more, and
+    // its spans are 2 s early. Corrected, it worked inside its call: no dead work.
+    let plain = spans.clone();
     spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
     spans[4].budget.received_ms = Some(2795);
+    behind(&mut spans[4], 1995);
     let a = analyse(spans.clone());
     assert_eq!(
         kinds(&a),
@@ -505,17 +511,22 @@ fn clock_skew_when_an_absolute_deadline_gives_the_callee_another_budget() {
     );
     assert_eq!(
         a.findings[1].message,
-        "received 2795 ms from an absolute deadline but orders meant 800 ms: the clocks differ by about 1995 ms"
+        "received 2795 ms from an absolute deadline but orders meant 800 ms: the clocks differ by about 1995 ms (inventory's is behind); its spans were moved 1,995 ms later, onto the clock of orders (~ on the waterfall)"
     );
-    // 2 s ahead: the callee believes it has nothing left; no reset, still skew.
-    spans[4].budget.received_ms = Some(-1200);
-    assert_eq!(
-        kinds(&analyse(spans.clone())),
-        vec![(FindingKind::ClockSkew, sid(5))]
-    );
+    assert_eq!(a.summary.wasted_ms, 0);
+    // 2 s ahead: the callee believes it has nothing left; no reset, still skew, moved back.
+    let mut ahead = plain.clone();
+    ahead[4].budget.source = Some(BudgetSource::XRequestDeadline);
+    ahead[4].budget.received_ms = Some(-1200);
+    behind(&mut ahead[4], -2000);
+    let a = analyse(ahead);
+    assert_eq!(kinds(&a), vec![(FindingKind::ClockSkew, sid(5))]);
+    assert_eq!(a.summary.wasted_ms, 0);
     // Within a second: nothing.
-    spans[4].budget.received_ms = Some(790);
-    assert_eq!(kinds(&analyse(spans)), vec![]);
+    let mut near = plain;
+    near[4].budget.source = Some(BudgetSource::XRequestDeadline);
+    near[4].budget.received_ms = Some(790);
+    assert_eq!(kinds(&analyse(near)), vec![]);
 }
 
 #[test]
@@ -589,8 +600,10 @@ fn a_service_without_budget_attributes_is_not_blamed_for_what_it_does_not_say() 
 fn clock_skew_when_the_collector_decoded_the_absolute_deadline_itself() {
     // As the collector decodes a captured `x-request-deadline`: received = deadline - arrival,
     // so the hop's own view agrees with itself; the caller's forwarded budget does not.
+    // inventory's clock is 2000 ms behind: its spans too.
     let mut spans = healthy();
-    let arrival = T0 as i64 + 31;
+    behind(&mut spans[4], 2000);
+    let arrival = T0 as i64 + 31 - 2000;
     spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
     spans[4].budget.deadline_unix_ms = Some(arrival + 2800);
     spans[4].budget.received_ms = Some(2800);

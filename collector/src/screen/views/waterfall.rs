@@ -363,8 +363,14 @@ fn label_of(chain: &ChainView<'_>, row: &Row, span: &Span) -> String {
     if !span.kind.is_hop() && parent_service.as_deref() == Some(&*span.service) {
         format!("{indent}{}", for_screen(&span.name))
     } else {
+        // `~`: a hop moved onto its caller's clock (its clock_skew finding says by how much).
+        let moved = if span.kind.is_hop() && row.moved_ms != 0 {
+            "~"
+        } else {
+            ""
+        };
         format!(
-            "{indent}{} {}",
+            "{indent}{moved}{} {}",
             for_screen(&span.service),
             for_screen(&span.name)
         )
