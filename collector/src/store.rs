@@ -15,7 +15,7 @@ use std::sync::Arc;
 use deadline_budget::analysis::{
     Chain, ChainAnalysis, ChainSummary, Coverage, EdgeAggregate, EdgeReport, EdgeSample, EdgeStats,
     EdgeTimeouts, Finding, Inserted, Options, OutcomeCounts, Report, SeverityCounts, Span, SpanId,
-    Summary, TraceId,
+    Summary, TraceId, lost_contexts,
 };
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
@@ -651,7 +651,7 @@ impl Store {
             }
         }
         findings.extend(self.edges.findings());
-        Report {
+        let mut report = Report {
             summary: Summary {
                 traces: self.counters.chains_held,
                 spans: self.counters.spans_held,
@@ -663,7 +663,12 @@ impl Store {
             },
             findings,
             edges: self.edge_reports(),
-        }
+        };
+        // Judged across the chains held: a call without its request's context starts a trace
+        // of its own.
+        let lost = lost_contexts(self.chains.values().map(|e| &e.chain), &self.options);
+        report.add_lost_contexts(&lost);
+        report
     }
 }
 

@@ -265,6 +265,7 @@ impl EdgeAggregate {
             remaining_ms: None,
             forwarded_ms: None,
             wasted_ms: None,
+            linked_trace_id: None,
         })
     }
 }

@@ -36,6 +36,8 @@ pub enum FindingKind {
     TimeoutOversized,
     /// A root hop answered after the budget it received had run out.
     LateAnswer,
+    /// A call made outside its request's trace: its caller dropped the request's context.
+    ContextLost,
 }
 
 impl FindingKind {
@@ -43,7 +45,7 @@ impl FindingKind {
     pub const COUNT: usize = FindingKind::ALL.len();
 
     /// Every kind, in the contract's order.
-    pub const ALL: [FindingKind; 12] = [
+    pub const ALL: [FindingKind; 13] = [
         FindingKind::BudgetReset,
         FindingKind::BudgetDropped,
         FindingKind::RanAfterExpiry,
@@ -56,6 +58,7 @@ impl FindingKind {
         FindingKind::TimeoutInverted,
         FindingKind::TimeoutOversized,
         FindingKind::LateAnswer,
+        FindingKind::ContextLost,
     ];
 
     /// The contract's name for this kind.
@@ -73,6 +76,7 @@ impl FindingKind {
             FindingKind::TimeoutInverted => "timeout_inverted",
             FindingKind::TimeoutOversized => "timeout_oversized",
             FindingKind::LateAnswer => "late_answer",
+            FindingKind::ContextLost => "context_lost",
         }
     }
 
@@ -90,7 +94,8 @@ impl FindingKind {
             | FindingKind::RetryOverBudget
             | FindingKind::ClockSkew
             | FindingKind::TimeoutInverted
-            | FindingKind::LateAnswer => Severity::Warning,
+            | FindingKind::LateAnswer
+            | FindingKind::ContextLost => Severity::Warning,
         }
     }
 
@@ -130,6 +135,9 @@ impl FindingKind {
             }
             FindingKind::TimeoutOversized => {
                 "Timeout oversized: the timeout is more than ten times what the callee takes (p99), so it cuts nothing a user would still wait for."
+            }
+            FindingKind::ContextLost => {
+                "Context lost: a call made without its request's context (Go's context.Background(), a pool that does not carry it): no deadline, no cancellation and no trace reached the callee, which starts a trace of its own."
             }
             FindingKind::LateAnswer => {
                 "Late answer: the first service answered after the budget its caller sent had run out. Whether the caller still waited is not in the spans: if it did not, the work was for nobody."

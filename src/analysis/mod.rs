@@ -30,6 +30,7 @@
 mod chain;
 mod chain_analysis;
 mod clocks;
+mod context;
 mod edges;
 mod finding_kind;
 mod model;
@@ -38,6 +39,7 @@ mod rules;
 
 pub use chain::{Chain, Inserted, Link, chains_from_spans};
 pub use chain_analysis::{CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row};
+pub use context::{LostContext, lost_contexts};
 pub use edges::{
     Distribution, EdgeAggregate, EdgeStats, EdgeTimeouts, MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS,
     OVERSIZED_FACTOR,

@@ -257,6 +257,10 @@ pub struct Finding {
     /// `orphaned_work`, and a reset or drop that caused dead work below it). Not additive across
     /// findings: the same milliseconds can be explained twice.
     pub wasted_ms: Option<i64>,
+    /// For `context_lost`: the trace of the one request whose hop enclosed the call, when
+    /// exactly one did (absent from the JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linked_trace_id: Option<TraceId>,
 }
 
 /// How a request ended for its user (`CONVENTIONS.md` section 3, "Chain outcome"), read from

@@ -68,7 +68,10 @@ impl Report {
                 .map(|c| c.analyse_with(options, &timeouts))
                 .collect();
         }
-        Report::from_analyses(&analyses)
+        let mut report = Report::from_analyses(&analyses);
+        // Judged across chains: a call without its request's context starts a trace of its own.
+        report.add_lost_contexts(&super::context::lost_contexts(&chains, options));
+        report
     }
 
     /// The worst severity among the findings, if any.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::*;
 
 mod clocks;
+mod context;
 mod point_of_view;
 mod properties;
 mod rules;

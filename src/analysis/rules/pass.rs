@@ -147,6 +147,7 @@ impl RulePass<'_> {
                 remaining_ms: n.remaining,
                 forwarded_ms: n.forwarded,
                 wasted_ms: n.wasted,
+                linked_trace_id: None,
             },
         ));
     }

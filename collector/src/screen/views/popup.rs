@@ -147,7 +147,7 @@ fn legend_lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     ));
     lines.push(Line::styled("The chain list", theme.title()));
     for text in [
-        "OUTCOME: how the request ended for its user (in flight, ok, 504, shed, cancelled, error)",
+        "OUTCOME: how the request ended for its user (in flight, ok, late, 504, shed, cancelled, error)",
         "WASTED: the work its services did after everyone above had stopped waiting",
     ] {
         lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
