@@ -8,6 +8,7 @@ mod e2e_otlp;
 mod export;
 mod fuzz_regressions;
 mod go_grpc;
+mod go_http;
 mod grpc_python;
 mod hostile_input;
 mod html_report;
