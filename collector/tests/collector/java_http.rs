@@ -194,9 +194,14 @@ fn java_chain_with_a_fixed_timeout_drops_the_deadline_inverts_it_and_orphans_wor
     );
 }
 
+/// inventory's whole clock runs 1500 ms behind (its `Deadline` reading and its SDK's span
+/// clock, `SdkTracerProvider.builder().setClock(..)`): it believes 1.5 s more than orders
+/// forwarded. budget-top measures the offset from the absolute deadline, moves inventory's
+/// spans onto orders' clock, and then finds the dead work as it would without the skew: on the
+/// slow chain, inventory works its whole 1500 ms while orders' call gave up well before.
 #[test]
-fn java_chain_with_a_clock_behind_shows_clock_skew_and_the_reset_it_causes() {
-    let test = "java_chain_with_a_clock_behind_shows_clock_skew_and_the_reset_it_causes";
+fn java_chain_with_a_clock_behind_is_corrected_and_its_dead_work_found() {
+    let test = "java_chain_with_a_clock_behind_is_corrected_and_its_dead_work_found";
     let Some(classpath) = classpath_or_skip(test) else {
         return;
     };
@@ -210,12 +215,15 @@ fn java_chain_with_a_clock_behind_shows_clock_skew_and_the_reset_it_causes() {
             f["kind"].as_str().unwrap()
         })
         .collect();
-    kinds.dedup();
     kinds.sort_unstable();
     kinds.dedup();
-    assert_eq!(kinds, ["budget_reset", "clock_skew"], "{report:#}");
-    // Every inventory hop (one per chain) read the deadline 1.5 s late: one reset and at least
-    // one clock_skew each.
+    assert_eq!(
+        kinds,
+        ["budget_reset", "clock_skew", "orphaned_work"],
+        "{report:#}"
+    );
+    // Every inventory hop (one per chain) read the deadline 1.5 s late: one reset each, and a
+    // clock_skew that says which way and that its spans were moved.
     let mut traces: Vec<&str> = findings
         .iter()
         .filter(|f| f["kind"] == "budget_reset")
@@ -229,11 +237,43 @@ fn java_chain_with_a_clock_behind_shows_clock_skew_and_the_reset_it_causes() {
     traces.dedup();
     assert_eq!(traces.len(), 4, "{report:#}");
     for trace in traces {
+        let skew = findings
+            .iter()
+            .find(|f| f["kind"] == "clock_skew" && f["trace_id"] == trace)
+            .unwrap_or_else(|| panic!("no clock_skew in {trace}: {report:#}"));
+        let message = skew["message"].as_str().unwrap();
         assert!(
-            findings
-                .iter()
-                .any(|f| f["kind"] == "clock_skew" && f["trace_id"] == trace),
-            "no clock_skew in {trace}: {report:#}"
+            message.contains("(java-skewed-inventory's is behind); its spans were moved"),
+            "{skew}"
         );
     }
+    // The slow chain only: inventory worked 1500 ms, orders' call gave up after its latency;
+    // without the skew the dead work is what is left of the 1500 ms past that call's end.
+    let orphans: Vec<&Json> = findings
+        .iter()
+        .filter(|f| f["kind"] == "orphaned_work")
+        .collect();
+    assert_eq!(orphans.len(), 1, "{report:#}");
+    let edge = report["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["callee"] == "java-skewed-inventory")
+        .unwrap();
+    let slow_call = edge["latency_p99_ms"].as_i64().unwrap();
+    let expected = 1500 - slow_call;
+    let wasted = report["summary"]["wasted_ms"].as_i64().unwrap();
+    assert!(
+        (wasted - expected).abs() * 100 <= 15 * expected,
+        "dead work {wasted} ms, expected about {expected} ms: {report:#}"
+    );
+    // The reset on that chain carries it: it only shows once the clock is corrected.
+    let reset = findings
+        .iter()
+        .find(|f| f["kind"] == "budget_reset" && f["trace_id"] == orphans[0]["trace_id"])
+        .unwrap();
+    assert_eq!(reset["wasted_ms"].as_i64(), Some(wasted), "{reset}");
+    eprintln!(
+        "java skewed: dead work {wasted} ms, expected about {expected} ms (1500 - {slow_call})"
+    );
 }
