@@ -68,7 +68,9 @@ fn edge_answered(run: &StockRun, status: &str) -> u64 {
 }
 
 #[track_caller]
-fn run(python: &Path, variant: &str, budget_ms: u64) -> StockRun {
+/// A burst against `variant`: each user sends `budget_ms` in the header and waits `patience_ms`
+/// for the answer (a patient user reads an answer that comes after its budget: "late 200").
+fn run(python: &Path, variant: &str, budget_ms: u64, patience_ms: u64) -> StockRun {
     let run = StockRun::burst(
         HEADER,
         |endpoint| {
@@ -92,6 +94,7 @@ fn run(python: &Path, variant: &str, budget_ms: u64) -> StockRun {
                     format!("http://127.0.0.1:{edge}/order"),
                     REQUESTS.to_string(),
                     budget_ms.to_string(),
+                    patience_ms.to_string(),
                 ])
                 .env("PYTHONDONTWRITEBYTECODE", "1");
             client
@@ -177,7 +180,7 @@ fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() 
     };
     let _burst = one_burst_at_a_time();
 
-    let fixed = run(&python, "fixed", 1000);
+    let fixed = run(&python, "fixed", 1000, 1000);
     // The edge had its own budget and passed none on: every call drops it.
     assert_eq!(
         fixed.count("budget_dropped", "edge"),
@@ -226,7 +229,7 @@ fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() 
     assert_eq!(fixed.worker("worked_for_nobody"), 0, "{}", fixed.dump());
     assert_eq!(fixed.wasted(), 0, "{}", fixed.dump());
 
-    let propagated = run(&python, "propagated", 1000);
+    let propagated = run(&python, "propagated", 1000, 1000);
     assert_eq!(
         propagated.count("budget_dropped", "edge"),
         0,
@@ -267,7 +270,7 @@ fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() 
         fixed.count("late_answer", "edge")
     );
 
-    let tight = run(&python, "propagated", 500);
+    let tight = run(&python, "propagated", 500, 500);
     // The edge's calls that got no answer (requests' ReadTimeout: status ERROR, an exception
     // event, no response status) ended at its budget less the margin: the edge's timeout,
     // inferred from them.
@@ -292,4 +295,55 @@ fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() 
     assert!(wasted > 0, "{}", tight.dump());
     assert!(wasted <= nobody as i64 * WORK_MS, "{}", tight.dump());
     assert!(tight.wasted() >= wasted, "{}", tight.dump());
+}
+
+/// The same WSGI root, its user patient: it sends 1000 ms in the header but reads the answer
+/// whenever it comes. The root answers 200 after its budget ran out to a user who is still
+/// there: `late` (an answer, not a failure), `late_answer` on the edge, no `orphaned_work` on a
+/// root and no dead work that no span proves; the chains answered in time read `ok`. Against
+/// the impatient burst of the test above, the same spans: only the user's log tells them apart,
+/// and budget-top says no more than the spans prove.
+#[test]
+fn a_wsgi_root_answering_a_patient_user_late_is_late_not_dead_work() {
+    let Some(python) = venv_python_or_skip("a_wsgi_root_answering_a_patient_user_late") else {
+        return;
+    };
+    let _burst = one_burst_at_a_time();
+    let patient = run(&python, "fixed", 1000, 5000);
+    assert_eq!(patient.client("gave up"), 0, "{}", patient.dump());
+    // Every answer came, in time or late: the late ones are the chains read late (the user's
+    // clock starts before the edge's span, so it sees a few more late than the spans prove).
+    let late_read = patient.client("late 200");
+    assert!(late_read > 0, "{}", patient.dump());
+    assert!(patient.outcome("late") <= late_read, "{}", patient.dump());
+    assert!(
+        late_read <= patient.outcome("late") + 4,
+        "{}",
+        patient.dump()
+    );
+    assert_eq!(
+        patient.count("orphaned_work", "edge"),
+        0,
+        "{}",
+        patient.dump()
+    );
+    // The edge's work is not dead work: its user was there; only the worker's hops that went
+    // on after the edge's own call gave up (which the worker logged) are.
+    assert_eq!(
+        patient.count("orphaned_work", "worker"),
+        patient.worker("worked_for_nobody"),
+        "{}",
+        patient.dump()
+    );
+    if patient.worker("worked_for_nobody") == 0 {
+        assert_eq!(patient.wasted(), 0, "{}", patient.dump());
+    }
+    eprintln!(
+        "patient: {} late 200 read by the user, {} late chains, {} late_answer, {} ok, wasted {} ms",
+        late_read,
+        patient.outcome("late"),
+        patient.count("late_answer", "edge"),
+        patient.outcome("ok"),
+        patient.wasted()
+    );
 }
