@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use deadline_budget::analysis::{
     Chain, ChainAnalysis, ChainSummary, Coverage, EdgeAggregate, EdgeReport, EdgeSample, EdgeStats,
-    EdgeTimeouts, Finding, Inserted, Options, OutcomeCounts, Report, SeverityCounts, Span, SpanId,
-    Summary, TraceId, lost_contexts,
+    EdgeTimeouts, Finding, FindingKind, Inserted, KindSet, LostContext, Options, OutcomeCounts,
+    Report, Severity, SeverityCounts, Span, SpanId, Summary, TraceId, lost_contexts,
 };
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
@@ -129,6 +129,9 @@ pub struct Store {
     outcomes: OutcomeCounts,
     /// The inferred timeouts the chains were last analysed with.
     timeouts: EdgeTimeouts,
+    /// The `context_lost` findings folded into the analyses of the chains held, by trace
+    /// (judged across chains: see [`Store::refresh_lost_contexts`]).
+    lost: HashMap<TraceId, Vec<Finding>>,
     /// When `timeouts` was last compared with the edges (analyses since).
     timeouts_checked: usize,
     dirty: Vec<TraceId>,
@@ -147,6 +150,17 @@ pub struct Store {
 
 /// The share of `--max-attribute-bytes` the dictionary of repeated attributes may take.
 const DICTIONARY_SHARE: usize = 4;
+
+/// The most spans held for which the screen's loop judges lost contexts on every pass that
+/// analysed a chain (a pass over every span held).
+const LOST_CONTEXT_LIVE_SPANS: u64 = 200_000;
+
+/// Counts of one finding of `severity`.
+fn one(severity: Severity) -> SeverityCounts {
+    let mut c = SeverityCounts::default();
+    c.bump(severity);
+    c
+}
 
 /// Chains analysed between two looks at the edges' inferred timeouts in the live loop.
 const TIMEOUT_CHECK_EVERY: usize = 2048;
@@ -168,6 +182,7 @@ impl Store {
             wasted_ms: 0,
             outcomes: OutcomeCounts::default(),
             timeouts: EdgeTimeouts::default(),
+            lost: HashMap::new(),
             timeouts_checked: 0,
             dirty: Vec::new(),
             max_attribute_bytes: batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
@@ -363,8 +378,10 @@ impl Store {
         self.counters.chains_evicted += 1;
         self.counters.spans_evicted += n;
         if let Some(analysis) = entry.analysis {
+            // With the lost contexts folded into it.
             self.subtract(&analysis, &entry.samples.unpack(&entry.chain));
         }
+        self.lost.remove(&trace_id);
     }
 
     /// Takes a chain's analysis (held without its edge samples) and its samples out of the
@@ -459,8 +476,10 @@ impl Store {
             let old_edges = old.as_ref().map(|_| entry.samples.unpack(&entry.chain));
             entry.samples = EdgeSamples::pack(&edges, &entry.chain);
             if let (Some(old), Some(old_edges)) = (old, old_edges) {
+                // With the lost contexts folded into it: the fresh analysis has none yet.
                 self.subtract(&old, &old_edges);
             }
+            self.lost.remove(&trace_id);
             self.add(&fresh, &edges);
             analysed += 1;
             if analysed.is_multiple_of(32)
@@ -480,7 +499,75 @@ impl Store {
             self.timeouts_checked = 0;
             self.refresh_timeouts();
         }
+        // Judged across chains, over every span held: on the screen's loop only while the store
+        // is small enough for a pass per frame (a report always judges them).
+        if analysed > 0
+            && (deadline.is_none() || self.counters.spans_held <= LOST_CONTEXT_LIVE_SPANS)
+        {
+            self.refresh_lost_contexts();
+        }
         analysed
+    }
+
+    /// Judges the calls that lost their context over every chain held, and folds the
+    /// `context_lost` findings into their chains' analyses (their findings, their rows' marks,
+    /// their severity counts and the store's), taking out those that no longer hold. The screen
+    /// then shows them as any other finding. Returns them.
+    pub fn refresh_lost_contexts(&mut self) -> Vec<LostContext> {
+        let found = lost_contexts(self.chains.values().map(|e| &e.chain), &self.options);
+        let mut now: HashMap<TraceId, Vec<Finding>> = HashMap::new();
+        for l in &found {
+            now.entry(l.finding.trace_id)
+                .or_default()
+                .push(l.finding.clone());
+        }
+        let mut traces: Vec<TraceId> = self.lost.keys().chain(now.keys()).copied().collect();
+        traces.sort_unstable();
+        traces.dedup();
+        for trace_id in traces {
+            let new = now.remove(&trace_id).unwrap_or_default();
+            let old = self.lost.remove(&trace_id).unwrap_or_default();
+            let Some(entry) = self.chains.get_mut(&trace_id) else {
+                continue;
+            };
+            if new != old
+                && let Some(held) = entry.analysis.as_mut()
+            {
+                let analysis = Arc::make_mut(held);
+                for f in &old {
+                    self.findings.subtract(one(f.severity));
+                    analysis.summary.findings.subtract(one(f.severity));
+                }
+                analysis
+                    .findings
+                    .retain(|f| f.kind != FindingKind::ContextLost);
+                for f in &new {
+                    self.findings.bump(f.severity);
+                    analysis.summary.findings.bump(f.severity);
+                    analysis.findings.push(f.clone());
+                }
+                for row in &mut analysis.rows {
+                    let id = entry.chain.span(row.span as usize).map(|s| s.span_id);
+                    let mut kinds = KindSet::default();
+                    for k in row
+                        .findings
+                        .iter()
+                        .filter(|&k| k != FindingKind::ContextLost)
+                    {
+                        kinds.insert(k);
+                    }
+                    if new.iter().any(|f| Some(f.span_id) == id) {
+                        kinds.insert(FindingKind::ContextLost);
+                    }
+                    row.findings = kinds;
+                }
+                analysis.summary.worst = analysis.findings.iter().map(|f| f.severity).max();
+            }
+            if !new.is_empty() {
+                self.lost.insert(trace_id, new);
+            }
+        }
+        found
     }
 
     /// Whether some chain waits for [`Store::analyse_dirty`].
@@ -642,12 +729,22 @@ impl Store {
                 break;
             }
         }
+        // Judged across the chains held (a call without its request's context starts a trace
+        // of its own), folded into their chains, and listed after the edges' own findings as
+        // `Report::from_spans` lists them.
+        let lost = self.refresh_lost_contexts();
         let mut ids: Vec<TraceId> = self.chains.keys().copied().collect();
         ids.sort_unstable();
         let mut findings: Vec<Finding> = Vec::new();
         for id in &ids {
             if let Some(analysis) = self.chains.get(id).and_then(|e| e.analysis.as_ref()) {
-                findings.extend(analysis.findings.iter().cloned());
+                findings.extend(
+                    analysis
+                        .findings
+                        .iter()
+                        .filter(|f| f.kind != FindingKind::ContextLost)
+                        .cloned(),
+                );
             }
         }
         findings.extend(self.edges.findings());
@@ -664,10 +761,7 @@ impl Store {
             findings,
             edges: self.edge_reports(),
         };
-        // Judged across the chains held: a call without its request's context starts a trace
-        // of its own.
-        let lost = lost_contexts(self.chains.values().map(|e| &e.chain), &self.options);
-        report.add_lost_contexts(&lost);
+        report.attach_lost_contexts(&lost);
         report
     }
 }
@@ -736,6 +830,63 @@ mod tests {
         assert_eq!(edge_calls(&store), edge_calls(&fresh));
         let id = TraceId(span(1).trace_id.0);
         assert_eq!(store.analysis(id), fresh.analysis(id));
+    }
+
+    /// Go's `context.Background()`: the edge's hop (trace 1) made no call; its call is the root
+    /// of trace 2, with pricing under it. Judged across the chains held, folded into trace 2's
+    /// analysis (the screen shows it), counted once in the report; taken out when the edge's
+    /// hop turns out to have made a call of its own after all.
+    #[test]
+    fn lost_contexts_are_folded_into_their_chains_and_taken_out_when_they_no_longer_hold() {
+        let at =
+            |t: u32, id: u8, parent: Option<u8>, service: &str, kind, start: u64, end: u64| Span {
+                span_id: SpanId([id; 8]),
+                parent_span_id: parent.map(|p| SpanId([p; 8])),
+                service: Arc::from(service),
+                kind,
+                start_unix_nano: start * 1_000_000,
+                end_unix_nano: end * 1_000_000,
+                ..span(t)
+            };
+        let mut store = Store::new(100);
+        store.insert_spans([
+            at(1, 1, None, "edge", SpanKind::Server, 1000, 1300),
+            at(2, 2, None, "edge", SpanKind::Client, 1010, 1290),
+            at(2, 3, Some(2), "pricing", SpanKind::Server, 1012, 1285),
+        ]);
+        store.analyse_dirty();
+        let fragment = span(2).trace_id;
+        let a = store.analysis(fragment).unwrap();
+        assert_eq!(
+            a.findings.iter().map(|f| f.kind).collect::<Vec<_>>(),
+            vec![FindingKind::ContextLost]
+        );
+        assert_eq!(a.findings[0].linked_trace_id, Some(span(1).trace_id));
+        assert!(a.rows[0].findings.contains(FindingKind::ContextLost));
+        assert_eq!(a.summary.worst, Some(Severity::Warning));
+        assert_eq!(store.finding_counts().warning, 1);
+        let report = store.report();
+        assert_eq!(report.summary.findings.warning, 1);
+        assert_eq!(report.findings.len(), 1);
+        assert_eq!(
+            report.edges[0].findings.get("context_lost"),
+            Some(&1),
+            "{report:?}"
+        );
+        // The same again: nothing changes, nothing is counted twice.
+        store.refresh_lost_contexts();
+        assert_eq!(store.finding_counts().warning, 1);
+
+        // The edge's hop made a call after all: that call was its work; the root call is not
+        // one it lost.
+        store.insert_spans([at(1, 4, Some(1), "edge", SpanKind::Client, 1001, 1002)]);
+        store.analyse_dirty();
+        let a = store.analysis(fragment).unwrap();
+        assert!(a.findings.is_empty(), "{:?}", a.findings);
+        assert!(a.rows[0].findings.is_empty());
+        assert_eq!(a.summary.worst, None);
+        assert_eq!(store.finding_counts().warning, 0);
+        assert_eq!(store.report().summary.findings.warning, 0);
     }
 
     #[test]

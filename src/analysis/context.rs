@@ -176,8 +176,17 @@ impl Report {
     /// callee hop of such a call is a hop whose budget could not be known).
     pub fn add_lost_contexts(&mut self, lost: &[LostContext]) {
         for l in lost {
+            self.summary.findings.bump(l.finding.severity);
+        }
+        self.attach_lost_contexts(lost);
+    }
+
+    /// [`Report::add_lost_contexts`] for a report whose severity counts already hold them (a
+    /// store that folded them into its chains' analyses): the findings, each edge's count and
+    /// coverage only.
+    pub fn attach_lost_contexts(&mut self, lost: &[LostContext]) {
+        for l in lost {
             let f = &l.finding;
-            self.summary.findings.bump(f.severity);
             if let Some(callee) = &l.callee {
                 if let Some(edge) = self
                     .edges
