@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use budget_top::batch::Batch;
 use budget_top::batch::RawAttributes;
-use budget_top::report_html;
+use budget_top::report::html as report_html;
 use budget_top::store::Store;
 use criterion::{Criterion, criterion_group, criterion_main};
 use deadline_budget::analysis::{

@@ -3,7 +3,8 @@
 //! Data flows one way: [`ingest`] (OTLP/gRPC + OTLP/HTTP) decodes export requests into
 //! [`batch::Batch`]es (the one message between ingest and the store) on a bounded channel -> one
 //! loop owns a [`store::Store`] -> the library's analysis -> the [`screen`] or the `check`
-//! report (text, JSON, or the [`report_html`] page). [`commands`] holds one file per subcommand
+//! report (text, JSON, or the [`report::html`] page), both drawing through [`present`] (the words,
+//! glyphs, numbers and waterfall marks they share). [`commands`] holds one file per subcommand
 //! (`live`, `check`, `record`, `replay`, `demo`); [`otlp_lines`] is the file format `record`
 //! writes and `check --input` and `replay` read, and [`chain_export`] writes one chain in it. The
 //! binary (`main.rs`) only parses the command line and dispatches to [`commands`]; the tests
@@ -14,12 +15,11 @@ pub mod chain_export;
 pub mod cli;
 pub mod commands;
 pub mod ingest;
-pub mod legend;
 pub mod otlp_lines;
-pub mod report_html;
-pub mod report_text;
+pub mod present;
+pub mod report;
 pub mod screen;
-pub mod services;
+pub mod service_figures;
 pub mod span_text;
 pub mod store;
 pub mod wire;

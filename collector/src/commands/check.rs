@@ -21,8 +21,8 @@ use crate::batch::Batch;
 use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, IngestCounts, decode, interner};
 use crate::otlp_lines::{Reader, RecordingError};
+use crate::report::{html as report_html, text as report_text};
 use crate::store::Store;
-use crate::{report_html, report_text};
 
 /// The exit status for "bad usage or unreadable input".
 pub const EXIT_USAGE: u8 = 2;

@@ -131,7 +131,7 @@ impl ChainView<'_> {
     }
 }
 
-pub use crate::services::ServiceStats;
+pub use crate::service_figures::ServiceStats;
 
 /// Per-second sums over a short window, for "per second" figures in the header.
 #[derive(Clone, Debug, Default)]
@@ -351,6 +351,6 @@ impl ScreenData {
 
     fn rebuild_services(&mut self, now_unix_nano: u64) {
         let from = now_unix_nano.saturating_sub(RATE_WINDOW_SECS * 1_000_000_000);
-        self.services = crate::services::service_stats(&self.store, from..now_unix_nano);
+        self.services = crate::service_figures::service_stats(&self.store, from..now_unix_nano);
     }
 }

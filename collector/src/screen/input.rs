@@ -83,7 +83,7 @@ impl State {
                 // right after shows that chain and not the one selected before.
                 self.ui.follow = true;
                 self.ui.selected_id = None;
-                if self.ui.view == View::Chains {
+                if pane(self.ui.view).needs().chain_preview {
                     self.settle();
                 }
             }
@@ -141,15 +141,12 @@ impl State {
             (i + n - 1) % n
         };
         self.ui.view = View::ALL[next];
-        self.ui.table_row = 0;
+        pane(self.ui.view).enter(self);
     }
 
     /// Keep the popup's scroll within what it has to show on a screen of size `area`.
     pub fn clamp_popup_scroll(&mut self, area: Rect) {
-        self.ui.popup_scroll = self
-            .ui
-            .popup_scroll
-            .min(views::popup::max_scroll(self, area));
+        self.ui.popup_scroll = self.ui.popup_scroll.min(views::max_scroll(self, area));
     }
 
     /// Handle a mouse event on a screen of size `area`. Returns whether to redraw.

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 
+use super::views::pane;
 use super::{ChainView, ListQuery, ScreenData, SortBy};
 use crate::batch::Batch;
 use crate::store::Store;
@@ -116,8 +117,10 @@ pub struct Ui {
     /// The span `n`/`N` (or a click) chose in the selected chain: its row stays selected as the
     /// chain grows, instead of going back to the chain's first finding.
     pub pinned_span: Option<SpanId>,
-    /// Selected row of the edges or services table.
-    pub table_row: usize,
+    /// Selected row of the edges table (the Edges pane's own).
+    pub edge_row: usize,
+    /// Selected row of the services table (the Services pane's own).
+    pub service_row: usize,
     /// How far the open popup (legend, detail) is scrolled, in rows.
     pub popup_scroll: u16,
     /// Paused: arriving spans wait until resumed.
@@ -292,7 +295,8 @@ impl State {
         self.ui.selected_id = None;
         self.ui.span_row = 0;
         self.ui.pinned_span = None;
-        self.ui.table_row = 0;
+        self.ui.edge_row = 0;
+        self.ui.service_row = 0;
         self.ui.follow = true;
         if self.ui.overlay == Overlay::Detail {
             self.ui.overlay = Overlay::None;
@@ -384,10 +388,10 @@ impl State {
         if self.ui.paused {
             return false;
         }
-        let services = self.ui.view == View::Services;
+        let needs = pane(self.ui.view).needs();
         let changed = self
             .data
-            .settle(&self.ui.query, self.now_unix_nano, services);
+            .settle(&self.ui.query, self.now_unix_nano, needs.service_figures);
         if changed {
             self.follow_selection();
         }
@@ -396,7 +400,8 @@ impl State {
 
     fn follow_selection(&mut self) {
         let visible = &self.data.visible;
-        if self.ui.follow && self.ui.view == View::Chains {
+        let preview = pane(self.ui.view).needs().chain_preview;
+        if self.ui.follow && preview {
             let chosen = if self.ui.query.sort == SortBy::Time {
                 self.lesson_chain()
             } else {
@@ -416,7 +421,7 @@ impl State {
             && let Some(i) = visible.iter().position(|v| *v == id)
         {
             self.ui.selected = i;
-            if self.ui.view == View::Chains {
+            if preview {
                 // The preview shows the chosen or first finding; the chain may have grown since.
                 self.ui.span_row = self.preview_row();
             }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use budget_top::batch::Batch;
 use budget_top::batch::RawAttributes;
-use budget_top::report_html::{self, ROWS_PER_CHAIN, TABLE_ROWS};
+use budget_top::report::html::{self as report_html, ROWS_PER_CHAIN, TABLE_ROWS};
 use budget_top::store::Store;
 use deadline_budget::analysis::{
     BudgetFacts, BudgetSource, Severity, Span, SpanId, SpanKind, SpanStatus, TraceId,

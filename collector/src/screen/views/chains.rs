@@ -9,29 +9,82 @@ use deadline_budget::analysis::{ChainOutcome, Severity};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::text::{clock, ms};
-use super::theme::{Theme, severity_glyph};
-use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step, waterfall};
+use super::keys::Key;
+use super::theme::Theme;
+use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step, waterfall};
+use crate::present::format::{clock, fit, ms, severity_glyph, unicode_width};
 use crate::screen::{State, View};
 use crate::span_text::for_screen;
 
 /// The Chains tab: the chain list, with the selected chain's waterfall below it when there is
-/// room (else its finding in words).
+/// room (else its finding in words). Its selection is `ui.selected` (and the preview's row,
+/// `ui.span_row`).
 #[derive(Debug)]
 pub(crate) struct Chains;
+
+const KEYS: [Key; 12] = [
+    Key::screen("↑↓/jk", "↑↓", "move", 4),
+    Key {
+        codes: &[KeyCode::Enter],
+        long: "Enter",
+        short: "⏎",
+        does: "open",
+        shown: 4,
+        answer: Some(open),
+    },
+    waterfall::NEXT_FINDING.shown_in(4),
+    Key::screen("Tab", "Tab", "view", 4),
+    Key::screen("/", "/", "search", 3),
+    Key::screen("f", "f", "filter", 4),
+    Key::screen("s", "s", "sort", 4),
+    waterfall::EXPORT,
+    Key::screen("space", "␣", "pause", 2),
+    Key::screen("?", "?", "legend", 4),
+    Key::screen("q", "q", "quit", 4),
+    // Not in the hints: the search line says "Esc clears" while typing.
+    Key {
+        codes: &[KeyCode::Esc],
+        long: "Esc",
+        short: "Esc",
+        does: "clear search",
+        shown: 0,
+        answer: Some(clear_search),
+    },
+];
+
+/// Enter: the selected chain's waterfall, on the row its preview showed.
+fn open(state: &mut State, _key: KeyCode) -> bool {
+    if state.selected_chain().is_none() {
+        return false;
+    }
+    state.ui.view = View::Waterfall;
+    state.ui.span_row = state.preview_row();
+    true
+}
+
+/// Esc: clear the search, when there is one.
+fn clear_search(state: &mut State, _key: KeyCode) -> bool {
+    if state.ui.query.search.is_empty() {
+        return false;
+    }
+    state.ui.query.search.clear();
+    true
+}
 
 impl Pane for Chains {
     fn title(&self) -> &'static str {
         "Chains"
     }
 
-    fn hints(&self) -> &'static [&'static str] {
-        &[
-            "↑↓/jk move  Enter open  n/N finding  Tab view  / search  f filter  s sort  e export  space pause  ? legend  q quit",
-            "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ␣ pause  ? legend  q quit",
-            "↑↓ move  ⏎ open  n/N finding  Tab view  / search  f filter  s sort  ? legend  q quit",
-            "↑↓ move  ⏎ open  n/N finding  Tab view  f filter  s sort  ? legend  q quit",
-        ]
+    fn keys(&self) -> &'static [Key] {
+        &KEYS
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            chain_preview: true,
+            ..Needs::default()
+        }
     }
 
     fn arrange(&self, body: Rect, layout: &mut ScreenLayout) {
@@ -69,29 +122,6 @@ impl Pane for Chains {
 
     fn move_by(&self, state: &mut State, delta: isize) {
         state.select(step(state.ui.selected, state.data.visible.len(), delta));
-    }
-
-    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
-        match key {
-            KeyCode::Char('n') => state.next_finding(true),
-            KeyCode::Char('N') => state.next_finding(false),
-            KeyCode::Char('e') => state.export_selected_here(),
-            KeyCode::Enter => {
-                if state.selected_chain().is_none() {
-                    return Some(false);
-                }
-                state.ui.view = View::Waterfall;
-                state.ui.span_row = state.preview_row();
-            }
-            KeyCode::Esc => {
-                if state.ui.query.search.is_empty() {
-                    return Some(false);
-                }
-                state.ui.query.search.clear();
-            }
-            _ => return None,
-        }
-        Some(true)
     }
 
     fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
@@ -288,14 +318,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             for_screen(&s.root_name)
         );
         let root_w = c.root.saturating_sub(1);
-        put(
-            buf,
-            x,
-            y,
-            &super::text::fit(&root, root_w as usize),
-            root_w,
-            row_style,
-        );
+        put(buf, x, y, &fit(&root, root_w as usize), root_w, row_style);
         x += c.root;
         let budget = s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into());
         put_right(buf, x, y, &budget, c.budget - 1, row_style);
@@ -342,7 +365,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
                 let name = format!(" {} {}", severity_glyph(sev), kind.as_str());
                 // The name stays whole; the count of the other findings only when it fits.
                 let label = match format!("{name} +{more}") {
-                    full if more > 0 && super::unicode_width(&full) <= c.worst as usize => full,
+                    full if more > 0 && unicode_width(&full) <= c.worst as usize => full,
                     _ => name,
                 };
                 put(

@@ -8,9 +8,9 @@ use ratatui::style::Style;
 
 use std::borrow::Cow;
 
-use super::text::{count, rate};
-use super::theme::{Theme, severity_glyph};
+use super::theme::Theme;
 use super::{put, unicode_width};
+use crate::present::format::{count, rate, severity_glyph};
 use crate::screen::{Mode, State, View};
 use crate::span_text::for_screen;
 
@@ -243,7 +243,7 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     } else if let Some(m) = &state.ui.message {
         for_screen(m).into_owned()
     } else {
-        hints(state, area.width).to_string()
+        hints(state, area.width)
     };
     let style = if state.ui.searching {
         theme.title()
@@ -276,26 +276,27 @@ const EMPTY_HINTS_NO_DEMO: [&str; 1] = ["? legend  q quit"];
 
 /// The key hints for the view, the longest that fits `width` whole (so `q quit` is always on
 /// the line).
-fn hints(state: &State, width: u16) -> &'static str {
-    let choices: &[&'static str] = if state.data.is_empty() {
-        if state.demo_startable {
+fn hints(state: &State, width: u16) -> String {
+    if state.data.is_empty() {
+        let choices = if state.demo_startable {
             &EMPTY_HINTS
         } else {
             &EMPTY_HINTS_NO_DEMO
-        }
+        };
+        fitting(choices, width).to_string()
     } else {
-        super::pane(state.ui.view).hints()
-    };
-    fitting(choices, width)
+        let choices = super::pane(state.ui.view).hints();
+        fitting(&choices, width).to_string()
+    }
 }
 
 /// The first of `choices` (longest first) that fits `width`, else the last.
-fn fitting(choices: &[&'static str], width: u16) -> &'static str {
+fn fitting<S: AsRef<str>>(choices: &[S], width: u16) -> &str {
     choices
         .iter()
+        .map(AsRef::as_ref)
         .find(|h| unicode_width(h) <= width as usize)
-        .or(choices.last())
-        .copied()
+        .or(choices.last().map(AsRef::as_ref))
         .unwrap_or("")
 }
 
@@ -321,19 +322,22 @@ mod tests {
     #[test]
     fn the_key_hints_fit_and_always_end_with_q_quit() {
         let views = crate::screen::View::ALL.map(|v| super::super::pane(v).hints());
-        for choices in [&EMPTY_HINTS[..], &EMPTY_HINTS_NO_DEMO]
-            .into_iter()
-            .chain(views)
+        for choices in [
+            EMPTY_HINTS.map(String::from).to_vec(),
+            EMPTY_HINTS_NO_DEMO.map(String::from).to_vec(),
+        ]
+        .into_iter()
+        .chain(views)
         {
             for width in 80..=220 {
-                let line = fitting(choices, width);
+                let line = fitting(&choices, width);
                 assert!(line.ends_with("q quit"), "at {width}: {line}");
                 assert!(unicode_width(line) <= width as usize, "at {width}: {line}");
             }
         }
         // The longest shows where it fits: nothing is dropped for no reason.
         let chains = super::super::pane(crate::screen::View::Chains).hints();
-        assert_eq!(fitting(chains, 200), chains[0]);
+        assert_eq!(fitting(&chains, 200), chains[0]);
     }
 
     #[test]

@@ -7,11 +7,15 @@
 //! [`layout`] is shared by [`render`] and the clicks, so a click lands on the row drawn there.
 
 pub mod chains;
+pub mod detail;
+pub mod edges;
 pub mod empty;
 pub mod header;
-pub mod popup;
-pub mod tables;
-pub mod text;
+mod keys;
+pub mod legend;
+mod popup;
+pub mod services;
+mod table;
 pub mod theme;
 pub mod waterfall;
 
@@ -22,12 +26,37 @@ use ratatui::layout::{Position, Rect};
 use crate::screen::{Overlay, State, View};
 pub use theme::Theme;
 
-/// A top-level view: one tab of the screen.
+/// What a view needs computed on the frame tick beyond the chain list (costly data only the
+/// views that show it ask for).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Needs {
+    /// The per-service figures (`ScreenData::services`).
+    pub service_figures: bool,
+    /// The view shows the chain list with the selected chain's preview: the selection follows
+    /// the newest chain (or the demo's lesson) and the preview its chosen row.
+    pub chain_preview: bool,
+}
+
+/// A top-level view: one tab of the screen. It owns its selection (a field of [`Ui`] only it
+/// moves), its keys (a table its `on_key` reads and the footer's hints are made from) and its
+/// drawing, and says what data it needs.
+///
+/// [`Ui`]: crate::screen::Ui
 pub(crate) trait Pane {
     /// Its tab's title in the header.
     fn title(&self) -> &'static str;
+    /// Its key table: the footer's hints and [`Pane::on_key`] read it.
+    fn keys(&self) -> &'static [keys::Key];
     /// Its key hints for the footer, longest first: the longest that fits is shown.
-    fn hints(&self) -> &'static [&'static str];
+    fn hints(&self) -> Vec<String> {
+        keys::hints(self.keys())
+    }
+    /// What it needs computed on the frame tick.
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    /// Tab or Shift-Tab made it the view.
+    fn enter(&self, _state: &mut State) {}
     /// Where its parts of the body go (the chain list, the waterfall, the finding strip); by
     /// default the body is one part.
     fn arrange(&self, _body: Rect, _layout: &mut ScreenLayout) {}
@@ -36,8 +65,10 @@ pub(crate) trait Pane {
     /// Move its selection by `delta` rows (arrows, j/k, pages, Home/End, the wheel).
     fn move_by(&self, state: &mut State, delta: isize);
     /// A key the screen's own keys left: `None` when this view does not use it (it then goes to
-    /// the demo), else whether the screen changed.
-    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool>;
+    /// the demo), else whether the screen changed. The answer is the key table's.
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        keys::answer(self.keys(), state, key)
+    }
     /// A left click at `pos` on the screen laid out as `layout`: whether anything changed.
     fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool;
 }
@@ -47,8 +78,8 @@ pub(crate) fn pane(view: View) -> &'static dyn Pane {
     match view {
         View::Chains => &chains::Chains,
         View::Waterfall => &waterfall::Waterfall,
-        View::Edges => &tables::Edges,
-        View::Services => &tables::Services,
+        View::Edges => &edges::Edges,
+        View::Services => &services::Services,
     }
 }
 
@@ -91,7 +122,7 @@ pub fn lesson_lines(state: &State, width: u16) -> Vec<String> {
     state.demo.as_ref().map_or_else(Vec::new, |demo| {
         // A number and its unit stay on one line ("~600 ms", not "~600" then "ms").
         let lesson = crate::span_text::for_screen(&demo.lesson).replace(" ms", "\u{a0}ms");
-        let mut lines = text::wrap(&lesson, width as usize, LESSON_ROWS);
+        let mut lines = crate::present::format::wrap(&lesson, width as usize, LESSON_ROWS);
         for line in &mut lines {
             *line = line.replace('\u{a0}', " ");
         }
@@ -152,8 +183,30 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
     header::render_footer(state, theme, l.footer, buf);
     match state.ui.overlay {
         Overlay::None => {}
-        Overlay::Legend => popup::render_legend(theme, area, state.ui.popup_scroll, buf),
-        Overlay::Detail => popup::render_detail(state, theme, area, state.ui.popup_scroll, buf),
+        Overlay::Legend => legend::render(theme, area, state.ui.popup_scroll, buf),
+        Overlay::Detail => detail::render(state, theme, area, state.ui.popup_scroll, buf),
+    }
+}
+
+/// How far the open overlay can scroll on a screen of size `area` (0 when it all fits).
+pub fn max_scroll(state: &State, area: Rect) -> u16 {
+    let theme = Theme {
+        color: state.ui.color,
+    };
+    match state.ui.overlay {
+        Overlay::None => 0,
+        Overlay::Legend => popup::max_scroll(
+            area,
+            legend::LEGEND_WIDTH,
+            legend::lines(
+                theme,
+                legend::LEGEND_WIDTH.min(area.width).saturating_sub(2),
+            ),
+        ),
+        Overlay::Detail => match detail::lines(state, theme, area.width) {
+            Some((_, lines)) => popup::max_scroll(area, detail::DETAIL_WIDTH, lines),
+            None => 0,
+        },
     }
 }
 
@@ -222,10 +275,7 @@ pub fn put_right(
     put(buf, x + width - w, y, s, w, style);
 }
 
-/// The display width of `s`.
-pub fn unicode_width(s: &str) -> usize {
-    ratatui::text::Span::raw(s).width()
-}
+pub use crate::present::format::unicode_width;
 
 /// Draw a box with a title; returns the inside.
 pub fn boxed(buf: &mut Buffer, area: Rect, title: &str, theme: Theme) -> Rect {

@@ -89,12 +89,3 @@ impl Theme {
         }
     }
 }
-
-/// A severity's one-cell glyph, readable without colour.
-pub fn severity_glyph(s: Severity) -> &'static str {
-    match s {
-        Severity::Error => "✖",
-        Severity::Warning => "▲",
-        Severity::Info => "●",
-    }
-}

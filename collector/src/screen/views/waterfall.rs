@@ -7,23 +7,22 @@
 //! `budget_dropped` is `✕` at the call, a shed `⊘` where it was shed. The original caller's
 //! deadline is the dotted column `┊`. Below, the selected row's finding is explained in words.
 //!
-//! Every mark comes from the analysis (the row's findings, its `late_ms`, the budget helper of
-//! the library): the screen judges nothing itself, so a mark never disagrees with a finding.
+//! Every mark comes from the analysis through [`RowMarks`] (the same marks the HTML page draws):
+//! the screen judges nothing itself, so a mark never disagrees with a finding.
 
 use crossterm::event::KeyCode;
-use deadline_budget::analysis::{
-    BudgetSource, ChainAnalysis, ChainOutcome, Finding, FindingKind, Outcome, Row, Span, SpanId,
-};
+use deadline_budget::analysis::{ChainAnalysis, ChainOutcome, Finding, FindingKind, Row, Span};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
-use super::popup::meaning;
-use super::text::ms;
-use super::theme::{Theme, severity_glyph};
+use super::keys::Key;
+use super::theme::Theme;
 use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
-use crate::legend::carrier_tag;
+use crate::present::format::{axis_step, counted, fit, ms, severity_glyph, unicode_width};
+use crate::present::legend::meaning;
+use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
 use crate::screen::{ChainView, Overlay, State, View};
 use crate::span_text::for_screen;
 
@@ -33,6 +32,8 @@ struct Geometry {
     tl_x: u16,
     tl_w: u16,
     horizon_ms: i64,
+    /// The original caller's deadline, ms from the chain's start.
+    edge_deadline: Option<i64>,
 }
 
 impl Geometry {
@@ -56,41 +57,18 @@ impl Geometry {
     }
 }
 
-/// A span's start and end in ms after the chain's start.
-fn ms_of(chain: &ChainAnalysis, span: &Span) -> (i64, i64) {
-    let start = chain.summary.offset_ms(span);
-    (start, start + span.duration_ms().max(0))
-}
-
-fn geometry(chain: &ChainView<'_>, area: Rect) -> Geometry {
+fn geometry(scale: &ChainScale, area: Rect) -> Geometry {
     let label_w = (area.width * 30 / 100).clamp(20, 48);
     let nums_w = if area.width >= 120 { 18 } else { 12 };
     let tl_x = area.x + label_w + nums_w + 1;
     let tl_w = area.width.saturating_sub(label_w + nums_w + 2).max(1);
-    let dur = chain.summary.duration_ms.max(1);
-    let mut far = dur;
-    for (_, s) in chain.rows() {
-        let s = &s;
-        let start = chain.summary.offset_ms(s);
-        if s.kind.is_hop()
-            && let Some(b) = s.budget.budget_ms()
-        {
-            far = far.max(start + b);
-        }
-        if s.kind.is_call()
-            && let Some(f) = s.budget.forwarded_ms
-        {
-            far = far.max(start + f);
-        }
-    }
-    // A huge reset would squeeze the real work into one cell: show at most 4 times the chain.
-    let horizon_ms = far.min(dur * 4).max(1);
     Geometry {
         label_w,
         nums_w,
         tl_x,
         tl_w,
-        horizon_ms,
+        horizon_ms: scale.horizon_ms,
+        edge_deadline: scale.edge_deadline,
     }
 }
 
@@ -110,28 +88,96 @@ fn key_height(area: Rect) -> u16 {
 }
 
 /// What the waterfall's abbreviations mean, longest first: the longest that fits is shown.
-const KEYS: [&str; 4] = [
+const FIGURE_KEYS: [&str; 4] = [
     "rcv: budget received (grpc, abs… its carrier) · own: the edge's own · fwd: forwarded (fwd 3000>937: 3000 with 937 left) · q: time queued · ─: the hop's own work · ? legend",
     "rcv: received · own: edge's own · fwd: forwarded (3000>937: 3000 with 937 left) · q: queued · ─: own work · ? legend",
     "rcv got · fwd sent (3000>937: 937 left) · q queued · ─ own work · ? legend",
     "rcv got · fwd sent · q queued · ? legend",
 ];
 
-/// The Waterfall tab: the selected chain, one row per span.
+/// The Waterfall tab: the selected chain, one row per span. Its selection is `ui.span_row`.
 #[derive(Debug)]
 pub(crate) struct Waterfall;
+
+/// `n`/`N`: the next or previous finding of the selected chain (the chain list answers it too).
+pub(super) const NEXT_FINDING: Key = Key {
+    codes: &[KeyCode::Char('n'), KeyCode::Char('N')],
+    long: "n/N",
+    short: "n/N",
+    does: "finding",
+    shown: 3,
+    answer: Some(next_finding),
+};
+
+/// `e`: append the selected chain to the export file (the chain list answers it too).
+pub(super) const EXPORT: Key = Key {
+    codes: &[KeyCode::Char('e')],
+    long: "e",
+    short: "e",
+    does: "export",
+    shown: 1,
+    answer: Some(export),
+};
+
+const KEYS: [Key; 9] = [
+    Key::screen("↑↓/jk", "↑↓", "row", 3),
+    NEXT_FINDING,
+    Key {
+        codes: &[KeyCode::Enter],
+        long: "Enter",
+        short: "⏎",
+        does: "detail",
+        shown: 3,
+        answer: Some(open_detail),
+    },
+    Key {
+        codes: &[KeyCode::Esc],
+        long: "Esc",
+        short: "Esc",
+        does: "back",
+        shown: 3,
+        answer: Some(back),
+    },
+    Key::screen("Tab", "Tab", "view", 3),
+    EXPORT,
+    Key::screen("space", "␣", "pause", 2),
+    Key::screen("?", "?", "legend", 3),
+    Key::screen("q", "q", "quit", 3),
+];
+
+fn next_finding(state: &mut State, key: KeyCode) -> bool {
+    state.next_finding(key == KeyCode::Char('n'));
+    true
+}
+
+fn export(state: &mut State, _key: KeyCode) -> bool {
+    state.export_selected_here();
+    true
+}
+
+/// Enter: the selected row's detail.
+fn open_detail(state: &mut State, _key: KeyCode) -> bool {
+    if state.selected_span().is_none() {
+        return false;
+    }
+    state.ui.overlay = Overlay::Detail;
+    state.ui.popup_scroll = 0;
+    true
+}
+
+/// Esc: back to the chain list.
+fn back(state: &mut State, _key: KeyCode) -> bool {
+    state.ui.view = View::Chains;
+    true
+}
 
 impl Pane for Waterfall {
     fn title(&self) -> &'static str {
         "Waterfall"
     }
 
-    fn hints(&self) -> &'static [&'static str] {
-        &[
-            "↑↓/jk row  n/N finding  Enter detail  Esc back  Tab view  e export  space pause  ? legend  q quit",
-            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ␣ pause  ? legend  q quit",
-            "↑↓ row  n/N finding  ⏎ detail  Esc back  Tab view  ? legend  q quit",
-        ]
+    fn keys(&self) -> &'static [Key] {
+        &KEYS
     }
 
     fn arrange(&self, body: Rect, layout: &mut ScreenLayout) {
@@ -147,24 +193,6 @@ impl Pane for Waterfall {
     fn move_by(&self, state: &mut State, delta: isize) {
         let len = state.selected_chain().map(|c| c.rows.len()).unwrap_or(0);
         state.ui.span_row = step(state.ui.span_row, len, delta);
-    }
-
-    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
-        match key {
-            KeyCode::Char('n') => state.next_finding(true),
-            KeyCode::Char('N') => state.next_finding(false),
-            KeyCode::Char('e') => state.export_selected_here(),
-            KeyCode::Enter => {
-                if state.selected_span().is_none() {
-                    return Some(false);
-                }
-                state.ui.overlay = Overlay::Detail;
-                state.ui.popup_scroll = 0;
-            }
-            KeyCode::Esc => state.ui.view = View::Chains,
-            _ => return None,
-        }
-        Some(true)
     }
 
     fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
@@ -201,11 +229,6 @@ pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
     (i < n).then_some(i)
 }
 
-/// The findings about one span.
-pub fn findings_of(chain: &ChainAnalysis, span: SpanId) -> impl Iterator<Item = &Finding> {
-    chain.findings.iter().filter(move |f| f.span_id == span)
-}
-
 /// Draw the selected chain's waterfall.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     if area.height < 3 || area.width < 40 {
@@ -222,7 +245,8 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         );
         return;
     };
-    let g = geometry(&chain, area);
+    let scale = ChainScale::of(&chain, chain.rows().map(|(_, span)| span));
+    let g = geometry(&scale, area);
     let rows = &chain.rows;
     let s = &chain.summary;
 
@@ -234,12 +258,12 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         for_screen(&s.root_name),
         s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into()),
         ms(s.duration_ms),
-        super::text::counted(s.hops as u64, "hop"),
-        super::text::counted(chain.findings.len() as u64, "finding"),
+        counted(s.hops as u64, "hop"),
+        counted(chain.findings.len() as u64, "finding"),
     );
     // The trace id only whole (to copy it into a trace search), when it fits.
     let trace = format!(" trace {} ", chain.trace_id);
-    if super::unicode_width(&title) + trace.len() < area.width as usize {
+    if unicode_width(&title) + trace.len() < area.width as usize {
         title.push_str(&trace);
     }
     for x in area.x..area.x + area.width {
@@ -265,42 +289,24 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let key_h = key_height(area);
     let body = area.height.saturating_sub(2 + panel_h + key_h) as usize;
     let offset = scroll_offset(state.ui.span_row, rows.len(), body);
-    let edge_deadline = chain.rows().find_map(|(_, span)| {
-        let budget = span.budget.budget_ms().filter(|_| span.kind.is_hop())?;
-        Some(chain.summary.offset_ms(&span) + budget)
-    });
     for i in offset..rows.len().min(offset + body) {
         let Some((row, span)) = chain.row(i) else {
             continue;
         };
         let y = area.y + 2 + (i - offset) as u16;
         let selected = i == state.ui.span_row;
-        let at = ms_of(&chain, &span);
-        let reset = findings_of(&chain, span.span_id).find(|f| f.kind == FindingKind::BudgetReset);
+        let marks = RowMarks::of(&chain, row, &span);
         let label = label_of(&chain, row, &span);
-        draw_row(
-            row,
-            &span,
-            &label,
-            reset,
-            at,
-            &g,
-            buf,
-            area,
-            y,
-            selected,
-            edge_deadline,
-            theme,
-        );
+        draw_row(&marks, &label, &g, buf, (area, y), selected, theme);
     }
 
     if key_h > 0 {
         let y = area.y + area.height - panel_h - key_h;
         let room = area.width.saturating_sub(2) as usize;
-        let key = KEYS
+        let key = FIGURE_KEYS
             .iter()
-            .find(|k| super::unicode_width(k) <= room)
-            .unwrap_or(&KEYS[KEYS.len() - 1]);
+            .find(|k| unicode_width(k) <= room)
+            .unwrap_or(&FIGURE_KEYS[FIGURE_KEYS.len() - 1]);
         put(
             buf,
             area.x + 1,
@@ -378,7 +384,8 @@ fn label_of(chain: &ChainView<'_>, row: &Row, span: &Span) -> String {
 }
 
 fn draw_axis(g: &Geometry, buf: &mut Buffer, y: u16, theme: Theme) {
-    let step = nice_step(g.horizon_ms, g.tl_w);
+    // A label every 10 or so cells.
+    let step = axis_step(g.horizon_ms, (i64::from(g.tl_w) / 10).max(1));
     let mut t = 0;
     let mut next_free = g.tl_x;
     while t <= g.horizon_ms {
@@ -395,35 +402,13 @@ fn draw_axis(g: &Geometry, buf: &mut Buffer, y: u16, theme: Theme) {
     }
 }
 
-/// A round tick step (1, 2, 5 × 10^n ms) that puts a label every 10 or so cells.
-fn nice_step(horizon_ms: i64, width: u16) -> i64 {
-    let ticks = (width as i64 / 10).max(1);
-    let raw = (horizon_ms / ticks).max(1);
-    let mut p = 1;
-    while p * 10 <= raw {
-        p *= 10;
-    }
-    for m in [1, 2, 5, 10] {
-        if p * m >= raw {
-            return p * m;
-        }
-    }
-    p * 10
-}
-
-#[allow(clippy::too_many_arguments)]
 fn draw_row(
-    row: &Row,
-    span: &Span,
+    marks: &RowMarks,
     label: &str,
-    reset: Option<&Finding>,
-    (start_ms, end_ms): (i64, i64),
     g: &Geometry,
     buf: &mut Buffer,
-    area: Rect,
-    y: u16,
+    (area, y): (Rect, u16),
     selected: bool,
-    edge_deadline: Option<i64>,
     theme: Theme,
 ) {
     let row_style = if selected {
@@ -440,8 +425,7 @@ fn draw_row(
         1,
         row_style,
     );
-    let worst = row.worst();
-    if let Some(sev) = worst {
+    if let Some(sev) = marks.worst {
         put(
             buf,
             area.x + 1,
@@ -452,7 +436,7 @@ fn draw_row(
         );
     }
     // Label.
-    let label_style = if span.kind.is_call() {
+    let label_style = if marks.kind == RowKind::Call {
         theme.call()
     } else {
         theme.title()
@@ -462,55 +446,30 @@ fn draw_row(
         buf,
         area.x + 2,
         y,
-        &super::text::fit(label, label_w as usize),
+        &fit(label, label_w as usize),
         label_w,
         label_style.patch(bg(row_style)),
     );
 
-    // Numbers.
-    let b = &span.budget;
-    let nx = area.x + g.label_w;
+    // Numbers: the carrier and the queue wait on wide screens only.
     let late = theme.late().patch(bg(row_style));
-    if span.kind.is_hop() {
-        let (text, style) = match (b.source, span.budget.budget_ms()) {
-            (Some(src), _) if !src.has_budget() => (src.as_str().to_string(), theme.dim()),
-            (Some(BudgetSource::Default), Some(v)) => (format!("own {}", short(v)), theme.text()),
-            (source, Some(v)) => {
-                // The carrier, when it is not our own header (wide screens only).
-                let via = match source.map(carrier_tag) {
-                    Some(tag) if g.nums_w >= 18 && !tag.is_empty() => format!(" {tag}"),
-                    _ => String::new(),
-                };
-                (format!("rcv {}{via}", short(v)), theme.text())
-            }
-            (_, None) => ("none".to_string(), theme.dim()),
-        };
-        let text = match b.queue_wait_ms {
-            Some(q) if g.nums_w >= 18 && q > 0 => format!("{text} q{}", short(q)),
-            _ => text,
-        };
-        put_right(buf, nx, y, &text, g.nums_w, style.patch(bg(row_style)));
-    } else if span.kind.is_call() {
-        let dropped = row.findings.contains(FindingKind::BudgetDropped);
-        let (text, style) = match (reset, b.forwarded_ms) {
-            _ if b.outcome == Some(Outcome::Refused) => ("refused".to_string(), theme.dim()),
-            (Some(f), _) => (
-                format!(
-                    "fwd {}>{}",
-                    f.forwarded_ms.map(short).unwrap_or_default(),
-                    f.remaining_ms.map(short).unwrap_or_default()
-                ),
-                late,
-            ),
-            (None, Some(f)) => (format!("fwd {}", short(f)), theme.text()),
-            (None, None) if dropped => ("fwd ✕ none".to_string(), late),
-            (None, None) => (String::new(), theme.text()),
-        };
-        put_right(buf, nx, y, &text, g.nums_w, style.patch(bg(row_style)));
-    }
+    let (text, tone) = marks.numbers(g.nums_w >= 18);
+    let style = match tone {
+        Tone::Plain => theme.text(),
+        Tone::Dim => theme.dim(),
+        Tone::Late => late,
+    };
+    put_right(
+        buf,
+        area.x + g.label_w,
+        y,
+        &text,
+        g.nums_w,
+        style.patch(bg(row_style)),
+    );
 
     // Timeline.
-    let (s, e) = (start_ms, end_ms);
+    let (s, e) = (marks.start, marks.end);
     let cells = g.tl_w as i64;
     let fill = |buf: &mut Buffer, from: i64, to: i64, glyph: &str, style: ratatui::style::Style| {
         let a = g.col(from).clamp(0, cells);
@@ -526,133 +485,105 @@ fn draw_row(
             );
         }
     };
-    if let Some(x) = edge_deadline.and_then(|d| g.mark_col(d)) {
+    let glyph_at = |buf: &mut Buffer, at: i64, glyph: &str, style: ratatui::style::Style| {
+        put(
+            buf,
+            g.tl_x + g.col(at).clamp(0, cells - 1) as u16,
+            y,
+            glyph,
+            1,
+            style,
+        );
+    };
+    if let Some(x) = g.edge_deadline.and_then(|d| g.mark_col(d)) {
         put(buf, g.tl_x + x, y, "┊", 1, theme.dim().patch(bg(row_style)));
     }
-    // The part of the bar done for nobody: the last `late_ms` of it (from the analysis).
-    let late_from = e - i64::from(row.late_ms).min(e - s);
     let cell_ms = |c: i64| (c as i128 * g.horizon_ms as i128 / (g.tl_w.max(1)) as i128) as i64;
-    if span.kind.is_hop() {
-        let budget = span.budget.budget_ms();
-        let deadline = budget.map(|v| s + v);
-        if let Some(d) = deadline {
-            fill(buf, s, d, "╌", theme.budget());
-        }
-        let q = b.queue_wait_ms.unwrap_or(0).clamp(0, e - s);
-        if q > 0 {
-            fill(buf, s, s + q, "░", theme.queue());
-        }
-        let shed = if row.findings.contains(FindingKind::ShedExpired) {
-            // Dropped as it left the queue: marked there, and no work drawn.
-            Some(s + q)
-        } else if row.findings.contains(FindingKind::ShedFull) {
-            Some(s)
-        } else {
-            None
-        };
-        let a = g.col(s + q).clamp(0, cells);
-        let z = g.col(e).clamp(0, cells).max(a + 1).min(cells);
-        let mut work_end = a;
-        if shed.is_none() {
-            // Work, cell by cell so the part done for nobody turns red.
-            for c in a..z {
-                let (glyph, style) = if row.late_ms > 0 && cell_ms(c + 1) > late_from {
-                    ("▓", theme.late())
-                } else {
-                    ("█", theme.work())
-                };
+    match marks.kind {
+        RowKind::Hop => {
+            if let Some(d) = marks.deadline {
+                fill(buf, s, d, "╌", theme.budget());
+            }
+            let q = marks.queue_ms;
+            if q > 0 {
+                fill(buf, s, s + q, "░", theme.queue());
+            }
+            let a = g.col(s + q).clamp(0, cells);
+            let z = g.col(e).clamp(0, cells).max(a + 1).min(cells);
+            let mut work_end = a;
+            if marks.shed.is_none() {
+                // Work, cell by cell so the part done for nobody turns red.
+                for c in a..z {
+                    let (glyph, style) = if marks.late_from.is_some_and(|l| cell_ms(c + 1) > l) {
+                        ("▓", theme.late())
+                    } else {
+                        ("█", theme.work())
+                    };
+                    put(
+                        buf,
+                        g.tl_x + c as u16,
+                        y,
+                        glyph,
+                        1,
+                        style.patch(bg(row_style)),
+                    );
+                }
+                work_end = z;
+            }
+            if let Some(x) = marks.deadline.and_then(|d| g.mark_col(d))
+                && i64::from(x) >= work_end
+            {
                 put(
                     buf,
-                    g.tl_x + c as u16,
+                    g.tl_x + x,
                     y,
-                    glyph,
+                    "┃",
                     1,
-                    style.patch(bg(row_style)),
+                    theme.budget().patch(bg(row_style)),
                 );
             }
-            work_end = z;
-        }
-        if let Some(x) = deadline.and_then(|d| g.mark_col(d))
-            && i64::from(x) >= work_end
-        {
-            put(
-                buf,
-                g.tl_x + x,
-                y,
-                "┃",
-                1,
-                theme.budget().patch(bg(row_style)),
-            );
-        }
-        if let Some(at) = shed {
-            put(
-                buf,
-                g.tl_x + g.col(at).clamp(0, cells - 1) as u16,
-                y,
-                "⊘",
-                1,
-                theme.queue().patch(bg(row_style)),
-            );
-        }
-    } else if span.kind.is_call() {
-        if let Some(f) = b.forwarded_ms {
-            match reset.and_then(|r| r.remaining_ms) {
-                Some(r) => {
-                    fill(buf, e, s + r, "┄", theme.budget());
-                    fill(buf, (s + r).max(e), s + f, "┄", theme.late());
-                    if g.col(s + r) < cells {
-                        put(
-                            buf,
-                            g.tl_x + g.col(s + r) as u16,
-                            y,
-                            "│",
-                            1,
-                            theme.queue().patch(bg(row_style)),
-                        );
-                    }
-                }
-                None if s + f > e => fill(buf, e, s + f, "┄", theme.budget()),
-                None => {}
+            if let Some(shed) = marks.shed {
+                glyph_at(buf, shed.at, "⊘", theme.queue().patch(bg(row_style)));
             }
         }
-        fill(buf, s, e, "━", theme.call());
-        if row.late_ms > 0 {
-            fill(buf, late_from, e, "━", theme.late());
+        RowKind::Call => {
+            if let Some(f) = marks.forwarded {
+                match f.remaining_until {
+                    Some(r) => {
+                        fill(buf, e, r, "┄", theme.budget());
+                        fill(buf, r.max(e), f.until, "┄", theme.late());
+                        if g.col(r) < cells {
+                            put(
+                                buf,
+                                g.tl_x + g.col(r) as u16,
+                                y,
+                                "│",
+                                1,
+                                theme.queue().patch(bg(row_style)),
+                            );
+                        }
+                    }
+                    None if f.until > e => fill(buf, e, f.until, "┄", theme.budget()),
+                    None => {}
+                }
+            }
+            fill(buf, s, e, "━", theme.call());
+            if let Some(l) = marks.late_from {
+                fill(buf, l, e, "━", theme.late());
+            }
+            if marks.dropped {
+                glyph_at(buf, s, "✕", late);
+            }
+            if marks.refused {
+                glyph_at(buf, s, "⊘", theme.dim().patch(bg(row_style)));
+            }
         }
-        if row.findings.contains(FindingKind::BudgetDropped) {
-            put(
-                buf,
-                g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
-                y,
-                "✕",
-                1,
-                late,
-            );
+        RowKind::Internal => {
+            fill(buf, s, e, "─", theme.dim());
+            if let Some(l) = marks.late_from {
+                fill(buf, l, e, "─", theme.late());
+            }
         }
-        if b.outcome == Some(Outcome::Refused) {
-            put(
-                buf,
-                g.tl_x + g.col(s).clamp(0, cells - 1) as u16,
-                y,
-                "⊘",
-                1,
-                theme.dim().patch(bg(row_style)),
-            );
-        }
-    } else {
-        fill(buf, s, e, "─", theme.dim());
-        if row.late_ms > 0 {
-            fill(buf, late_from, e, "─", theme.late());
-        }
-    }
-}
-
-/// Milliseconds without the unit (the column head says ms), unless they are large.
-fn short(v: i64) -> String {
-    if v.abs() < 100_000 {
-        v.to_string()
-    } else {
-        ms(v)
     }
 }
 
@@ -679,7 +610,7 @@ fn draw_explanation(
     );
     let total = chain.findings.len();
     let mut here: Vec<&Finding> = span
-        .map(|s| findings_of(chain, s.span_id).collect())
+        .map(|s| chain.findings_on(s.span_id).collect())
         .unwrap_or_default();
     // What the demo teaches first (a 504 shed at dequeue before the queue pressure beside it).
     here.sort_by_key(|f| {
@@ -711,10 +642,7 @@ fn draw_explanation(
             buf,
             area.x + 1,
             area.y,
-            &format!(
-                " {} in this chain ",
-                super::text::counted(total as u64, "finding")
-            ),
+            &format!(" {} in this chain ", counted(total as u64, "finding")),
             area.width,
             theme.title(),
         );

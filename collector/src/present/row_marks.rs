@@ -1,0 +1,250 @@
+//! The marks of one waterfall row, decided once from the analysis: where the bar starts and ends,
+//! a hop's deadline, queue wait and shed point (`⊘`), a call's forwarded budget (and where what
+//! remained ran out, for a `budget_reset`), a dropped budget (`✕`), a refusal (`⊘`), where the
+//! work done for nobody starts, and the numbers column's text. The screen draws them in cells
+//! (`screen::views::waterfall`), the page in SVG (`report::html::waterfall`); neither decides
+//! a mark itself, so the two pictures of a chain cannot disagree.
+//!
+//! Every decision reads the analysis: the row's findings, its `late_ms`, the span's budget facts
+//! as the analysis read them. Times are ms after the chain's start.
+
+use std::borrow::Borrow;
+
+use deadline_budget::analysis::{
+    BudgetSource, ChainAnalysis, Finding, FindingKind, Outcome, Row, Severity, Span,
+};
+
+use super::format::ms_digits;
+use super::legend::carrier_tag;
+
+/// What a row stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowKind {
+    /// A service handling the request: its budget, queue wait and work.
+    Hop,
+    /// A call to the next service: the call and the budget it forwarded.
+    Call,
+    /// A span of the hop's own (its work, a database query).
+    Internal,
+}
+
+/// How the numbers column reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tone {
+    /// A figure.
+    Plain,
+    /// No budget to show, or a refusal.
+    Dim,
+    /// A broken budget: forwarded more than remained, or none.
+    Late,
+}
+
+/// Where and why a hop was shed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shed {
+    /// Where the `⊘` goes: as it left the queue, or at once when the queue was full.
+    pub at: i64,
+    /// Turned away because the queue was full (else: its deadline passed while it waited).
+    pub full: bool,
+}
+
+/// The budget a call forwarded, on the time axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    /// Where the forwarded budget ends.
+    pub until: i64,
+    /// A `budget_reset`'s `│`: where what remained ran out; the budget past it did not exist.
+    pub remaining_until: Option<i64>,
+}
+
+/// One waterfall row's marks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowMarks {
+    /// Hop, call, or a span of the hop's own.
+    pub kind: RowKind,
+    /// Where the bar starts.
+    pub start: i64,
+    /// Where it ends (never before it starts).
+    pub end: i64,
+    /// The worst severity of the row's findings.
+    pub worst: Option<Severity>,
+    /// A hop's deadline: its start plus the budget it received (or its own default).
+    pub deadline: Option<i64>,
+    /// A hop's queue wait, within its bar (0 when it did not queue).
+    pub queue_ms: i64,
+    /// A hop that was shed: no work is drawn.
+    pub shed: Option<Shed>,
+    /// A call's forwarded budget, when it forwarded one.
+    pub forwarded: Option<Forwarded>,
+    /// A call that forwarded no budget (`budget_dropped`): `✕` at its start.
+    pub dropped: bool,
+    /// A call refused before it was sent (no budget left): `⊘` at its start.
+    pub refused: bool,
+    /// Where the part of the bar done for nobody starts (its last `late_ms`), when there is one.
+    pub late_from: Option<i64>,
+    numbers: Numbers,
+}
+
+/// What the numbers column is made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Numbers {
+    source: Option<BudgetSource>,
+    budget_ms: Option<i64>,
+    queue_wait_ms: Option<i64>,
+    forwarded_ms: Option<i64>,
+    /// A `budget_reset`: what it forwarded and what remained, as the finding says.
+    reset: Option<(Option<i64>, Option<i64>)>,
+}
+
+impl RowMarks {
+    /// The marks of `row`, whose span is `span`, in the chain `analysis`.
+    pub fn of(analysis: &ChainAnalysis, row: &Row, span: &Span) -> RowMarks {
+        let reset = analysis
+            .findings_on(span.span_id)
+            .find(|f| f.kind == FindingKind::BudgetReset);
+        let start = analysis.summary.offset_ms(span);
+        RowMarks::with_reset(row, span, reset, start)
+    }
+
+    fn with_reset(row: &Row, span: &Span, reset: Option<&Finding>, start: i64) -> RowMarks {
+        let b = &span.budget;
+        let (s, e) = (start, start + span.duration_ms().max(0));
+        let kind = if span.kind.is_hop() {
+            RowKind::Hop
+        } else if span.kind.is_call() {
+            RowKind::Call
+        } else {
+            RowKind::Internal
+        };
+        let hop = kind == RowKind::Hop;
+        let call = kind == RowKind::Call;
+        let queue_ms = if hop {
+            b.queue_wait_ms.unwrap_or(0).clamp(0, e - s)
+        } else {
+            0
+        };
+        let shed = if !hop {
+            None
+        } else if row.findings.contains(FindingKind::ShedExpired) {
+            // Dropped as it left the queue: marked there, and no work drawn.
+            Some(Shed {
+                at: s + queue_ms,
+                full: false,
+            })
+        } else if row.findings.contains(FindingKind::ShedFull) {
+            Some(Shed { at: s, full: true })
+        } else {
+            None
+        };
+        let forwarded = b.forwarded_ms.filter(|_| call).map(|f| Forwarded {
+            until: s.saturating_add(f),
+            remaining_until: reset.and_then(|r| r.remaining_ms).map(|r| s + r),
+        });
+        RowMarks {
+            kind,
+            start: s,
+            end: e,
+            worst: row.worst(),
+            deadline: b.budget_ms().filter(|_| hop).map(|v| s.saturating_add(v)),
+            queue_ms,
+            shed,
+            forwarded,
+            dropped: call && row.findings.contains(FindingKind::BudgetDropped),
+            refused: call && b.outcome == Some(Outcome::Refused),
+            late_from: (row.late_ms > 0).then(|| e - i64::from(row.late_ms).min(e - s)),
+            numbers: Numbers {
+                source: b.source,
+                budget_ms: b.budget_ms(),
+                queue_wait_ms: b.queue_wait_ms,
+                forwarded_ms: b.forwarded_ms,
+                reset: reset.map(|f| (f.forwarded_ms, f.remaining_ms)),
+            },
+        }
+    }
+
+    /// The numbers column: a hop's budget (`rcv 938`, `own 500`, `none`) and, when `wide`, its
+    /// carrier and queue wait (`rcv 938 grpc q120`); a call's forwarded budget (`fwd 300`,
+    /// `fwd 3000>938` for a reset, `fwd ✕ none` for a drop, `refused`).
+    pub fn numbers(&self, wide: bool) -> (String, Tone) {
+        let n = &self.numbers;
+        match self.kind {
+            RowKind::Hop => {
+                let (text, tone) = match (n.source, n.budget_ms) {
+                    (Some(src), _) if !src.has_budget() => (src.as_str().to_string(), Tone::Dim),
+                    (Some(BudgetSource::Default), Some(v)) => {
+                        (format!("own {}", ms_digits(v)), Tone::Plain)
+                    }
+                    (source, Some(v)) => {
+                        // The carrier, when it is not our own header.
+                        let via = match source.map(carrier_tag) {
+                            Some(tag) if wide && !tag.is_empty() => format!(" {tag}"),
+                            _ => String::new(),
+                        };
+                        (format!("rcv {}{via}", ms_digits(v)), Tone::Plain)
+                    }
+                    (_, None) => ("none".to_string(), Tone::Dim),
+                };
+                match n.queue_wait_ms {
+                    Some(q) if wide && q > 0 => (format!("{text} q{}", ms_digits(q)), tone),
+                    _ => (text, tone),
+                }
+            }
+            RowKind::Call => match (n.reset, n.forwarded_ms) {
+                _ if self.refused => ("refused".to_string(), Tone::Dim),
+                (Some((forwarded, remaining)), _) => (
+                    format!(
+                        "fwd {}>{}",
+                        forwarded.map(ms_digits).unwrap_or_default(),
+                        remaining.map(ms_digits).unwrap_or_default()
+                    ),
+                    Tone::Late,
+                ),
+                (None, Some(f)) => (format!("fwd {}", ms_digits(f)), Tone::Plain),
+                (None, None) if self.dropped => ("fwd ✕ none".to_string(), Tone::Late),
+                (None, None) => (String::new(), Tone::Plain),
+            },
+            RowKind::Internal => (String::new(), Tone::Plain),
+        }
+    }
+}
+
+/// A chain's time axis: how far it reaches, and the original caller's deadline (`┊`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainScale {
+    /// The axis's end: the chain, and every deadline and forwarded budget, but at most four
+    /// times the chain (a huge reset would squeeze the real work into a sliver).
+    pub horizon_ms: i64,
+    /// The first hop's deadline that is known: the original caller's.
+    pub edge_deadline: Option<i64>,
+}
+
+impl ChainScale {
+    /// The scale of `analysis`, whose rows' spans are `spans` (in row order).
+    pub fn of<S: Borrow<Span>>(
+        analysis: &ChainAnalysis,
+        spans: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let dur = analysis.summary.duration_ms.max(1);
+        let mut far = dur;
+        let mut edge_deadline = None;
+        for s in spans {
+            let s = s.borrow();
+            let start = analysis.summary.offset_ms(s);
+            if s.kind.is_hop()
+                && let Some(b) = s.budget.budget_ms()
+            {
+                far = far.max(start.saturating_add(b));
+                edge_deadline = edge_deadline.or(Some(start + b));
+            }
+            if s.kind.is_call()
+                && let Some(f) = s.budget.forwarded_ms
+            {
+                far = far.max(start.saturating_add(f));
+            }
+        }
+        ChainScale {
+            horizon_ms: far.min(dur.saturating_mul(4)).max(1),
+            edge_deadline,
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The edges view: caller → callee, which link breaks propagation, worst first.
+
+use crossterm::event::KeyCode;
+use deadline_budget::analysis::{EdgeAggregate, FindingKind, Severity};
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Position, Rect};
+
+use super::keys::Key;
+use super::table::{self, Table, first_width, fitting_note};
+use super::theme::Theme;
+use super::{Pane, ScreenLayout, put, step};
+use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
+use crate::present::format::{count, ms, opt_ms};
+use crate::screen::State;
+use crate::span_text::for_screen;
+
+/// The Edges tab: caller → callee links, worst first. Its selection is `ui.edge_row`.
+#[derive(Debug)]
+pub(crate) struct Edges;
+
+const KEYS: [Key; 7] = table::keys(enter);
+
+/// Enter: the chains through the selected edge's callee.
+fn enter(state: &mut State, _key: KeyCode) -> bool {
+    let callee = edge_rows(state)
+        .get(state.ui.edge_row)
+        .map(|e| e.callee.to_string());
+    table::to_chains_of(state, callee)
+}
+
+impl Pane for Edges {
+    fn title(&self) -> &'static str {
+        "Edges"
+    }
+
+    fn keys(&self) -> &'static [Key] {
+        &KEYS
+    }
+
+    fn enter(&self, state: &mut State) {
+        state.ui.edge_row = 0;
+    }
+
+    fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
+        render_edges(state, theme, layout.body, buf);
+    }
+
+    fn move_by(&self, state: &mut State, delta: isize) {
+        state.ui.edge_row = step(state.ui.edge_row, state.data.store.edges().len(), delta);
+    }
+
+    fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
+        let len = state.data.store.edges().len();
+        match table::clicked(layout, pos, state.ui.edge_row, len) {
+            Some(i) => {
+                state.ui.edge_row = i;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The edges, worst first (most error findings, then most dead work, then most calls), names
+/// breaking ties.
+pub fn edge_rows(state: &State) -> Vec<&EdgeAggregate> {
+    let mut rows = state.data.store.edges();
+    worst_first(&mut rows);
+    rows
+}
+
+/// The edge's timeout for its column: `2000ms`, `~2000ms` when inferred from calls that got
+/// no answer, `·` when unknown; marked when `timeout_oversized` or `timeout_inverted` found it.
+fn timeout_cell(e: &EdgeAggregate, theme: Theme) -> (String, ratatui::style::Style) {
+    match e.timeout() {
+        None => ("·".into(), theme.dim()),
+        Some((t, inferred)) => {
+            let text = format!("{}{}", if inferred { "~" } else { "" }, ms(t));
+            let style = match TimeoutMark::of(e) {
+                Some(TimeoutMark::Inverted) => theme.severity(Severity::Warning),
+                Some(TimeoutMark::Oversized) => theme.severity(Severity::Info),
+                None => theme.text(),
+            };
+            (text, style)
+        }
+    }
+}
+
+/// Draw the edges view.
+pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
+    if area.height < 3 {
+        return;
+    }
+    let wide = area.width >= 120;
+    let heads: &[(&str, u16)] = if wide {
+        &[
+            ("CALLS", 8),
+            ("RESETS", 8),
+            ("DROPS", 7),
+            ("LATE", 6),
+            ("WARN", 6),
+            ("LAT p50", 9),
+            ("LAT p99", 9),
+            ("TIMEOUT", 10),
+            ("RCV p50", 9),
+            ("WASTED", 9),
+        ]
+    } else {
+        &[
+            ("CALLS", 7),
+            ("RESET", 6),
+            ("DROP", 5),
+            ("LATE", 5),
+            ("p99", 7),
+            ("TMO", 8),
+            ("WASTE", 7),
+        ]
+    };
+    let t = Table {
+        heads,
+        first_w: first_width(area, heads),
+    };
+    t.head(buf, area, "CALLER → CALLEE", theme);
+    let rows = edge_rows(state);
+    let err = theme.severity(Severity::Error);
+    let flag = |n: u64, style| {
+        (
+            if n > 0 { count(n) } else { "·".into() },
+            if n > 0 { style } else { theme.dim() },
+        )
+    };
+    for (i, y, row_style) in t.body(buf, area, state.ui.edge_row, rows.len(), theme) {
+        let e = &rows[i];
+        let name = format!("{} → {}", for_screen(&e.caller), for_screen(&e.callee));
+        let n = |k| e.findings.get(k);
+        let mut cells = vec![
+            (count(e.calls), theme.text()),
+            flag(n(FindingKind::BudgetReset), err),
+            flag(n(FindingKind::BudgetDropped), err),
+            flag(late(e), err),
+        ];
+        if wide {
+            cells.push(flag(
+                of_severity(e, Severity::Warning),
+                theme.severity(Severity::Warning),
+            ));
+            cells.push((opt_ms(e.latency.p50()), theme.text()));
+        }
+        cells.push((opt_ms(e.latency.p99()), theme.text()));
+        cells.push(timeout_cell(e, theme));
+        if wide {
+            cells.push((opt_ms(e.received.p50()), theme.text()));
+        }
+        cells.push((
+            if e.wasted_ms > 0 {
+                ms(e.wasted_ms)
+            } else {
+                "·".into()
+            },
+            if e.wasted_ms > 0 { err } else { theme.dim() },
+        ));
+        t.cells(buf, area, y, &name, &cells, row_style);
+    }
+    if rows.is_empty() {
+        put(
+            buf,
+            area.x + 2,
+            area.y + 1,
+            "no calls seen yet",
+            area.width,
+            theme.dim(),
+        );
+    }
+    let note = fitting_note(
+        area.width,
+        &[
+            "RESETS forwarded more than remained · DROPS forwarded none · LATE work after the deadline or after the caller gave up · WARN warnings · LAT the call's duration · TIMEOUT ~ inferred · RCV budget received · WASTED dead work in the callee",
+            "RESETS fwd > left · DROPS fwd none · LATE work for nobody · LAT call duration · TIMEOUT ~ inferred · WASTED dead work",
+            "RESET fwd > left · DROP fwd none · LATE work for nobody · TMO timeout (~ inferred) · WASTE dead work",
+            "RESET fwd>left · DROP none · LATE for nobody · TMO ~inferred",
+        ],
+    );
+    put(
+        buf,
+        area.x + 1,
+        area.y + area.height - 1,
+        note,
+        area.width.saturating_sub(1),
+        theme.dim(),
+    );
+}
