@@ -224,12 +224,19 @@ impl EdgeAggregate {
 }
 
 impl EdgeAggregate {
-    /// This edge as an element of the report's `edges` array.
-    pub fn to_report(&self) -> EdgeReport {
+    /// Every finding about this edge: its calls' findings and its own (`timeout_oversized`,
+    /// once), as the report counts them.
+    pub fn all_findings(&self) -> KindCounts {
         let mut findings = self.findings;
         if self.oversized().is_some() {
             findings.bump(FindingKind::TimeoutOversized);
         }
+        findings
+    }
+
+    /// This edge as an element of the report's `edges` array.
+    pub fn to_report(&self) -> EdgeReport {
+        let findings = self.all_findings();
         let timeout = self.timeout();
         EdgeReport {
             caller: self.caller.clone(),

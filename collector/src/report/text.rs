@@ -150,11 +150,11 @@ pub fn render(
             "FINDINGS".to_string(),
         ]];
         for e in edges {
-            let mut findings: Vec<String> =
-                e.findings.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            if e.oversized().is_some() {
-                findings.push("timeout_oversized 1".into());
-            }
+            let findings: Vec<String> = e
+                .all_findings()
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
             rows.push([
                 for_report(&e.caller),
                 for_report(&e.callee),
@@ -233,5 +233,34 @@ fn paint(color: bool, severity: Option<Severity>, text: impl std::fmt::Display) 
         format!("\x1b[{code}m{text}\x1b[0m")
     } else {
         text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use deadline_budget::analysis::FindingKind;
+
+    use super::*;
+
+    /// The edges table counts an edge's own `timeout_oversized` as the report does, after its
+    /// calls' findings.
+    #[test]
+    fn an_oversized_timeout_is_counted_with_the_edges_findings() {
+        let mut edge = EdgeAggregate {
+            caller: "orders".into(),
+            callee: "inventory".into(),
+            calls: 20,
+            ..EdgeAggregate::default()
+        };
+        for _ in 0..20 {
+            edge.latency.add(10);
+        }
+        edge.declared_timeouts.add(30_000);
+        edge.findings.bump(FindingKind::BudgetDropped);
+        let out = render(&Report::default(), &HashMap::new(), &[&edge], None, false);
+        assert!(
+            out.contains("budget_dropped 1, timeout_oversized 1"),
+            "{out}"
+        );
     }
 }
