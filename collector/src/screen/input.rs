@@ -1,9 +1,11 @@
 //! What a person does: keys and the mouse, turned into changes of the [`State`].
 //!
 //! The screen's own keys (quit, legend, pause, search, filter, order, moving, Tab) are answered
-//! here, the same in every view; what a key means in one view (Enter, Esc, `n`/`N`, `e`) and where
-//! a click lands are the view's own ([`Pane`](super::views::Pane)); a letter nobody used goes
-//! to the demo. Returns say whether the screen needs a redraw.
+//! from one table (`views::keys::SCREEN`), the same in every view; what a key means in one view
+//! (Enter, Esc, `n`/`N`, `e`) and where a click lands are the view's own
+//! ([`Pane`](super::views::Pane), from its key table); a letter nobody used goes to the demo.
+//! The footer's hints are made from the same tables. Returns say whether the screen needs a
+//! redraw.
 
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -11,7 +13,7 @@ use crossterm::event::{
 use ratatui::layout::{Position, Rect};
 
 use super::state::STARTING_DEMO;
-use super::views::{self, MIN_SIZE, pane};
+use super::views::{self, MIN_SIZE, keys, pane};
 use super::{DemoControl, Mode, Overlay, State, View};
 
 impl State {
@@ -62,39 +64,10 @@ impl State {
             };
             return true;
         }
+        if let Some(redraw) = keys::answer(&keys::SCREEN, self, key.code) {
+            return redraw;
+        }
         match key.code {
-            KeyCode::Char('q') => self.ui.quit = true,
-            KeyCode::Char('?') => {
-                self.ui.overlay = Overlay::Legend;
-                self.ui.popup_scroll = 0;
-            }
-            KeyCode::Char(' ') => self.toggle_pause(),
-            KeyCode::Char('/') => {
-                self.ui.searching = true;
-                self.ui.view = View::Chains;
-            }
-            KeyCode::Char('f') | KeyCode::Char('s') => {
-                if key.code == KeyCode::Char('f') {
-                    self.ui.query.filter = self.ui.query.filter.next();
-                } else {
-                    self.ui.query.sort = self.ui.query.sort.next();
-                }
-                // The list in its new order now, its top (or the lesson) selected, so a Tab
-                // right after shows that chain and not the one selected before.
-                self.ui.follow = true;
-                self.ui.selected_id = None;
-                if pane(self.ui.view).needs().chain_preview {
-                    self.settle();
-                }
-            }
-            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
-            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
-            KeyCode::PageDown => self.move_by(10),
-            KeyCode::PageUp => self.move_by(-10),
-            KeyCode::Home | KeyCode::Char('g') => self.move_by(isize::MIN / 2),
-            KeyCode::End | KeyCode::Char('G') => self.move_by(isize::MAX / 2),
-            KeyCode::Tab => self.cycle_view(true),
-            KeyCode::BackTab => self.cycle_view(false),
             KeyCode::Char('d')
                 if self.data.is_empty() && self.mode == Mode::Live && self.demo_startable =>
             {
@@ -124,12 +97,12 @@ impl State {
     }
 
     /// Move the view's selection by `delta` rows.
-    fn move_by(&mut self, delta: isize) {
+    pub(crate) fn move_by(&mut self, delta: isize) {
         pane(self.ui.view).move_by(self, delta);
     }
 
     /// Tab and Shift-Tab: the next (or previous) view in [`View::ALL`]'s order.
-    fn cycle_view(&mut self, forward: bool) {
+    pub(crate) fn cycle_view(&mut self, forward: bool) {
         let n = View::ALL.len();
         let i = View::ALL
             .iter()

@@ -10,7 +10,6 @@ use std::path::Path;
 
 use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 
-use super::views::pane;
 use super::{ChainView, ListQuery, ScreenData, SortBy};
 use crate::batch::Batch;
 use crate::store::Store;
@@ -388,7 +387,7 @@ impl State {
         if self.ui.paused {
             return false;
         }
-        let needs = pane(self.ui.view).needs();
+        let needs = self.ui.view.needs();
         let changed = self
             .data
             .settle(&self.ui.query, self.now_unix_nano, needs.service_figures);
@@ -400,7 +399,7 @@ impl State {
 
     fn follow_selection(&mut self) {
         let visible = &self.data.visible;
-        let preview = pane(self.ui.view).needs().chain_preview;
+        let preview = self.ui.view.needs().chain_preview;
         if self.ui.follow && preview {
             let chosen = if self.ui.query.sort == SortBy::Time {
                 self.lesson_chain()

@@ -9,7 +9,7 @@ use deadline_budget::analysis::{ChainOutcome, Severity};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::keys::Key;
+use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step, waterfall};
 use crate::present::format::{clock, fit, ms, severity_glyph, unicode_width};
@@ -23,24 +23,24 @@ use crate::span_text::for_screen;
 pub(crate) struct Chains;
 
 const KEYS: [Key; 12] = [
-    Key::screen("↑↓/jk", "↑↓", "move", 4),
+    keys::MOVE.shown_in(4),
     Key {
         codes: &[KeyCode::Enter],
         long: "Enter",
         short: "⏎",
         does: "open",
         shown: 4,
-        answer: Some(open),
+        answer: open,
     },
     waterfall::NEXT_FINDING.shown_in(4),
-    Key::screen("Tab", "Tab", "view", 4),
-    Key::screen("/", "/", "search", 3),
-    Key::screen("f", "f", "filter", 4),
-    Key::screen("s", "s", "sort", 4),
+    keys::TAB.shown_in(4),
+    keys::SEARCH.shown_in(3),
+    keys::FILTER.shown_in(4),
+    keys::SORT.shown_in(4),
     waterfall::EXPORT,
-    Key::screen("space", "␣", "pause", 2),
-    Key::screen("?", "?", "legend", 4),
-    Key::screen("q", "q", "quit", 4),
+    keys::PAUSE.shown_in(2),
+    keys::LEGEND.shown_in(4),
+    keys::QUIT.shown_in(4),
     // Not in the hints: the search line says "Esc clears" while typing.
     Key {
         codes: &[KeyCode::Esc],
@@ -48,7 +48,7 @@ const KEYS: [Key; 12] = [
         short: "Esc",
         does: "clear search",
         shown: 0,
-        answer: Some(clear_search),
+        answer: clear_search,
     },
 ];
 

@@ -1,11 +1,12 @@
-//! A pane's key table: each key with what it does, how the footer's hint names it, and the
-//! pane's answer to it. The pane's `on_key` reads the table and the footer's hints are made from
-//! it, so a key cannot be answered without being shown, nor shown without being answered (gitui's
-//! `commands()` keeps its command bar the same way).
+//! The key tables: each key with what it does, how the footer's hint names it, and its answer.
+//! [`SCREEN`] holds the screen's own keys, the same in every view (`State::on_key` reads it
+//! first); each pane's table lists them, in its hint's order, beside its own keys, which its
+//! `on_key` reads. The footer's hints are made from the pane's table, so the bar names the keys
+//! the screen answers (gitui's `commands()` keeps its command bar the same way).
 
 use crossterm::event::KeyCode;
 
-use crate::screen::State;
+use crate::screen::{Overlay, State, View};
 
 /// What a pane does with one of its keys: whether the screen needs a redraw.
 pub(crate) type Answer = fn(&mut State, KeyCode) -> bool;
@@ -24,28 +25,8 @@ pub(crate) struct Key {
     /// In how many of the hints it shows, longest first (1: only in the longest; 0: answered
     /// but not hinted, as Esc clearing the search, which the search line itself names).
     pub shown: u8,
-    /// The pane's answer; `None` for the screen's own keys (quit, legend, pause, search, moving,
-    /// Tab), answered the same in every view and listed here for the hints.
-    pub answer: Option<Answer>,
-}
-
-impl Key {
-    /// One of the screen's own keys, shown in the first `shown` hints.
-    pub const fn screen(
-        long: &'static str,
-        short: &'static str,
-        does: &'static str,
-        shown: u8,
-    ) -> Key {
-        Key {
-            codes: &[],
-            long,
-            short,
-            does,
-            shown,
-            answer: None,
-        }
-    }
+    /// Its answer.
+    pub answer: Answer,
 }
 
 impl Key {
@@ -53,11 +34,166 @@ impl Key {
     pub const fn shown_in(self, shown: u8) -> Key {
         Key { shown, ..self }
     }
+
+    /// The same key, its hint saying it `does` this here ("row" for moving in the waterfall).
+    pub const fn doing(self, does: &'static str) -> Key {
+        Key { does, ..self }
+    }
+}
+
+/// `q`: quit.
+pub(crate) const QUIT: Key = Key {
+    codes: &[KeyCode::Char('q')],
+    long: "q",
+    short: "q",
+    does: "quit",
+    shown: 0,
+    answer: |state, _| {
+        state.ui.quit = true;
+        true
+    },
+};
+
+/// `?`: the legend.
+pub(crate) const LEGEND: Key = Key {
+    codes: &[KeyCode::Char('?')],
+    long: "?",
+    short: "?",
+    does: "legend",
+    shown: 0,
+    answer: |state, _| {
+        state.ui.overlay = Overlay::Legend;
+        state.ui.popup_scroll = 0;
+        true
+    },
+};
+
+/// Space: pause or resume.
+pub(crate) const PAUSE: Key = Key {
+    codes: &[KeyCode::Char(' ')],
+    long: "space",
+    short: "␣",
+    does: "pause",
+    shown: 0,
+    answer: |state, _| {
+        state.toggle_pause();
+        true
+    },
+};
+
+/// `/`: type a search (in the chain list).
+pub(crate) const SEARCH: Key = Key {
+    codes: &[KeyCode::Char('/')],
+    long: "/",
+    short: "/",
+    does: "search",
+    shown: 0,
+    answer: |state, _| {
+        state.ui.searching = true;
+        state.ui.view = View::Chains;
+        true
+    },
+};
+
+/// `f`: the next filter of the chain list.
+pub(crate) const FILTER: Key = Key {
+    codes: &[KeyCode::Char('f')],
+    long: "f",
+    short: "f",
+    does: "filter",
+    shown: 0,
+    answer: reorder,
+};
+
+/// `s`: the next order of the chain list.
+pub(crate) const SORT: Key = Key {
+    codes: &[KeyCode::Char('s')],
+    long: "s",
+    short: "s",
+    does: "sort",
+    shown: 0,
+    answer: reorder,
+};
+
+/// Arrows and `j`/`k`: move the view's selection.
+pub(crate) const MOVE: Key = Key {
+    codes: &[
+        KeyCode::Down,
+        KeyCode::Char('j'),
+        KeyCode::Up,
+        KeyCode::Char('k'),
+    ],
+    long: "↑↓/jk",
+    short: "↑↓",
+    does: "move",
+    shown: 0,
+    answer: |state, key| {
+        let down = matches!(key, KeyCode::Down | KeyCode::Char('j'));
+        state.move_by(if down { 1 } else { -1 });
+        true
+    },
+};
+
+/// Pages, top and bottom (not in the hints: the legend lists them).
+pub(crate) const PAGE: Key = Key {
+    codes: &[
+        KeyCode::PageDown,
+        KeyCode::PageUp,
+        KeyCode::Home,
+        KeyCode::Char('g'),
+        KeyCode::End,
+        KeyCode::Char('G'),
+    ],
+    long: "PgUp/PgDn",
+    short: "PgUp/PgDn",
+    does: "page",
+    shown: 0,
+    answer: |state, key| {
+        state.move_by(match key {
+            KeyCode::PageDown => 10,
+            KeyCode::PageUp => -10,
+            KeyCode::Home | KeyCode::Char('g') => isize::MIN / 2,
+            _ => isize::MAX / 2,
+        });
+        true
+    },
+};
+
+/// Tab and Shift-Tab: the next or previous view.
+pub(crate) const TAB: Key = Key {
+    codes: &[KeyCode::Tab, KeyCode::BackTab],
+    long: "Tab",
+    short: "Tab",
+    does: "view",
+    shown: 0,
+    answer: |state, key| {
+        state.cycle_view(key == KeyCode::Tab);
+        true
+    },
+};
+
+/// The screen's own keys, answered the same in every view before the view's own.
+pub(crate) const SCREEN: [Key; 9] = [QUIT, LEGEND, PAUSE, SEARCH, FILTER, SORT, MOVE, PAGE, TAB];
+
+/// `f` and `s`: the list in its new filter or order now, its top (or the lesson) selected, so a
+/// Tab right after shows that chain and not the one selected before.
+fn reorder(state: &mut State, key: KeyCode) -> bool {
+    if key == KeyCode::Char('f') {
+        state.ui.query.filter = state.ui.query.filter.next();
+    } else {
+        state.ui.query.sort = state.ui.query.sort.next();
+    }
+    state.ui.follow = true;
+    state.ui.selected_id = None;
+    if state.ui.view.needs().chain_preview {
+        state.settle();
+    }
+    true
 }
 
 /// The pane's answer to `key` from its table: `None` when the table has none.
 pub(crate) fn answer(keys: &[Key], state: &mut State, key: KeyCode) -> Option<bool> {
-    let answer = keys.iter().find(|k| k.codes.contains(&key))?.answer?;
+    let answer = keys.iter().find(|k| k.codes.contains(&key))?.answer;
     Some(answer(state, key))
 }
 
@@ -77,4 +213,26 @@ pub(crate) fn hints(keys: &[Key]) -> Vec<String> {
                 .join("  ")
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pane's own key is never one the screen answers first (it would be hinted and never
+    /// reach the pane); the screen's keys a pane lists are the screen's own entries.
+    #[test]
+    fn no_pane_key_is_shadowed_by_the_screens() {
+        for view in View::ALL {
+            for key in super::super::pane(view).keys() {
+                let screen = SCREEN
+                    .iter()
+                    .find(|s| s.codes.iter().any(|c| key.codes.contains(c)));
+                if let Some(s) = screen {
+                    assert_eq!(s.codes, key.codes, "{view:?}: {}", key.long);
+                    assert_eq!(s.long, key.long, "{view:?}: {}", key.long);
+                }
+            }
+        }
+    }
 }

@@ -11,7 +11,7 @@ pub mod detail;
 pub mod edges;
 pub mod empty;
 pub mod header;
-mod keys;
+pub(crate) mod keys;
 pub mod legend;
 mod popup;
 pub mod services;
@@ -80,6 +80,13 @@ pub(crate) fn pane(view: View) -> &'static dyn Pane {
         View::Waterfall => &waterfall::Waterfall,
         View::Edges => &edges::Edges,
         View::Services => &services::Services,
+    }
+}
+
+impl View {
+    /// What the view needs computed on the frame tick (its pane says).
+    pub(crate) fn needs(self) -> Needs {
+        pane(self).needs()
     }
 }
 

@@ -6,7 +6,7 @@ use crossterm::event::KeyCode;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::keys::Key;
+use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{ScreenLayout, put, put_right, scroll_offset, unicode_width};
 use crate::screen::{State, View};
@@ -14,27 +14,27 @@ use crate::screen::{State, View};
 /// The tables' keys; `service` is the pane's: the service of its selected row.
 pub(super) const fn keys(enter: super::keys::Answer) -> [Key; 7] {
     [
-        Key::screen("↑↓/jk", "↑↓", "move", 2),
+        keys::MOVE.shown_in(2),
         Key {
             codes: &[KeyCode::Enter],
             long: "Enter",
             short: "⏎",
             does: "its chains",
             shown: 2,
-            answer: Some(enter),
+            answer: enter,
         },
-        Key::screen("Tab", "Tab", "view", 2),
+        keys::TAB.shown_in(2),
         Key {
             codes: &[KeyCode::Esc],
             long: "Esc",
             short: "Esc",
             does: "back",
             shown: 2,
-            answer: Some(back),
+            answer: back,
         },
-        Key::screen("space", "␣", "pause", 1),
-        Key::screen("?", "?", "legend", 2),
-        Key::screen("q", "q", "quit", 2),
+        keys::PAUSE.shown_in(1),
+        keys::LEGEND.shown_in(2),
+        keys::QUIT.shown_in(2),
     ]
 }
 

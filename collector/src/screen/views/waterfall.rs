@@ -17,7 +17,7 @@ use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
-use super::keys::Key;
+use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::present::format::{axis_step, counted, fit, ms, severity_glyph, unicode_width};
@@ -106,7 +106,7 @@ pub(super) const NEXT_FINDING: Key = Key {
     short: "n/N",
     does: "finding",
     shown: 3,
-    answer: Some(next_finding),
+    answer: next_finding,
 };
 
 /// `e`: append the selected chain to the export file (the chain list answers it too).
@@ -116,11 +116,11 @@ pub(super) const EXPORT: Key = Key {
     short: "e",
     does: "export",
     shown: 1,
-    answer: Some(export),
+    answer: export,
 };
 
 const KEYS: [Key; 9] = [
-    Key::screen("↑↓/jk", "↑↓", "row", 3),
+    keys::MOVE.doing("row").shown_in(3),
     NEXT_FINDING,
     Key {
         codes: &[KeyCode::Enter],
@@ -128,7 +128,7 @@ const KEYS: [Key; 9] = [
         short: "⏎",
         does: "detail",
         shown: 3,
-        answer: Some(open_detail),
+        answer: open_detail,
     },
     Key {
         codes: &[KeyCode::Esc],
@@ -136,13 +136,13 @@ const KEYS: [Key; 9] = [
         short: "Esc",
         does: "back",
         shown: 3,
-        answer: Some(back),
+        answer: back,
     },
-    Key::screen("Tab", "Tab", "view", 3),
+    keys::TAB.shown_in(3),
     EXPORT,
-    Key::screen("space", "␣", "pause", 2),
-    Key::screen("?", "?", "legend", 3),
-    Key::screen("q", "q", "quit", 3),
+    keys::PAUSE.shown_in(2),
+    keys::LEGEND.shown_in(3),
+    keys::QUIT.shown_in(3),
 ];
 
 fn next_finding(state: &mut State, key: KeyCode) -> bool {
