@@ -237,12 +237,19 @@ impl Page<'_> {
             &mut self.out,
             "findings",
             "findings",
-            format!(
-                r#"<span class="sev-error">✖ <span id="s-error">{}</span> error</span> · <span class="sev-warning">▲ <span id="s-warning">{}</span> warning</span> · <span class="sev-info">● <span id="s-info">{}</span> info</span>"#,
-                count(s.findings.error),
-                count(s.findings.warning),
-                count(s.findings.info)
-            ),
+            [
+                (Severity::Error, s.findings.error),
+                (Severity::Warning, s.findings.warning),
+                (Severity::Info, s.findings.info),
+            ]
+            .map(|(sev, n)| {
+                format!(
+                    r#"<span class="sev-{sev}">{} <span id="s-{sev}">{}</span> {sev}</span>"#,
+                    severity_glyph(sev),
+                    count(n)
+                )
+            })
+            .join(" · "),
         );
         item(
             &mut self.out,
@@ -322,7 +329,8 @@ impl Page<'_> {
         if let Some(warning) = c.warning() {
             let _ = writeln!(
                 self.out,
-                r#"<p class="warning" id="coverage-warning">▲ warning: {}</p>"#,
+                r#"<p class="warning" id="coverage-warning">{} warning: {}</p>"#,
+                severity_glyph(Severity::Warning),
                 SpanText(&warning)
             );
         }
@@ -330,7 +338,8 @@ impl Page<'_> {
         if counters.chains_evicted > 0 || counters.spans_over_limit > 0 {
             let _ = writeln!(
                 self.out,
-                r#"<p class="warning">▲ warning: {} chain(s) ({} spans) evicted and {} span(s) not kept to stay under --max-spans; the report covers the rest</p>"#,
+                r#"<p class="warning">{} warning: {} chain(s) ({} spans) evicted and {} span(s) not kept to stay under --max-spans; the report covers the rest</p>"#,
+                severity_glyph(Severity::Warning),
                 count(counters.chains_evicted),
                 count(counters.spans_evicted),
                 count(counters.spans_over_limit)
@@ -376,9 +385,16 @@ impl Page<'_> {
                 Esc(mark.text)
             );
         }
+        let severities = [Severity::Error, Severity::Warning, Severity::Info].map(|sev| {
+            format!(
+                r#"<span class="g sev-{sev}">{}</span> {sev}"#,
+                severity_glyph(sev)
+            )
+        });
         let _ = writeln!(
             self.out,
-            r#"<li><span class="g sev-error">✖</span> error · <span class="g sev-warning">▲</span> warning · <span class="g sev-info">●</span> info: the worst finding on the row</li>"#
+            "<li>{}: the worst finding on the row</li>",
+            severities.join(" · ")
         );
         let _ = writeln!(
             self.out,

@@ -8,7 +8,7 @@ use deadline_budget::analysis::{Distribution, FindingKind, Severity};
 
 use super::{Esc, Page, TABLE_ROWS, TableName, sort_value};
 use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
-use crate::present::format::{count, ms_grouped, opt_ms_grouped};
+use crate::present::format::{count, ms_grouped, opt_ms_grouped, severity_glyph};
 use crate::service_figures::{ServiceStats, service_stats};
 
 impl Page<'_> {
@@ -44,8 +44,14 @@ impl Page<'_> {
                 Some((t, inferred)) => {
                     let mut text = format!("{}{}", if inferred { "~" } else { "" }, ms_grouped(t));
                     match TimeoutMark::of(e) {
-                        Some(TimeoutMark::Inverted) => text.push_str(" ▲ inverted"),
-                        Some(TimeoutMark::Oversized) => text.push_str(" ● oversized"),
+                        Some(TimeoutMark::Inverted) => {
+                            let glyph = severity_glyph(FindingKind::TimeoutInverted.severity());
+                            let _ = write!(text, " {glyph} inverted");
+                        }
+                        Some(TimeoutMark::Oversized) => {
+                            let glyph = severity_glyph(FindingKind::TimeoutOversized.severity());
+                            let _ = write!(text, " {glyph} oversized");
+                        }
                         None => {}
                     }
                     (text, Some(t))
