@@ -172,6 +172,20 @@ pub(crate) const TAB: Key = Key {
     },
 };
 
+/// Esc in a view opened from the chain list (the waterfall, the tables): back to it. A view's
+/// key, not the screen's: in the chain list Esc clears the search.
+pub(crate) const BACK: Key = Key {
+    codes: &[KeyCode::Esc],
+    long: "Esc",
+    short: "Esc",
+    does: "back",
+    shown: 0,
+    answer: |state, _| {
+        state.ui.view = View::Chains;
+        true
+    },
+};
+
 /// The screen's own keys, answered the same in every view before the view's own.
 pub(crate) const SCREEN: [Key; 9] = [QUIT, LEGEND, PAUSE, SEARCH, FILTER, SORT, MOVE, PAGE, TAB];
 

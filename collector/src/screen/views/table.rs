@@ -11,7 +11,7 @@ use super::theme::Theme;
 use super::{ScreenLayout, put, put_right, scroll_offset, unicode_width};
 use crate::screen::{State, View};
 
-/// The tables' keys; `service` is the pane's: the service of its selected row.
+/// The tables' keys; `enter` is the pane's Enter (the chains through its selected row).
 pub(super) const fn keys(enter: super::keys::Answer) -> [Key; 7] {
     [
         keys::MOVE.shown_in(2),
@@ -24,24 +24,11 @@ pub(super) const fn keys(enter: super::keys::Answer) -> [Key; 7] {
             answer: enter,
         },
         keys::TAB.shown_in(2),
-        Key {
-            codes: &[KeyCode::Esc],
-            long: "Esc",
-            short: "Esc",
-            does: "back",
-            shown: 2,
-            answer: back,
-        },
+        keys::BACK.shown_in(2),
         keys::PAUSE.shown_in(1),
         keys::LEGEND.shown_in(2),
         keys::QUIT.shown_in(2),
     ]
-}
-
-/// Esc: back to the chains.
-fn back(state: &mut State, _key: KeyCode) -> bool {
-    state.ui.view = View::Chains;
-    true
 }
 
 /// Enter: the chain list, searching for the selected row's service (`service`).

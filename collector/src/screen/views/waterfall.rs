@@ -23,7 +23,7 @@ use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::present::format::{axis_step, counted, fit, ms, severity_glyph, unicode_width};
 use crate::present::legend::meaning;
 use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
-use crate::screen::{ChainView, Overlay, State, View};
+use crate::screen::{ChainView, Overlay, State};
 use crate::span_text::for_screen;
 
 struct Geometry {
@@ -130,14 +130,7 @@ const KEYS: [Key; 9] = [
         shown: 3,
         answer: open_detail,
     },
-    Key {
-        codes: &[KeyCode::Esc],
-        long: "Esc",
-        short: "Esc",
-        does: "back",
-        shown: 3,
-        answer: back,
-    },
+    keys::BACK.shown_in(3),
     keys::TAB.shown_in(3),
     EXPORT,
     keys::PAUSE.shown_in(2),
@@ -162,12 +155,6 @@ fn open_detail(state: &mut State, _key: KeyCode) -> bool {
     }
     state.ui.overlay = Overlay::Detail;
     state.ui.popup_scroll = 0;
-    true
-}
-
-/// Esc: back to the chain list.
-fn back(state: &mut State, _key: KeyCode) -> bool {
-    state.ui.view = View::Chains;
     true
 }
 
