@@ -1,8 +1,8 @@
 //! What every picture of a chain shares, knowing neither ratatui nor HTML: the words and glyphs
-//! ([`legend`]), the numbers as text ([`format`]), the marks of one waterfall row
-//! ([`row_marks`]), computed once from the analysis, and an edge's figures ([`edges`]). The screen (`screen::views`) and the HTML
-//! page (`report::html`) draw from them, so the terminal and the page never say one thing two
-//! ways.
+//! ([`legend`]), the numbers as text ([`format`](mod@format)), the marks of one waterfall row
+//! ([`row_marks`]), computed once from the analysis, and an edge's figures ([`edges`]). The
+//! screen (`screen::views`) and the HTML page (`report::html`) draw from them, so the terminal
+//! and the page never say one thing two ways.
 
 pub mod edges;
 pub mod format;
