@@ -248,3 +248,104 @@ impl ChainScale {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use deadline_budget::analysis::{
+        BudgetFacts, Chain, Options, SpanId, SpanKind, SpanStatus, TraceId,
+    };
+
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_764_374_400_000 * MS;
+
+    fn span(id: u64, parent: Option<u64>, kind: SpanKind, ms: (u64, u64)) -> Span {
+        Span {
+            trace_id: TraceId([7; 16]),
+            span_id: SpanId(id.to_be_bytes()),
+            parent_span_id: parent.map(|p| SpanId(p.to_be_bytes())),
+            service: Arc::from(if id < 3 { "orders" } else { "inventory" }),
+            name: Arc::from("work"),
+            kind,
+            start_unix_nano: T0 + ms.0 * MS,
+            end_unix_nano: T0 + ms.1 * MS,
+            status: SpanStatus::Unset,
+            budget: BudgetFacts::default(),
+        }
+    }
+
+    /// orders receives 1000 ms and forwards 3000 ms with 100 ms left (a reset); inventory
+    /// receives 3000 ms over gRPC, queues 50 ms and works on after orders gave up.
+    fn reset_chain() -> (ChainAnalysis, Chain) {
+        let mut hop = span(1, None, SpanKind::Server, (0, 1000));
+        hop.budget.source = Some(BudgetSource::XBudgetMs);
+        hop.budget.received_ms = Some(1000);
+        let mut call = span(2, Some(1), SpanKind::Client, (900, 1000));
+        call.budget.remaining_ms = Some(100);
+        call.budget.forwarded_ms = Some(3000);
+        let mut callee = span(3, Some(2), SpanKind::Server, (910, 1600));
+        callee.budget.source = Some(BudgetSource::GrpcTimeout);
+        callee.budget.received_ms = Some(3000);
+        callee.budget.queue_wait_ms = Some(50);
+        let mut chain = Chain::new(TraceId([7; 16]));
+        for s in [hop, call, callee] {
+            chain.insert(s);
+        }
+        (chain.analyse(&Options::default()), chain)
+    }
+
+    /// The marks of the row of span `id`.
+    fn marks_of(a: &ChainAnalysis, chain: &Chain, id: u64) -> RowMarks {
+        a.rows
+            .iter()
+            .find_map(|row| {
+                let span = chain.span(row.span as usize)?;
+                (span.span_id == SpanId(id.to_be_bytes())).then(|| RowMarks::of(a, row, &span))
+            })
+            .expect("the span's row")
+    }
+
+    #[test]
+    fn a_reset_call_is_marked_where_what_remained_ran_out() {
+        let (a, chain) = reset_chain();
+        let call = marks_of(&a, &chain, 2);
+        assert_eq!(call.kind, RowKind::Call);
+        assert_eq!(
+            call.forwarded,
+            Some(Forwarded {
+                until: 900 + 3000,
+                remaining_until: Some(900 + 100),
+            })
+        );
+        assert!(!call.dropped && !call.refused);
+        assert_eq!(call.numbers(true), ("fwd 3000>100".to_string(), Tone::Late));
+        assert_eq!(call.numbers(false), call.numbers(true));
+    }
+
+    #[test]
+    fn a_hops_figures_name_the_carrier_and_the_queue_only_when_wide() {
+        let (a, chain) = reset_chain();
+        let callee = marks_of(&a, &chain, 3);
+        assert_eq!(callee.kind, RowKind::Hop);
+        assert_eq!((callee.start, callee.end), (910, 1600));
+        assert_eq!(callee.deadline, Some(910 + 3000));
+        assert_eq!(callee.queue_ms, 50);
+        assert_eq!(callee.shed, None);
+        assert_eq!(
+            callee.numbers(true),
+            ("rcv 3000 grpc q50".to_string(), Tone::Plain)
+        );
+        assert_eq!(callee.numbers(false), ("rcv 3000".to_string(), Tone::Plain));
+        // Work past the moment orders stopped waiting (its deadline, 1000) is the analysis's
+        // late work.
+        assert_eq!(callee.late_from, Some(1000));
+        let spans = a.rows.iter().filter_map(|r| chain.span(r.span as usize));
+        let scale = ChainScale::of(&a, spans);
+        assert_eq!(scale.edge_deadline, Some(1000));
+        // The farthest mark: inventory's deadline (within four times the chain).
+        assert_eq!(scale.horizon_ms, 910 + 3000);
+    }
+}
