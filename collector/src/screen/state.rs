@@ -300,7 +300,7 @@ impl State {
         if self.ui.overlay == Overlay::Detail {
             self.ui.overlay = Overlay::None;
         }
-        if self.ui.view == View::Waterfall {
+        if self.ui.view.needs().chosen_chain {
             self.ui.view = View::Chains;
         }
     }

@@ -35,6 +35,9 @@ pub(crate) struct Needs {
     /// The view shows the chain list with the selected chain's preview: the selection follows
     /// the newest chain (or the demo's lesson) and the preview its chosen row.
     pub chain_preview: bool,
+    /// The view shows one chain chosen in the list: when the screen starts over (a new demo
+    /// scenario) it goes back to the list.
+    pub chosen_chain: bool,
 }
 
 /// A top-level view: one tab of the screen. It owns its selection (a field of [`Ui`] only it

@@ -19,7 +19,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::keys::{self, Key};
 use super::theme::Theme;
-use super::{Pane, ScreenLayout, put, put_right, scroll_offset, step};
+use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::present::format::{axis_step, counted, fit, ms, severity_glyph, unicode_width};
 use crate::present::legend::meaning;
 use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
@@ -165,6 +165,13 @@ impl Pane for Waterfall {
 
     fn keys(&self) -> &'static [Key] {
         &KEYS
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            chosen_chain: true,
+            ..Needs::default()
+        }
     }
 
     fn arrange(&self, body: Rect, layout: &mut ScreenLayout) {
