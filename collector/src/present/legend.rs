@@ -1,18 +1,14 @@
-//! The words every picture of a chain shares: what each finding kind means, and what each mark
-//! of a waterfall stands for. The screen (its legend, its detail popup, the waterfall's
-//! explanation) and the HTML report read them from here, so the page and the terminal never
-//! explain one thing two ways.
+//! The words every picture of a chain shares: what each mark of a waterfall stands for, what the
+//! figures beside a row say, and a span's budget facts by name. The screen (its legend, its
+//! detail popup) and the HTML report read them from here, so the page and the terminal never
+//! explain one thing two ways. What a finding kind means (`FindingKind::meaning`) and a
+//! carrier's tag (`BudgetSource::tag`) are the library's, beside the kind and the carrier.
 //!
 //! Strings here may carry what a span sent ([`facts`]' `error.type`): each picture cleans them
 //! as it cleans any span string.
 
-use deadline_budget::analysis::{BudgetSource, FindingKind, Span};
+use deadline_budget::analysis::Span;
 use deadline_budget::semconv;
-
-/// A finding kind in plain words: what happened and why it matters.
-pub fn meaning(kind: FindingKind) -> &'static str {
-    kind.meaning()
-}
 
 /// What a mark draws, so each picture can give it its own style (a colour on the screen, a
 /// colour and a pattern on the page).
@@ -99,11 +95,6 @@ pub const MARKS: [Mark; 10] = [
 
 /// What the figures beside each row say.
 pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)";
-
-/// A short tag for the carrier a budget came in, beside its figure: empty for `x-budget-ms`.
-pub fn carrier_tag(source: BudgetSource) -> &'static str {
-    source.tag()
-}
 
 /// The span's budget facts that are present, under the contract's attribute names, as the
 /// analysis read them.

@@ -15,7 +15,6 @@ use deadline_budget::analysis::{
 };
 
 use super::format::ms_digits;
-use super::legend::carrier_tag;
 
 /// What a row stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +175,7 @@ impl RowMarks {
                     }
                     (source, Some(v)) => {
                         // The carrier, when it is not our own header.
-                        let via = match source.map(carrier_tag) {
+                        let via = match source.map(BudgetSource::tag) {
                             Some(tag) if wide && !tag.is_empty() => format!(" {tag}"),
                             _ => String::new(),
                         };

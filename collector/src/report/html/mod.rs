@@ -444,7 +444,7 @@ impl Page<'_> {
 "#,
                 counted(total, "finding"),
                 counted(chains, "chain"),
-                Esc(legend::meaning(kind)),
+                Esc(kind.meaning()),
                 glyph = severity_glyph(sev),
             );
             if ranked.len() > CHAINS_PER_KIND {

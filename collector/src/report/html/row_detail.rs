@@ -91,7 +91,7 @@ impl Page<'_> {
                 glyph = severity_glyph(f.severity),
                 kind = f.kind,
                 message = SpanText(&f.message),
-                meaning = Esc(legend::meaning(f.kind)),
+                meaning = Esc(f.kind.meaning()),
             );
         }
         self.out.push_str("</tbody></table></div>");

@@ -9,7 +9,7 @@ use super::boxed;
 use super::popup::{fitted, hanging, scrolled};
 use super::theme::Theme;
 use crate::present::format::{ValueLimits, any_value, ms, severity_glyph};
-use crate::present::legend::{facts, meaning};
+use crate::present::legend::facts;
 use crate::screen::State;
 use crate::span_text::for_screen;
 
@@ -105,7 +105,7 @@ pub(super) fn lines(
         ]));
         lines.extend(hanging(
             TextSpan::raw("  "),
-            meaning(f.kind),
+            f.kind.meaning(),
             theme.dim(),
             DETAIL_WIDTH.min(width).saturating_sub(2),
         ));

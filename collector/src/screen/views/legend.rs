@@ -11,7 +11,7 @@ use super::boxed;
 use super::popup::{fitted, hanging, scrolled};
 use super::theme::Theme;
 use crate::present::format::severity_glyph;
-use crate::present::legend::{MARKS, MarkRole, ROW_FIGURES, meaning};
+use crate::present::legend::{MARKS, MarkRole, ROW_FIGURES};
 
 /// The legend's widest box.
 pub(super) const LEGEND_WIDTH: u16 = 100;
@@ -64,7 +64,7 @@ pub(super) fn lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             format!(" {} {:<18}", severity_glyph(sev), kind.as_str()),
             theme.severity(sev),
         );
-        lines.extend(hanging(head, meaning(kind), theme.text(), width));
+        lines.extend(hanging(head, kind.meaning(), theme.text(), width));
     }
     lines.push(Line::styled("The figures beside each row", theme.title()));
     lines.extend(hanging(

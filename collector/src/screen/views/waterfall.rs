@@ -21,7 +21,6 @@ use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step};
 use crate::present::format::{axis_step, counted, fit, ms, severity_glyph, unicode_width};
-use crate::present::legend::meaning;
 use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
 use crate::screen::{ChainView, Overlay, State};
 use crate::span_text::for_screen;
@@ -694,7 +693,7 @@ fn draw_explanation(
             }
             lines.push(Line::from(parts));
             if i == 0 {
-                lines.push(Line::styled(meaning(first.kind).to_string(), theme.text()));
+                lines.push(Line::styled(first.kind.meaning().to_string(), theme.text()));
             }
         }
         if total > here.len() {
