@@ -3,7 +3,9 @@
 //! remained ran out, for a `budget_reset`), a dropped budget (`✕`), a refusal (`⊘`), where the
 //! work done for nobody starts, and the numbers column's text. The screen draws them in cells
 //! (`screen::views::waterfall`), the page in SVG (`report::html::waterfall`); neither decides
-//! a mark itself, so the two pictures of a chain cannot disagree.
+//! a mark itself, so the two pictures of a chain cannot disagree. (Each writes its own label:
+//! the screen indents it and puts a retried call's [`RowMarks::attempt`] first, the page
+//! indents with CSS.)
 //!
 //! Every decision reads the analysis: the row's findings, its `late_ms`, the span's budget facts
 //! as the analysis read them. Times are ms after the chain's start.
@@ -67,6 +69,9 @@ pub struct RowMarks {
     pub end: i64,
     /// The worst severity of the row's findings.
     pub worst: Option<Severity>,
+    /// A call that is one attempt of a retried call (the analysis's `Row::retried`): its
+    /// `budget.attempt`, which the label writes before the name (`#2`).
+    pub attempt: Option<i64>,
     /// A hop's deadline: its start plus the budget it received (or its own default).
     pub deadline: Option<i64>,
     /// A hop's queue wait, within its bar (0 when it did not queue).
@@ -144,6 +149,7 @@ impl RowMarks {
             start: s,
             end: e,
             worst: row.worst(),
+            attempt: b.attempt.filter(|_| call && row.retried),
             deadline: b.budget_ms().filter(|_| hop).map(|v| s.saturating_add(v)),
             queue_ms,
             shed,
@@ -320,6 +326,7 @@ mod tests {
             })
         );
         assert!(!call.dropped && !call.refused);
+        assert_eq!(call.attempt, None, "called once: no attempt in its label");
         assert_eq!(call.numbers(true), ("fwd 3000>100".to_string(), Tone::Late));
         assert_eq!(call.numbers(false), call.numbers(true));
     }

@@ -289,7 +289,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let y = area.y + 2 + (i - offset) as u16;
         let selected = i == state.ui.span_row;
         let marks = RowMarks::of(&chain, row, &span);
-        let label = label_of(&chain, row, &span);
+        let label = label_of(&chain, row, &span, &marks);
         draw_row(&marks, &label, &g, buf, (area, y), selected, theme);
     }
 
@@ -345,14 +345,11 @@ pub fn render_finding(state: &State, theme: Theme, area: Rect, buf: &mut Buffer)
 
 /// A row's label: a call's name (with its attempt when retried), a hop's service and name,
 /// and for a hop's own internal span only its name (the service is the row above's).
-fn label_of(chain: &ChainView<'_>, row: &Row, span: &Span) -> String {
+fn label_of(chain: &ChainView<'_>, row: &Row, span: &Span, marks: &RowMarks) -> String {
     let indent = " ".repeat(row.depth.min(12) as usize);
     if span.kind.is_call() {
         // The attempt first: a long name is cut at its end, the attempt must show.
-        let attempt = match span.budget.attempt {
-            Some(a) if row.retried => format!("#{a} "),
-            _ => String::new(),
-        };
+        let attempt = marks.attempt.map(|a| format!("#{a} ")).unwrap_or_default();
         return format!("{indent}→ {attempt}{}", for_screen(&span.name));
     }
     let parent_service = row
