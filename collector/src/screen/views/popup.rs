@@ -1,6 +1,6 @@
 //! What the overlays share: a box fitted to its text and centred, text with a hanging indent, and
-//! scrolling with a hint on the box's edge. The overlays themselves are [`super::legend`] (`?`)
-//! and [`super::detail`] (Enter on a waterfall row).
+//! scrolling with a hint on the box's edge. The overlays themselves are `legend.rs` (`?`) and
+//! `detail.rs` (Enter on a waterfall row); this file imports neither.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
