@@ -181,7 +181,7 @@ pub struct ReplayArgs {
 #[group(id = "demo-command")]
 #[command(
     after_help = "Without --scenario the screen runs the workshop from its first broken step. Keys on \
-the screen: 1-9 and 0 switch scenario, c runs the scenario cured (and back), [ ] select a \
+the screen: 1-9, 0, ! and @ switch scenario, c runs the scenario cured (and back), [ ] select a \
 service, +/- change its latency by 50 ms, w next workshop step, q quit."
 )]
 pub struct DemoArgs {

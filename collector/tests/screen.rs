@@ -303,7 +303,10 @@ fn detail_popup_and_legend() {
     // The keys come last: a page down shows them whole.
     key(&mut state, KeyCode::PageDown);
     let text = screen_text(&draw(&state, 200, 60));
-    assert!(text.contains("budget-top demo: 1-9 0 scenario"), "{text}");
+    assert!(
+        text.contains("budget-top demo: 1-9 0 ! @ scenario"),
+        "{text}"
+    );
     assert!(text.contains("g G top, bottom"), "{text}");
     assert!(text.contains("Shift-Tab previous view"), "{text}");
     assert!(text.contains("↑↓ PgUp PgDn and the wheel scroll"), "{text}");

@@ -163,7 +163,8 @@ impl DemoHandle {
             .collect()
     }
 
-    /// The URL the load generator calls (the edge service).
+    /// The URL the load generator calls (the edge service; the first of its paths when it
+    /// calls several in turn).
     pub fn edge_url(&self) -> String {
         self.running.edge_url.clone()
     }
@@ -252,7 +253,12 @@ impl Running {
             .await
             .map_err(|e| DemoError::Io(std::io::Error::other(e)))??;
         let services = started.hosts;
-        let edge_url = format!("{}{}", services[0].url(), started.edge_path);
+        let edge_urls: Vec<String> = started
+            .edge_paths
+            .iter()
+            .map(|path| format!("{}{path}", services[0].url()))
+            .collect();
+        let edge_url = edge_urls.first().cloned().unwrap_or_default();
         let mut plan = config.load.clone();
         plan.burst = topology::burst_size(config.scenario);
         if plan.burst > 1 {
@@ -260,7 +266,7 @@ impl Running {
             let gap = topology::burst_gap(config.timing).as_secs_f64();
             plan.rate = plan.rate.min(1.0 / gap);
         }
-        let load = match Load::start(edge_url.clone(), plan) {
+        let load = match Load::start(edge_urls, plan) {
             Ok(load) => load,
             Err(e) => {
                 stop_services(services).await;

@@ -123,8 +123,8 @@ pub(crate) struct Load {
 }
 
 impl Load {
-    /// Start sending to `url` according to `plan`.
-    pub(crate) fn start(url: String, plan: LoadPlan) -> Result<Self, DemoError> {
+    /// Start sending to `urls`, in turn, according to `plan`.
+    pub(crate) fn start(urls: Vec<String>, plan: LoadPlan) -> Result<Self, DemoError> {
         let stop = CancellationToken::new();
         let stats = LoadStats::default();
         let (done_tx, done) = watch::channel(false);
@@ -140,7 +140,7 @@ impl Load {
         let thread = thread::Builder::new()
             .name("load".into())
             .spawn(move || {
-                runtime.block_on(drive(client, url, plan, thread_stop, thread_stats));
+                runtime.block_on(drive(client, urls, plan, thread_stop, thread_stats));
                 let _ = done_tx.send(true);
             })
             .map_err(DemoError::Io)?;
@@ -180,7 +180,7 @@ impl Drop for Load {
 
 async fn drive(
     client: reqwest::Client,
-    url: String,
+    urls: Vec<String>,
     plan: LoadPlan,
     stop: CancellationToken,
     stats: LoadStats,
@@ -199,6 +199,10 @@ async fn drive(
         let burst = u64::from(plan.burst.max(1));
         let burst = plan.requests.map_or(burst, |max| burst.min(max - sent));
         for _ in 0..burst {
+            let Some(url) = urls.get(sent as usize % urls.len().max(1)) else {
+                return;
+            };
+            sent += 1;
             let (client, url, stats) = (client.clone(), url.clone(), stats.clone());
             stats.inner.sent.fetch_add(1, Ordering::Relaxed);
             in_flight.spawn(async move {
@@ -206,7 +210,6 @@ async fn drive(
                 stats.record(answer.map(|r| r.status().as_u16()).map_err(|_| ()));
             });
         }
-        sent += burst;
         if plan.requests.is_some_and(|max| sent >= max) {
             break;
         }
@@ -298,7 +301,7 @@ mod tests {
             requests: Some(10),
             ..LoadPlan::default()
         };
-        let load = Load::start(format!("http://{addr}/"), plan).unwrap();
+        let load = Load::start(vec![format!("http://{addr}/")], plan).unwrap();
         tokio::time::timeout(Duration::from_secs(10), load.finished())
             .await
             .expect("load finishes");

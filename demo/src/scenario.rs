@@ -16,6 +16,9 @@ use deadline_budget::analysis::FindingKind;
 pub enum Scenario {
     /// Everything right: the payment chain forwards what remains at each hop.
     Propagate,
+    /// payments turns slow and orders calls it with no timeout: its pool of workers ends up
+    /// stuck waiting, and the requests that never touch payments queue behind them.
+    SlowDependency,
     /// bff forwards a fixed 3 s instead of what remains.
     FixedTimeout,
     /// bff forwards no budget at all.
@@ -34,6 +37,8 @@ pub enum Scenario {
     MessageDeadline,
     /// pix-api retries antifraud, forwarding the full budget on each attempt.
     RetryStorm,
+    /// bff retries orders and orders retries inventory: the attempts multiply.
+    RetryLayers,
 }
 
 /// The shape of the services a scenario runs.
@@ -51,13 +56,17 @@ pub enum Topology {
     Proxy,
     /// api (edge, 2 s) puts a job on a queue; worker takes one job at a time.
     Jobs,
+    /// gateway (edge, 1 s) calls orders' `/checkout` (which calls payments) and `/catalog`
+    /// (which calls nothing), both served by one pool of 4 workers.
+    Shop,
 }
 
 impl Scenario {
     /// Every scenario, in the order the workshop teaches them (the screen's digit keys 1-9 and
-    /// 0 follow it).
-    pub const ALL: [Scenario; 10] = [
+    /// 0 follow it, then `!` and `@`, shift 1 and 2, for the eleventh and twelfth).
+    pub const ALL: [Scenario; 12] = [
         Scenario::Propagate,
+        Scenario::SlowDependency,
         Scenario::FixedTimeout,
         Scenario::DropHeader,
         Scenario::AbsoluteDeadline,
@@ -67,16 +76,20 @@ impl Scenario {
         Scenario::Burst,
         Scenario::MessageDeadline,
         Scenario::RetryStorm,
+        Scenario::RetryLayers,
     ];
 
     /// The scenario a run without `--scenario` starts with: the workshop's first one where
-    /// something goes wrong, so the first screen a newcomer sees has a finding on it.
+    /// something goes wrong within seconds, so the first screen a newcomer sees has a finding
+    /// on it (`slow-dependency`'s show once the calls stuck on payments end, 40 s after it
+    /// turns slow).
     pub const FIRST_BROKEN: Scenario = Scenario::FixedTimeout;
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Propagate => "propagate",
+            Scenario::SlowDependency => "slow-dependency",
             Scenario::FixedTimeout => "fixed-timeout",
             Scenario::DropHeader => "drop-header",
             Scenario::AbsoluteDeadline => "absolute-deadline",
@@ -86,6 +99,7 @@ impl Scenario {
             Scenario::Burst => "burst",
             Scenario::MessageDeadline => "message-deadline",
             Scenario::RetryStorm => "retry-storm",
+            Scenario::RetryLayers => "retry-layers",
         }
     }
 
@@ -94,6 +108,9 @@ impl Scenario {
         match self {
             Scenario::Propagate => {
                 "Each hop forwards what is left of the caller's budget. One settlement in four is slow (1500 ms): it is cut when pix-api's budget runs out (504), not at its 1 s SLA, and nobody works for a caller who has gone."
+            }
+            Scenario::SlowDependency => {
+                "payments turns slow (80 ms, then 40 s) and orders calls it with no timeout: its 4 workers end up stuck waiting, and /catalog, which never calls payments, queues behind them (queue_pressure)."
             }
             Scenario::FixedTimeout => {
                 "bff forwards a fixed 3 s instead of what remains: orders and inventory keep working after the gateway gave up (budget_reset)."
@@ -122,6 +139,9 @@ impl Scenario {
             Scenario::RetryStorm => {
                 "pix-api retries antifraud forwarding the full budget each time: together the attempts promise more than the caller has (retry_over_budget)."
             }
+            Scenario::RetryLayers => {
+                "bff tries orders 3 times (800 ms each), orders tries slow inventory twice: one request calls inventory 6 times, and bff's attempts do not fit its 1 s (retry_amplified, retry_over_budget)."
+            }
         }
     }
 
@@ -130,6 +150,9 @@ impl Scenario {
     pub fn cured_lesson(self) -> &'static str {
         match self {
             Scenario::Propagate | Scenario::Burst => self.lesson(),
+            Scenario::SlowDependency => {
+                "Cured: orders times out payments at 100 ms (p99.9 of its 80 ms) and forwards the budget: a slow payments costs a fast 504 on /checkout, the workers stay free, /catalog keeps answering."
+            }
             Scenario::FixedTimeout => {
                 "Cured: bff forwards what remains. orders and inventory stop when the gateway's budget runs out: a 504, and no work for nobody."
             }
@@ -154,6 +177,9 @@ impl Scenario {
             Scenario::RetryStorm => {
                 "Cured: each attempt forwards only its own timeout. Together the attempts never promise more than pix-api has left."
             }
+            Scenario::RetryLayers => {
+                "Cured: only orders retries, each attempt within what remains; bff makes one attempt. inventory gets at most 2 calls a request, and every attempt fits the budget."
+            }
         }
     }
 
@@ -167,6 +193,7 @@ impl Scenario {
     pub fn shows(self) -> &'static [FindingKind] {
         match self {
             Scenario::Propagate => &[],
+            Scenario::SlowDependency => &[FindingKind::QueuePressure, FindingKind::OrphanedWork],
             Scenario::FixedTimeout => &[FindingKind::BudgetReset],
             Scenario::DropHeader => &[FindingKind::BudgetDropped],
             Scenario::AbsoluteDeadline => &[
@@ -180,6 +207,7 @@ impl Scenario {
             Scenario::Burst => &[FindingKind::ShedExpired, FindingKind::ShedFull],
             Scenario::MessageDeadline => &[FindingKind::RanAfterExpiry],
             Scenario::RetryStorm => &[FindingKind::RetryOverBudget],
+            Scenario::RetryLayers => &[FindingKind::RetryOverBudget],
         }
     }
 
@@ -202,8 +230,9 @@ impl Scenario {
         match self {
             Scenario::Propagate | Scenario::NoCancel => "settlement",
             Scenario::RetryStorm => "antifraud",
+            Scenario::SlowDependency => "payments",
             Scenario::Burst | Scenario::NoDequeueCheck => "orders",
-            Scenario::FixedTimeout | Scenario::DropHeader => "inventory",
+            Scenario::FixedTimeout | Scenario::DropHeader | Scenario::RetryLayers => "inventory",
             Scenario::AbsoluteDeadline => "ledger",
             Scenario::ProxyTimeouts => "app",
             Scenario::MessageDeadline => "worker",
@@ -215,7 +244,10 @@ impl Scenario {
         match self {
             Scenario::Propagate | Scenario::NoCancel | Scenario::RetryStorm => Topology::Payment,
             Scenario::Burst | Scenario::NoDequeueCheck => Topology::Queue,
-            Scenario::FixedTimeout | Scenario::DropHeader => Topology::Chain,
+            Scenario::FixedTimeout | Scenario::DropHeader | Scenario::RetryLayers => {
+                Topology::Chain
+            }
+            Scenario::SlowDependency => Topology::Shop,
             Scenario::AbsoluteDeadline => Topology::Ledger,
             Scenario::ProxyTimeouts => Topology::Proxy,
             Scenario::MessageDeadline => Topology::Jobs,
@@ -348,7 +380,10 @@ mod tests {
                 .filter(|k| k.severity() == deadline_budget::analysis::Severity::Error)
                 .count();
             match scenario {
-                Scenario::Propagate | Scenario::Burst | Scenario::RetryStorm => {
+                Scenario::Propagate
+                | Scenario::Burst
+                | Scenario::RetryStorm
+                | Scenario::RetryLayers => {
                     assert_eq!(errors, 0, "{scenario}")
                 }
                 _ => assert!(errors > 0, "{scenario}"),

@@ -9,14 +9,15 @@
 //! returns the hosts edge first. With `--cure` each broken option is set right again: the
 //! scenario's mistake is one choice, and the cure is the other.
 
+use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use deadline_budget::budget::Deadline;
 use deadline_budget::client::{BudgetClient, CallError, CallOptions, Forward};
 use deadline_budget::queue::DeadlineQueueLayer;
@@ -38,7 +39,11 @@ pub(crate) fn burst_size(scenario: Scenario) -> u32 {
     match scenario.topology() {
         Topology::Queue => 40,
         Topology::Jobs => 10,
-        Topology::Payment | Topology::Chain | Topology::Ledger | Topology::Proxy => 1,
+        Topology::Payment
+        | Topology::Chain
+        | Topology::Ledger
+        | Topology::Proxy
+        | Topology::Shop => 1,
     }
 }
 
@@ -58,10 +63,11 @@ pub(crate) struct Blueprint {
     clock_skew_ms: i64,
 }
 
-/// The services a scenario runs and where the load generator knocks.
+/// The services a scenario runs and where the load generator knocks: in turn on each of the
+/// edge's paths (`slow-dependency`'s gateway serves two).
 pub(crate) struct Started {
     pub(crate) hosts: Vec<ServiceHost>,
-    pub(crate) edge_path: &'static str,
+    pub(crate) edge_paths: &'static [&'static str],
 }
 
 impl Blueprint {
@@ -103,13 +109,14 @@ impl Blueprint {
                 ("gateway", 20),
                 ("bff", 30),
                 ("orders", 50),
-                // Slower than the gateway's budget in fixed-timeout: only the reset hides it.
+                // Slower than the gateway's budget in fixed-timeout: only the reset hides it. In
+                // retry-layers, slower than orders' 300 ms per attempt: every attempt times out.
                 (
                     "inventory",
-                    if s == Scenario::FixedTimeout {
-                        1500
-                    } else {
-                        100
+                    match s {
+                        Scenario::FixedTimeout => 1500,
+                        Scenario::RetryLayers => 500,
+                        _ => 100,
                     },
                 ),
             ],
@@ -119,6 +126,8 @@ impl Blueprint {
             Topology::Proxy => vec![("proxy", 0), ("app", 950), ("payments", 500)],
             // 10 jobs at once, 400 ms each: the last ones wait past their 2 s deadline.
             Topology::Jobs => vec![("api", 20), ("worker", 400)],
+            // payments answers in 80 ms until it turns slow (see `start_shop`).
+            Topology::Shop => vec![("gateway", 20), ("orders", 20), ("payments", 80)],
         };
         let scaled: Vec<_> = figures.into_iter().map(|(n, ms)| (n, t.ms(ms))).collect();
         Latencies::new(&scaled)
@@ -134,11 +143,12 @@ impl Blueprint {
             Topology::Ledger => self.start_ledger(endpoint, knobs, &mut hosts),
             Topology::Proxy => self.start_proxy(endpoint, knobs, &mut hosts),
             Topology::Jobs => self.start_jobs(endpoint, knobs, &mut hosts),
+            Topology::Shop => self.start_shop(endpoint, knobs, &mut hosts),
         };
         match result {
-            Ok(edge_path) => {
+            Ok(edge_paths) => {
                 hosts.reverse();
-                Ok(Started { hosts, edge_path })
+                Ok(Started { hosts, edge_paths })
             }
             Err(e) => {
                 for host in hosts {
@@ -156,6 +166,7 @@ impl Blueprint {
             respects_deadline: true,
             work_name: None,
             slow: None,
+            slowdown: None,
         }
     }
 
@@ -171,6 +182,7 @@ impl Blueprint {
             grpc: None,
             attempts: 1,
             forward_full_remaining: false,
+            ignores_deadline: false,
         }
     }
 
@@ -188,7 +200,7 @@ impl Blueprint {
         endpoint: &str,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static str, DemoError> {
+    ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let s = self.scenario;
 
@@ -227,7 +239,7 @@ impl Blueprint {
         };
         let layer = BudgetLayer::new().default_budget(t.duration(1200));
         hosts.push(relay(endpoint, pix, "/pay", layer)?);
-        Ok("/pay")
+        Ok(&["/pay"])
     }
 
     /// gateway (edge, 2 s) -> orders (4 workers, 300 ms per item, a queue of 20).
@@ -236,7 +248,7 @@ impl Blueprint {
         endpoint: &str,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static str, DemoError> {
+    ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let checked = !self.broken(Scenario::NoDequeueCheck);
         let mut orders = self.hop("orders", knobs);
@@ -264,7 +276,7 @@ impl Blueprint {
         };
         let layer = BudgetLayer::new().default_budget(t.duration(2000));
         hosts.push(relay(endpoint, gateway, "/order", layer)?);
-        Ok("/order")
+        Ok(&["/order"])
     }
 
     /// gateway (edge, 1 s) -> bff -> orders -> inventory, each doing local work first.
@@ -273,7 +285,7 @@ impl Blueprint {
         endpoint: &str,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static str, DemoError> {
+    ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let s = self.scenario;
         // The inner services run their work to the end even when the caller hangs up (as most
@@ -287,9 +299,16 @@ impl Blueprint {
             inner(),
         )?);
 
+        let mut reserve = self.call("inventory", &hosts[0], "/reserve");
+        if s == Scenario::RetryLayers {
+            // orders' own retry, broken or cured: 2 attempts of at most 300 ms each, within
+            // what remains.
+            reserve.attempts = 2;
+            reserve.options = reserve.options.sla(t.duration(300));
+        }
         let orders = Relay {
             hop: self.hop("orders", knobs),
-            calls: vec![self.call("inventory", &hosts[0], "/reserve")],
+            calls: vec![reserve],
             client: client()?,
         };
         hosts.push(relay(endpoint, orders, "/orders", inner())?);
@@ -301,12 +320,28 @@ impl Blueprint {
             Scenario::DropHeader => to_orders.options.forward(Forward::Nothing),
             _ => to_orders.options,
         };
+        let retry_layers = self.broken(Scenario::RetryLayers);
+        if s == Scenario::RetryLayers {
+            to_orders.options = to_orders.options.sla(t.duration(800));
+        }
+        if retry_layers {
+            // A retry policy of its own: 3 attempts of 800 ms each, whatever remains (a client
+            // configured with a per-attempt timeout, and no overall one).
+            to_orders.attempts = 3;
+            to_orders.ignores_deadline = true;
+        }
         let bff = Relay {
             hop: self.hop("bff", knobs),
             calls: vec![to_orders],
             client: client()?,
         };
-        hosts.push(relay(endpoint, bff, "/checkout", BudgetLayer::new())?);
+        // Broken retry-layers: bff runs its retries to the end when the gateway hangs up.
+        let layer = if retry_layers {
+            inner()
+        } else {
+            BudgetLayer::new()
+        };
+        hosts.push(relay(endpoint, bff, "/checkout", layer)?);
 
         let gateway = Relay {
             hop: self.hop("gateway", knobs),
@@ -315,7 +350,7 @@ impl Blueprint {
         };
         let layer = BudgetLayer::new().default_budget(t.duration(1000));
         hosts.push(relay(endpoint, gateway, "/order", layer)?);
-        Ok("/order")
+        Ok(&["/order"])
     }
 
     /// storefront (edge, 2 s) -> ledger, the deadline written as a time of day
@@ -326,7 +361,7 @@ impl Blueprint {
         endpoint: &str,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static str, DemoError> {
+    ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         // ledger (a Java service, say) runs its work to the end when the caller hangs up: only
         // the deadline it read tells it when to stop.
@@ -350,7 +385,7 @@ impl Blueprint {
         };
         let layer = BudgetLayer::new().default_budget(t.duration(2000));
         hosts.push(relay(endpoint, storefront, "/checkout", layer)?);
-        Ok("/checkout")
+        Ok(&["/checkout"])
     }
 
     /// proxy (a fixed 1 s timeout) -> app (950 ms in its database, then payments with a fixed
@@ -362,7 +397,7 @@ impl Blueprint {
         endpoint: &str,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static str, DemoError> {
+    ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let broken = self.broken(Scenario::ProxyTimeouts);
         let forward = if broken {
@@ -405,7 +440,7 @@ impl Blueprint {
             BudgetLayer::new().default_budget(t.duration(1000))
         };
         hosts.push(relay(endpoint, proxy, "/orders", layer)?);
-        Ok("/orders")
+        Ok(&["/orders"])
     }
 
     /// api (edge, 2 s) puts a job carrying its deadline on the `jobs` queue and answers 202;
@@ -416,7 +451,7 @@ impl Blueprint {
         endpoint: &str,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static str, DemoError> {
+    ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let checked = !self.broken(Scenario::MessageDeadline);
         let (queue, jobs) = messaging::queue();
@@ -433,9 +468,80 @@ impl Blueprint {
         hosts.push(messaging::start_producer(
             endpoint, producer, "/jobs", layer,
         )?);
-        Ok("/jobs")
+        Ok(&["/jobs"])
     }
 }
+
+impl Blueprint {
+    /// gateway (edge, 1 s) -> orders `/checkout` -> payments, and gateway -> orders `/catalog`,
+    /// which calls nothing; orders serves both on one pool of 4 workers (a queue of 20) and
+    /// runs a checkout to the end when its caller hangs up. payments answers in
+    /// 80 ms, then, 3 s in, in 40 s. Broken, orders calls payments with no timeout and forwards
+    /// nothing: its workers end up waiting on payments and `/catalog` queues behind them.
+    /// Cured, orders times out at 100 ms (p99.9 of the 80 ms) and forwards the budget.
+    fn start_shop(
+        &self,
+        endpoint: &str,
+        knobs: &Latencies,
+        hosts: &mut Vec<ServiceHost>,
+    ) -> Result<&'static [&'static str], DemoError> {
+        let t = self.timing;
+        let broken = self.broken(Scenario::SlowDependency);
+        let mut payments = self.hop("payments", knobs);
+        payments.slowdown = Some(Slowdown::after(t.duration(3000), t.ms(40_000)));
+        hosts.push(leaf(endpoint, payments, "/charge", BudgetLayer::new())?);
+
+        let mut charge = self.call("payments", &hosts[0], "/charge");
+        if broken {
+            charge.options = charge.options.forward(Forward::Nothing);
+            charge.ignores_deadline = true;
+        } else {
+            charge.options = charge.options.sla(t.duration(100));
+        }
+        let checkout = Relay {
+            hop: self.hop("orders", knobs),
+            calls: vec![charge],
+            client: client()?,
+        };
+        let catalog = self.hop("orders", knobs);
+        // One layer value is one queue: both routes share its 4 workers. A checkout, once
+        // taken, runs to the end (a payment is not left half done); a catalog read leaves the
+        // queue, or stops, when its caller hangs up.
+        let queue = DeadlineQueueLayer::new(4, 20);
+        hosts.push(ServiceHost::start("orders", endpoint, move |_stop| {
+            let checkout: MethodRouter = get(work_then_call)
+                .with_state(checkout.connect())
+                .layer::<_, Infallible>(queue.clone())
+                .layer::<_, Infallible>(BudgetLayer::new().cancel_on_disconnect(false));
+            let catalog: MethodRouter = get(work_only)
+                .with_state(catalog)
+                .layer::<_, Infallible>(queue)
+                .layer::<_, Infallible>(BudgetLayer::new());
+            Router::new()
+                .route("/checkout", checkout)
+                .route("/catalog", catalog)
+        })?);
+
+        let mut gateway = Router::new();
+        for path in SHOP_PATHS {
+            let relay = Relay {
+                hop: self.hop("gateway", knobs),
+                calls: vec![self.call("orders", &hosts[1], path)],
+                client: client()?,
+            };
+            gateway = gateway.route(path, get(work_then_call).with_state(relay));
+        }
+        let layer = BudgetLayer::new().default_budget(t.duration(1000));
+        hosts.push(ServiceHost::start("gateway", endpoint, move |_stop| {
+            gateway.layer(layer)
+        })?);
+        Ok(&SHOP_PATHS)
+    }
+}
+
+/// The gateway's paths in `slow-dependency`, which the load calls in turn: one needs payments,
+/// the other does not.
+const SHOP_PATHS: [&str; 2] = ["/checkout", "/catalog"];
 
 fn client() -> Result<BudgetClient, DemoError> {
     let http = reqwest::Client::builder()
@@ -488,6 +594,35 @@ pub(crate) struct Hop {
     work_name: Option<&'static str>,
     /// Some pieces of work are slower than the knob says.
     slow: Option<Slow>,
+    /// The service turns slow at some point: its knob is set then.
+    slowdown: Option<Slowdown>,
+}
+
+/// A dependency that turns slow, not down: from `at` on, its work takes `ms`. Set once on its
+/// latency knob, so the screen shows it and `-` brings it back.
+#[derive(Clone, Debug)]
+struct Slowdown {
+    at: std::time::Instant,
+    ms: u64,
+    done: Arc<AtomicBool>,
+}
+
+impl Slowdown {
+    /// `after` from now.
+    fn after(after: Duration, ms: u64) -> Self {
+        Slowdown {
+            at: std::time::Instant::now() + after,
+            ms,
+            done: Arc::default(),
+        }
+    }
+
+    /// Turn `service` slow on `knobs` if its time has come (once).
+    fn apply(&self, knobs: &Latencies, service: &str) {
+        if std::time::Instant::now() >= self.at && !self.done.swap(true, Ordering::Relaxed) {
+            knobs.set(service, self.ms);
+        }
+    }
 }
 
 /// A tail: every `every`-th piece of work takes `ms` instead of the knob's time.
@@ -518,6 +653,9 @@ impl Slow {
 impl Hop {
     /// The local work: as long as the service's latency knob says, inside its own span.
     pub(crate) async fn work(&self) -> Answer {
+        if let Some(slowdown) = &self.slowdown {
+            slowdown.apply(&self.knobs, self.name);
+        }
         let knob = self.knobs.work(self.name);
         let time = self.slow.as_ref().and_then(Slow::next).unwrap_or(knob);
         let deadline = Deadline::current().filter(|_| self.respects_deadline);
@@ -569,6 +707,10 @@ struct Call {
     attempts: u32,
     /// The retry-storm bug: each attempt forwards everything that remains, not its timeout.
     forward_full_remaining: bool,
+    /// Made as if the hop had no deadline, as a client configured with a fixed timeout (or
+    /// none) is: the timeout is the SLA alone, and what is forwarded too. The slow-dependency
+    /// and retry-layers bugs.
+    ignores_deadline: bool,
 }
 
 /// A gRPC callee: its address until the calling service connects, then its client.
@@ -660,7 +802,19 @@ impl Relay {
                     }
                 }
             }
-            let failed = match self.client.send(self.client.get(&call.url), &options).await {
+            let sent = if call.ignores_deadline {
+                // The hop's deadline is a task-local: a task of its own does not see it. The
+                // span goes along, so the call stays in the request's trace.
+                let (client, url) = (self.client.clone(), call.url.clone());
+                let send = async move { client.send(client.get(&url), &options).await };
+                match tokio::spawn(send.instrument(tracing::Span::current())).await {
+                    Ok(sent) => sent,
+                    Err(e) => Err(CallError::Transport(Box::new(e))),
+                }
+            } else {
+                self.client.send(self.client.get(&call.url), &options).await
+            };
+            let failed = match sent {
                 Ok(response) if response.status().is_success() => return Ok(String::new()),
                 Ok(response) => {
                     let status = response.status();

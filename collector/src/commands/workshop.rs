@@ -12,11 +12,15 @@ use super::demo_driver::{Link, Order, Snapshot};
 use crate::screen::{DemoControl, DemoStatus};
 
 /// The scenario a digit key picks from [`Scenario::ALL`] (the teaching order): `1` the first,
-/// `0` the tenth.
+/// `0` the tenth, then shift 1 and 2 (`!`, `@`) the eleventh and twelfth.
 fn scenario_of_digit(key: char) -> Option<Scenario> {
-    let index = match key.to_digit(10)? {
-        0 => 9,
-        d => d as usize - 1,
+    let index = match key {
+        '!' => 10,
+        '@' => 11,
+        _ => match key.to_digit(10)? {
+            0 => 9,
+            d => d as usize - 1,
+        },
     };
     Scenario::ALL.get(index).copied()
 }
@@ -157,7 +161,7 @@ impl DemoControl for Controller {
             None => DemoStatus {
                 scenario: scenario_label(running, cure),
                 lesson: lesson(running, cure).to_owned(),
-                keys: keys_for(running, "1-9 0 scenario", "[ ] service  +/- latency"),
+                keys: keys_for(running, "1-9 0 ! @ scenario", "[ ] service  +/- latency"),
                 ..DemoStatus::default()
             },
         };
@@ -192,7 +196,7 @@ impl DemoControl for Controller {
             return false;
         }
         match key {
-            '0'..='9' => {
+            '0'..='9' | '!' | '@' => {
                 let Some(scenario) = scenario_of_digit(key) else {
                     return false;
                 };
@@ -227,7 +231,7 @@ impl DemoControl for Controller {
     }
 }
 
-/// "switching to 3/10 drop-header…" while an order runs.
+/// "switching to 4/12 drop-header…" while an order runs.
 fn busy_label((switching, scenario, cure): (bool, Scenario, bool)) -> String {
     let verb = if switching {
         "switching to"
@@ -237,7 +241,7 @@ fn busy_label((switching, scenario, cure): (bool, Scenario, bool)) -> String {
     format!("{verb} {}…", scenario_label(scenario, cure))
 }
 
-/// "3/10 drop-header" (", cured" when cured): the scenario's place in the teaching order
+/// "4/12 drop-header" (", cured" when cured): the scenario's place in the teaching order
 /// ([`Scenario::ALL`]) and its name.
 fn scenario_label(scenario: Scenario, cure: bool) -> String {
     let place = Scenario::ALL
@@ -299,6 +303,11 @@ fn words(scenario: Scenario) -> &'static [Words] {
                 watch: "pix-api answers 504 at its deadline: settlement is cut at ~900 ms (what remained), not at its 1 s SLA. Still no errors.",
             },
         ],
+        Scenario::SlowDependency => &[Words {
+            latency: None,
+            coming: "Next, slow is worse than down: payments answers in 80 ms, then in 40 s; orders calls it with no timeout.",
+            watch: "orders' 4 workers wait on payments; /catalog, which never calls it, queues behind them (queue_pressure). c: 100 ms.",
+        }],
         Scenario::FixedTimeout => &[Words {
             latency: None,
             coming: "Next, a reset: the gateway gives 1 s, but bff calls orders with a fixed 3 s timeout; inventory is slow (1500 ms).",
@@ -341,8 +350,13 @@ fn words(scenario: Scenario) -> &'static [Words] {
         }],
         Scenario::RetryStorm => &[Words {
             latency: None,
-            coming: "Last, a retry storm: antifraud is slow (600 ms) and pix-api retries it, forwarding all that remains each time.",
+            coming: "Next, a retry storm: antifraud is slow (600 ms) and pix-api retries it, forwarding all that remains each time.",
             watch: "retry_over_budget on pix-api's antifraud calls: together the attempts forwarded ~1900 ms with only ~1170 ms left.",
+        }],
+        Scenario::RetryLayers => &[Words {
+            latency: None,
+            coming: "Last, retries in layers: bff tries orders 3 times (800 ms each), orders tries inventory (500 ms) twice.",
+            watch: "retry_amplified: inventory called 6 times for one request; 3 × 800 ms do not fit bff's 1 s. c: one layer retries.",
         }],
     }
 }
@@ -377,7 +391,7 @@ fn steps() -> Vec<Step> {
         .collect()
 }
 
-const WORKSHOP_DONE: &str = "That was every scenario. 1-9 0 runs one again, c cures it, +/- slow a service down, w starts over.";
+const WORKSHOP_DONE: &str = "That was every scenario. 1-9 0 ! @ runs one again, c cures it, +/- slow a service down, w starts over.";
 
 /// Where the workshop is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -467,7 +481,7 @@ impl Workshop {
             Phase::Watch => DemoStatus {
                 scenario: format!("step {}/{n} {}", self.step + 1, step.title()),
                 lesson: step.words.watch.to_owned(),
-                keys: keys_for(step.scenario, "w next  1-9 0 jump", "[ ] +/- latency"),
+                keys: keys_for(step.scenario, "w next  1-9 0 ! @ jump", "[ ] +/- latency"),
                 ..DemoStatus::default()
             },
             Phase::Coming => {
@@ -475,14 +489,14 @@ impl Workshop {
                 DemoStatus {
                     scenario: format!("step {}/{n} next: {}", self.step + 2, next.title()),
                     lesson: next.words.coming.to_owned(),
-                    keys: "w start it  1-9 0 jump".to_owned(),
+                    keys: "w start it  1-9 0 ! @ jump".to_owned(),
                     ..DemoStatus::default()
                 }
             }
             Phase::Done => DemoStatus {
                 scenario: format!("workshop done: {n} steps"),
                 lesson: WORKSHOP_DONE.to_owned(),
-                keys: "w start over  1-9 0 scenario  q quit".to_owned(),
+                keys: "w start over  1-9 0 ! @ scenario  q quit".to_owned(),
                 ..DemoStatus::default()
             },
         }
@@ -526,7 +540,7 @@ mod tests {
         assert_eq!(w.status().lesson, steps()[1].words.coming);
         assert_eq!(
             w.status().scenario,
-            "step 2/11 next: propagate, slow settlement"
+            "step 2/13 next: propagate, slow settlement"
         );
         // Second w: it starts (here: same scenario, settlement slowed).
         assert_eq!(
@@ -535,12 +549,12 @@ mod tests {
         );
         assert_eq!(w.status().lesson, steps()[1].words.watch);
         assert_eq!(w.advance(), None);
-        assert_eq!(w.advance(), Some((Scenario::FixedTimeout, vec![])));
+        assert_eq!(w.advance(), Some((Scenario::SlowDependency, vec![])));
         // Through to the end, then over.
         for _ in 0..(steps().len() - 3) * 2 {
             w.advance();
         }
-        assert_eq!(w.running(), Scenario::RetryStorm);
+        assert_eq!(w.running(), Scenario::RetryLayers);
         assert_eq!(w.advance(), None);
         assert_eq!(w.status().lesson, WORKSHOP_DONE);
         assert_eq!(w.advance(), Some((Scenario::Propagate, vec![])));
@@ -620,7 +634,7 @@ mod tests {
         assert!(!control.key('3'));
         let knobs = payment_started(&link, Scenario::Propagate);
         let status = control.status();
-        assert!(status.scenario.starts_with("1/10 propagate"), "{status:?}");
+        assert!(status.scenario.starts_with("1/12 propagate"), "{status:?}");
         assert_eq!(status.focus, Some(Vec::new()), "nothing should go wrong");
         assert!(status.scenario.ends_with("settlement 200 ms"), "{status:?}");
         assert_eq!(status.lesson, Scenario::Propagate.lesson());
@@ -635,7 +649,7 @@ mod tests {
             control.key('-');
         }
         assert_eq!(knobs.get("pix-api"), Some(0), "never below zero");
-        assert!(control.key('6'));
+        assert!(control.key('7'));
         assert!(matches!(
             orders.try_recv(),
             Ok(Order::Switch(Scenario::NoCancel, _, false))
@@ -643,14 +657,24 @@ mod tests {
         assert!(control.key('0'), "0 is the tenth");
         assert!(matches!(
             orders.try_recv(),
+            Ok(Order::Switch(Scenario::MessageDeadline, _, false))
+        ));
+        assert!(control.key('!'), "shift 1 is the eleventh");
+        assert!(matches!(
+            orders.try_recv(),
             Ok(Order::Switch(Scenario::RetryStorm, _, false))
+        ));
+        assert!(control.key('@'), "shift 2 is the twelfth");
+        assert!(matches!(
+            orders.try_recv(),
+            Ok(Order::Switch(Scenario::RetryLayers, _, false))
         ));
         assert!(!control.key('c'), "propagate has nothing to cure");
         assert!(!control.key('w'), "w is the workshop's");
         assert!(!control.key('x'));
         link.snapshot().busy = Some((true, Scenario::NoCancel, false));
         let status = control.status();
-        assert_eq!(status.scenario, "switching to 6/10 no-cancel…");
+        assert_eq!(status.scenario, "switching to 7/12 no-cancel…");
         assert_eq!(
             status.focus.as_deref(),
             Some(&[deadline_budget::analysis::FindingKind::OrphanedWork][..]),
@@ -686,13 +710,13 @@ mod tests {
         );
         assert!(matches!(
             orders.try_recv(),
-            Ok(Order::Switch(Scenario::FixedTimeout, _, false))
+            Ok(Order::Switch(Scenario::SlowDependency, _, false))
         ));
         assert!(
             control
                 .status()
                 .scenario
-                .starts_with("step 3/11 fixed-timeout")
+                .starts_with("step 3/13 slow-dependency")
         );
     }
 }

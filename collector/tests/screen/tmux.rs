@@ -279,7 +279,7 @@ fn the_real_demo_shows_a_finding_and_the_lesson_then_q_gives_the_shell_back() {
     );
     assert!(pane.contains("gateway"), "the chain's root service: {pane}");
     assert!(
-        pane.contains("2/10 fixed-timeout"),
+        pane.contains("3/12 fixed-timeout"),
         "the scenario line: {pane}"
     );
     assert!(
@@ -515,6 +515,8 @@ fn closing_the_terminal_ends_the_process() {
 fn lesson_on_screen(scenario: Scenario) -> [&'static str; 2] {
     match scenario {
         Scenario::Propagate => ["─ no findings ─", "It ended in a 504 for its user"],
+        // Once the first calls stuck on payments end (20 s at half scale) and free a worker.
+        Scenario::SlowDependency => ["queue_pressure (warning)", "Queue pressure: waiting"],
         Scenario::FixedTimeout => ["budget_reset (error)", "Reset: a service forwarded"],
         Scenario::DropHeader => ["budget_dropped (error)", "Dropped: the budget was not"],
         Scenario::AbsoluteDeadline => ["clock_skew (warning)", "Clock skew: an absolute deadline"],
@@ -527,7 +529,7 @@ fn lesson_on_screen(scenario: Scenario) -> [&'static str; 2] {
         // Which of the two an item gets is a coin toss (demo/README.md): either teaches it.
         Scenario::Burst => ["(info) at orders", "Shed ("],
         Scenario::MessageDeadline => ["ran_after_expiry (error) at worker", "Ran after expiry:"],
-        Scenario::RetryStorm => [
+        Scenario::RetryStorm | Scenario::RetryLayers => [
             "retry_over_budget (warning)",
             "Retry over budget: the retries",
         ],
@@ -605,7 +607,7 @@ fn the_first_run_shows_a_finding_and_its_explanation_without_a_key() {
     for (what, session, ..) in &sessions {
         let pane = session.capture();
         assert!(
-            pane.contains("step 3/11 fixed-timeout"),
+            pane.contains("step 4/13 fixed-timeout"),
             "{what}: the workshop, at its first broken step:\n{pane}"
         );
         assert!(

@@ -94,7 +94,7 @@ pub(super) fn lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
-        "budget-top demo: 1-9 0 scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",
+        "budget-top demo: 1-9 0 ! @ scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",
     ] {
         lines.extend(hanging(TextSpan::raw(" "), keys, theme.text(), width));
     }
