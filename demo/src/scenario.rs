@@ -207,7 +207,7 @@ impl Scenario {
             Scenario::Burst => &[FindingKind::ShedExpired, FindingKind::ShedFull],
             Scenario::MessageDeadline => &[FindingKind::RanAfterExpiry],
             Scenario::RetryStorm => &[FindingKind::RetryOverBudget],
-            Scenario::RetryLayers => &[FindingKind::RetryOverBudget],
+            Scenario::RetryLayers => &[FindingKind::RetryAmplified, FindingKind::RetryOverBudget],
         }
     }
 

@@ -38,6 +38,9 @@ pub enum FindingKind {
     LateAnswer,
     /// A call made outside its request's trace: its caller dropped the request's context.
     ContextLost,
+    /// Retries in several layers multiplied: one request reached a callee more times than any
+    /// one layer tried.
+    RetryAmplified,
 }
 
 impl FindingKind {
@@ -45,7 +48,7 @@ impl FindingKind {
     pub const COUNT: usize = FindingKind::ALL.len();
 
     /// Every kind, in the contract's order.
-    pub const ALL: [FindingKind; 13] = [
+    pub const ALL: [FindingKind; 14] = [
         FindingKind::BudgetReset,
         FindingKind::BudgetDropped,
         FindingKind::RanAfterExpiry,
@@ -59,6 +62,7 @@ impl FindingKind {
         FindingKind::TimeoutOversized,
         FindingKind::LateAnswer,
         FindingKind::ContextLost,
+        FindingKind::RetryAmplified,
     ];
 
     /// The contract's name for this kind.
@@ -77,6 +81,7 @@ impl FindingKind {
             FindingKind::TimeoutOversized => "timeout_oversized",
             FindingKind::LateAnswer => "late_answer",
             FindingKind::ContextLost => "context_lost",
+            FindingKind::RetryAmplified => "retry_amplified",
         }
     }
 
@@ -95,7 +100,8 @@ impl FindingKind {
             | FindingKind::ClockSkew
             | FindingKind::TimeoutInverted
             | FindingKind::LateAnswer
-            | FindingKind::ContextLost => Severity::Warning,
+            | FindingKind::ContextLost
+            | FindingKind::RetryAmplified => Severity::Warning,
         }
     }
 
@@ -141,6 +147,9 @@ impl FindingKind {
             }
             FindingKind::LateAnswer => {
                 "Late answer: the first service answered after the budget its caller sent had run out. Whether the caller still waited is not in the spans: if it did not, the work was for nobody."
+            }
+            FindingKind::RetryAmplified => {
+                "Retry amplified: retries in several layers multiply; one request reached this callee more times than any one layer tried."
             }
         }
     }

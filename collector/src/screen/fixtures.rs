@@ -285,6 +285,59 @@ pub fn fixture_spans() -> Vec<Span> {
     );
     all.extend(c.spans);
 
+    // 10. layered retries: storefront tries basket twice, and each basket tries warehouse
+    //     twice: warehouse is called 4 times for one request (retry amplified), every attempt
+    //     within its budget. Older than every chain but the first, so the newest-first list
+    //     keeps the others where they were.
+    let mut c = ChainBuilder::new(10, 1_000);
+    c.edge(1, "storefront", "GET /cart", 0, 900, 1000);
+    for (attempt, at, ids) in [(1, 5, 2), (2, 450, 8)] {
+        let to_basket = c.call(
+            ids,
+            1,
+            "storefront",
+            "GET basket",
+            at,
+            at + 440,
+            1000 - at as i64,
+            Some(440),
+        );
+        to_basket.budget.attempt = Some(attempt);
+        c.hop(
+            ids + 1,
+            Some(ids),
+            "basket",
+            "GET /basket",
+            at + 2,
+            at + 435,
+            Some(440),
+        );
+        for (inner, from, id) in [(1, at + 5, ids + 2), (2, at + 217, ids + 4)] {
+            let left = 440 - (from - at - 2) as i64;
+            let to_warehouse = c.call(
+                id,
+                ids + 1,
+                "basket",
+                "GET warehouse",
+                from,
+                from + 210,
+                left,
+                Some(200),
+            );
+            to_warehouse.budget.attempt = Some(inner);
+            c.hop(
+                id + 1,
+                Some(id),
+                "warehouse",
+                "GET /stock",
+                from + 2,
+                from + 208,
+                Some(200),
+            );
+        }
+    }
+    all.extend(c.spans);
+
     all
 }
 

@@ -529,10 +529,11 @@ fn lesson_on_screen(scenario: Scenario) -> [&'static str; 2] {
         // Which of the two an item gets is a coin toss (demo/README.md): either teaches it.
         Scenario::Burst => ["(info) at orders", "Shed ("],
         Scenario::MessageDeadline => ["ran_after_expiry (error) at worker", "Ran after expiry:"],
-        Scenario::RetryStorm | Scenario::RetryLayers => [
+        Scenario::RetryStorm => [
             "retry_over_budget (warning)",
             "Retry over budget: the retries",
         ],
+        Scenario::RetryLayers => ["retry_amplified (warning)", "Retry amplified: retries in"],
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Each family of rules is one file, each rule's check beside its message: [`reset_drop`]
 //! (`budget_reset`, `budget_dropped`), [`expiry`] (`ran_after_expiry`, `orphaned_work`),
-//! [`queue`] (`shed_expired`, `shed_full`, `queue_pressure`), [`retry`] (`retry_over_budget`),
+//! [`queue`] (`shed_expired`, `shed_full`, `queue_pressure`), [`retry`] (`retry_over_budget`,
+//! `retry_amplified`),
 //! [`skew`] (`clock_skew`) and [`timeouts`] (`timeout_inverted`; `timeout_oversized` is judged
 //! per edge, in [`edges`](super::edges)). A new rule is a method in its family's file, called
 //! from [`pass`] where its span kind is judged.
@@ -52,6 +53,11 @@
 //! - `retry_over_budget` (sum rule) compares the sum of the attempts' `forwarded_ms` with what
 //!   remained at the first attempt, once at least two attempts forwarded something; it is
 //!   reported once per call, on the attempt that tipped the sum.
+//! - `retry_amplified` counts layers, not hops: the retried calls of one caller service with one
+//!   span name into one callee, under a layer above it when an attempt of that one layer reached
+//!   every hop that made them. It is reported once per chain and layer, on the call that went
+//!   past the largest retry group of the chain, when the layer made more calls than that group;
+//!   one layer's retries, however many hops make them, never are.
 //! - `budget_reset` on a hop compares what it received with the nearest forwarded budget above
 //!   it, passing through hops that record no budget at all (a proxy such as Envoy between two
 //!   services): the reset is found where it shows, on the hop that received too much.

@@ -456,6 +456,123 @@ fn retries_that_share_the_budget_are_fine() {
     assert_eq!(kinds(&analyse(spans)), vec![]);
 }
 
+/// A hop of the first layer's service (budget `budget`) and everything below it: each layer
+/// of `layers` (service, attempts) calls the next service (`leaf` after the last) that many
+/// times in a row, each attempt's callee doing the same below it. The budgets fit everywhere:
+/// only the multiplying shows. Returns the hop's spans and its end.
+fn layered_hop(
+    ids: &mut u64,
+    parent: Option<u64>,
+    layers: &[(&'static str, i64)],
+    leaf: &'static str,
+    start: u64,
+    budget: i64,
+) -> (Vec<Span>, u64) {
+    let id = *ids;
+    *ids += 1;
+    let Some((&(service, attempts), below)) = layers.split_first() else {
+        return (
+            vec![hop(id, parent, leaf, start, start + 10, Some(budget))],
+            start + 10,
+        );
+    };
+    let callee = below.first().map_or(leaf, |l| l.0);
+    let forward = budget / 10;
+    let (mut spans, mut t) = (Vec::new(), start + 1);
+    for n in 1..=attempts {
+        let call_id = *ids;
+        *ids += 1;
+        let (sub, end) = layered_hop(ids, Some(call_id), below, leaf, t + 1, forward);
+        let mut c = call(
+            call_id,
+            id,
+            service,
+            t,
+            end + 1,
+            budget - (t - start) as i64,
+            Some(forward),
+        );
+        c.name = Arc::from(format!("GET {callee}"));
+        c.budget.attempt = Some(n);
+        spans.push(c);
+        spans.extend(sub);
+        t = end + 2;
+    }
+    spans.insert(0, hop(id, parent, service, start, t, Some(budget)));
+    (spans, t)
+}
+
+fn layered(layers: &[(&'static str, i64)], leaf: &'static str) -> Vec<Span> {
+    layered_hop(&mut 1, None, layers, leaf, 0, 1_000_000).0
+}
+
+#[test]
+fn retry_amplified_when_two_layers_retry_gives_the_product_and_the_path() {
+    let a = analyse(layered(&[("bff", 3), ("orders", 2)], "inventory"));
+    let f = only(&a);
+    assert_eq!(
+        (f.kind, f.severity, f.service.as_ref()),
+        (FindingKind::RetryAmplified, Severity::Warning, "orders")
+    );
+    assert_eq!(f.span_name.as_ref(), "GET inventory");
+    assert_eq!(
+        f.message,
+        "inventory was called 6 times for one request: bff tried orders 3 times, orders tried inventory 2 times each"
+    );
+    // On the call that went over the 3 of the largest layer: the 4th call on inventory.
+    let calls_on_inventory: Vec<SpanId> = a
+        .row_spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Client && s.name.as_ref() == "GET inventory")
+        .map(|s| (s.start_unix_nano, s.span_id))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(calls_on_inventory.len(), 6);
+    assert_eq!(f.span_id, calls_on_inventory[3]);
+}
+
+#[test]
+fn retry_amplified_at_three_layers_names_each_callee_past_the_largest_layer() {
+    let a = analyse(layered(
+        &[("gateway", 2), ("bff", 3), ("orders", 2)],
+        "inventory",
+    ));
+    let mut messages: Vec<&str> = a
+        .findings
+        .iter()
+        .map(|f| {
+            assert_eq!(f.kind, FindingKind::RetryAmplified, "{}", f.message);
+            f.message.as_str()
+        })
+        .collect();
+    messages.sort_unstable();
+    assert_eq!(
+        messages,
+        vec![
+            "inventory was called 12 times for one request: gateway tried bff 2 times, bff tried orders 3 times each, orders tried inventory 2 times each",
+            "orders was called 6 times for one request: gateway tried bff 2 times, bff tried orders 3 times each",
+        ]
+    );
+}
+
+#[test]
+fn no_retry_amplified_on_one_layers_retries_nor_where_the_product_stays_within_the_largest() {
+    // One layer retries: 3 calls on orders, its 3 attempts.
+    assert_eq!(kinds(&analyse(layered(&[("bff", 3)], "orders"))), vec![]);
+    // bff retries, orders calls inventory once per attempt: 3 calls, bff's 3.
+    assert_eq!(
+        kinds(&analyse(layered(&[("bff", 3), ("orders", 1)], "inventory"))),
+        vec![]
+    );
+    // Only the lower layer retries: 2 calls on inventory.
+    assert_eq!(
+        kinds(&analyse(layered(&[("bff", 1), ("orders", 2)], "inventory"))),
+        vec![]
+    );
+}
+
 #[test]
 fn clock_skew_when_a_child_starts_before_its_parent() {
     let mut spans = healthy();
