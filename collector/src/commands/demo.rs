@@ -237,7 +237,7 @@ mod tests {
         assert!(!control.key('2'), "keys wait for the demo to start");
         start();
         wait_for("the demo to start", || {
-            control.status().scenario.starts_with("2/10 fixed-timeout")
+            control.status().scenario.starts_with("3/12 fixed-timeout")
         })
         .await;
         // The services export to the receivers the screen reads.
@@ -276,9 +276,9 @@ mod tests {
             1,
             "a workshop step starts the screen over"
         );
-        assert!(control.key('3'));
+        assert!(control.key('4'));
         wait_for("the switch", || {
-            control.status().scenario.starts_with("3/10 drop-header")
+            control.status().scenario.starts_with("4/12 drop-header")
         })
         .await;
         assert_eq!(control.generation(), 2, "so does a switch");
@@ -288,7 +288,7 @@ mod tests {
             control
                 .status()
                 .scenario
-                .starts_with("3/10 drop-header (cured)")
+                .starts_with("4/12 drop-header (cured)")
         })
         .await;
         assert_eq!(control.status().lesson, Scenario::DropHeader.cured_lesson());

@@ -76,7 +76,7 @@ fn list_shows_every_scenario_its_lesson_and_its_cure() {
             );
         }
     }
-    assert_eq!(list.lines().filter(|l| !l.starts_with(' ')).count(), 10);
+    assert_eq!(list.lines().filter(|l| !l.starts_with(' ')).count(), 12);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -409,3 +409,100 @@ async fn message_deadline_runs_expired_jobs_on_consumer_spans_and_the_cure_drops
         }
     }
 }
+
+/// slow-dependency at a tenth of the workshop's figures: payments turns from 8 ms to 4 s
+/// 300 ms in, the gateway gives 100 ms, orders' cure times out at 10 ms.
+const SLOW_DEPENDENCY_SCALE: f64 = 0.1;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_dependency_queues_the_catalog_behind_workers_waiting_on_payments() {
+    let run = run(Scenario::SlowDependency, SLOW_DEPENDENCY_SCALE, 30, 10.0).await;
+    let kinds = run.kinds();
+    assert!(kinds.contains(&FindingKind::OrphanedWork), "{}", run.dump());
+    // Queue waits on chains that never call payments: the catalog's.
+    let catalog_waits: Vec<_> = run
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::QueuePressure && &*f.span_name == "GET /catalog")
+        .collect();
+    assert!(!catalog_waits.is_empty(), "{}", run.dump());
+    for f in &catalog_waits {
+        assert_eq!(&*f.service, "orders", "{}", f.message);
+    }
+    for f in run.report.findings.iter().filter(|f| !is_noise(&run, f)) {
+        if f.kind == FindingKind::OrphanedWork {
+            assert_eq!(
+                (&*f.service, &*f.span_name),
+                ("orders", "GET /checkout"),
+                "{}",
+                f.message
+            );
+        }
+    }
+    let cured = run_cured(
+        Scenario::SlowDependency,
+        true,
+        SLOW_DEPENDENCY_SCALE,
+        30,
+        10.0,
+    )
+    .await;
+    let kinds = cured.kinds();
+    for kind in [FindingKind::QueuePressure, FindingKind::OrphanedWork] {
+        assert!(!kinds.contains(&kind), "cured: {}", cured.dump());
+    }
+    assert!(
+        cured.counts.ok >= 15,
+        "every catalog answered: {:?}",
+        cured.counts
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_layers_multiply_the_calls_on_inventory_and_the_cure_retries_in_one_layer() {
+    // bff goes on retrying after the gateway gave up: the requests sent last may lose their
+    // last attempt to the shutdown (orders no longer listens); the first ones end whole.
+    let run = run(Scenario::RetryLayers, 0.5, 4, 1.0).await;
+    let kinds = run.kinds();
+    assert!(
+        kinds.contains(&FindingKind::RetryAmplified),
+        "{}",
+        run.dump()
+    );
+    assert!(
+        kinds.contains(&FindingKind::RetryOverBudget),
+        "{}",
+        run.dump()
+    );
+    let amplified: Vec<_> = run
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::RetryAmplified)
+        .collect();
+    // At most one a request; every request but the last one ends whole.
+    assert!((3..=4).contains(&amplified.len()), "{}", run.dump());
+    for f in &amplified {
+        assert_eq!(&*f.service, "orders");
+        assert!(
+            f.message.ends_with(", orders tried inventory 2 times each"),
+            "{}",
+            f.message
+        );
+    }
+    let whole = amplified
+        .iter()
+        .filter(|f| {
+            f.message
+                == "inventory was called 6 times for one request: bff tried orders 3 times, orders tried inventory 2 times each"
+        })
+        .count();
+    assert!(
+        whole >= 3,
+        "3 attempts at bff × 2 at orders: {}",
+        run.dump()
+    );
+    let cured = run_cured(Scenario::RetryLayers, true, 0.5, 3, 10.0).await;
+    assert!(cured.kinds().is_empty(), "cured: {}", cured.dump());
+}
