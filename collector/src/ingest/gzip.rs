@@ -1,5 +1,7 @@
-//! gzip request bodies (OTLP/HTTP `Content-Encoding: gzip`), decompressed under a cap so a gzip
-//! bomb is refused before it is allocated. Public so the `gzip_body` fuzz target can reach it.
+//! OTLP/HTTP request bodies' content encodings: [`decode_capped`] is the one table of them
+//! (identity and gzip), so a new encoding is an arm there and its decompressor here. gzip is
+//! decompressed under a cap so a gzip bomb is refused before it is allocated. Public so the
+//! `gzip_body` fuzz target can reach it.
 
 use std::io::Read as _;
 
@@ -17,6 +19,23 @@ pub enum GunzipError {
     /// It is not valid gzip (bad header, bad deflate data, bad checksum, truncated).
     #[error("invalid gzip body: {0}")]
     Corrupt(#[from] std::io::Error),
+}
+
+/// The content encodings [`decode_capped`] accepts, as the answer to any other names them.
+pub const ACCEPTED: &str = "gzip or identity";
+
+/// A body sent with `Content-Encoding: encoding` (lowercase, trimmed; empty when absent),
+/// decoded into at most `max` bytes; `None` when the encoding is not one of [`ACCEPTED`].
+pub fn decode_capped(
+    encoding: &str,
+    body: Bytes,
+    max: usize,
+) -> Option<Result<Bytes, GunzipError>> {
+    match encoding {
+        "" | "identity" => Some(Ok(body)),
+        "gzip" => Some(gunzip_capped(&body, max)),
+        _ => None,
+    }
 }
 
 /// Decompresses a gzip body (one member or several) into at most `max` bytes. It reads at most

@@ -15,7 +15,7 @@ use axum::routing::post;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
-use super::gzip::{GunzipError, gunzip_capped};
+use super::gzip::{self, GunzipError};
 use super::limit::ConnectionTag;
 use super::{Admission, RETRY_AFTER, Shared};
 
@@ -215,30 +215,30 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
         .unwrap_or("identity")
         .trim()
         .to_ascii_lowercase();
-    let body = match content_encoding.as_str() {
-        "" | "identity" => body,
-        "gzip" => match gunzip_capped(&body, state.max_body) {
-            Ok(bytes) => bytes,
-            Err(GunzipError::TooLarge { .. }) => {
-                return fail(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "decompressed body is over the limit of {} bytes (--max-body)",
-                        state.max_body
-                    ),
-                );
-            }
-            Err(GunzipError::Corrupt(error)) => {
-                return fail(
-                    StatusCode::BAD_REQUEST,
-                    format!("invalid gzip body: {error}"),
-                );
-            }
-        },
-        other => {
+    let body = match gzip::decode_capped(&content_encoding, body, state.max_body) {
+        Some(Ok(bytes)) => bytes,
+        Some(Err(GunzipError::TooLarge { .. })) => {
+            return fail(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "decompressed body is over the limit of {} bytes (--max-body)",
+                    state.max_body
+                ),
+            );
+        }
+        Some(Err(GunzipError::Corrupt(error))) => {
+            return fail(
+                StatusCode::BAD_REQUEST,
+                format!("invalid {content_encoding} body: {error}"),
+            );
+        }
+        None => {
             return fail(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!("unsupported content encoding {other:?}: send gzip or identity"),
+                format!(
+                    "unsupported content encoding {content_encoding:?}: send {}",
+                    gzip::ACCEPTED
+                ),
             );
         }
     };
