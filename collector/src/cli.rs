@@ -188,7 +188,8 @@ const LISTENING: [&str; 10] = [
 /// `budget-top check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Read OTLP/JSON lines from FILE (gzip or not; `-` for stdin) instead of listening.
+    /// Read OTLP/JSON lines from FILE (gzip or not; `-` for stdin) instead of listening (the
+    /// listening flags are then refused).
     #[arg(long, value_name = "FILE", conflicts_with_all = LISTENING)]
     pub input: Option<PathBuf>,
     /// Where to listen when there is no --input.
@@ -218,7 +219,7 @@ pub struct CheckArgs {
 /// `budget-top record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// The file to write (created or truncated).
+    /// The file to write (created or truncated); gzip-compressed when its name ends in `.gz`.
     #[arg(long, short, value_name = "FILE")]
     pub output: PathBuf,
     /// Where to listen.
@@ -229,7 +230,8 @@ pub struct RecordArgs {
 /// `budget-top replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// A recording (OTLP/JSON lines, gzip or not).
+    /// A recording (OTLP/JSON lines, gzip or not). A line that cannot be read stops the replay;
+    /// on `q` its reason is printed and the exit status is 2.
     pub file: PathBuf,
     /// Play N times faster than recorded (0.5: half as fast); 0 plays it all at once, with no
     /// pacing.
