@@ -1295,3 +1295,38 @@ fn every_chain_of_a_burst_analysed_over_several_frames_is_listed() {
     assert!(!data.store.has_dirty(), "analysed within {frames} frames");
     assert_eq!(data.visible.len(), CHAINS as usize, "after {frames} frames");
 }
+
+/// In the `/` search box Ctrl-U clears the line and Ctrl-W deletes the word before the cursor,
+/// as readline does; other Ctrl keys type nothing (issue 30: they typed their letter).
+#[test]
+fn the_search_box_takes_readlines_ctrl_u_and_ctrl_w() {
+    let mut state = fixture_state(false);
+    let ctrl = |state: &mut State, c: char| {
+        state.on_key(
+            KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL),
+            &mut None,
+        )
+    };
+    key(&mut state, KeyCode::Char('/'));
+    for c in "orders inv".chars() {
+        key(&mut state, KeyCode::Char(c));
+    }
+    assert_eq!(state.ui.query.search, "orders inv");
+    assert!(ctrl(&mut state, 'w'));
+    assert_eq!(state.ui.query.search, "orders ");
+    assert!(ctrl(&mut state, 'w'));
+    assert_eq!(
+        state.ui.query.search, "",
+        "the word and the spaces after it"
+    );
+    for c in "gateway".chars() {
+        key(&mut state, KeyCode::Char(c));
+    }
+    assert!(!ctrl(&mut state, 'x'), "another Ctrl key types nothing");
+    assert_eq!(state.ui.query.search, "gateway");
+    assert!(ctrl(&mut state, 'u'));
+    assert_eq!(state.ui.query.search, "");
+    assert!(state.ui.searching, "still in the box");
+    state.settle();
+    assert!(screen_text(&draw(&state, 80, 24)).contains("/▏  Enter keeps"));
+}

@@ -38,6 +38,18 @@ impl State {
                 KeyCode::Backspace => {
                     self.ui.query.search.pop();
                 }
+                // readline's keys, which every terminal user's fingers know: Ctrl-U clears the
+                // line, Ctrl-W deletes the word before the cursor (and the spaces after it).
+                KeyCode::Char('u') if ctrl => self.ui.query.search.clear(),
+                KeyCode::Char('w') if ctrl => {
+                    let search = &mut self.ui.query.search;
+                    let kept = search
+                        .trim_end()
+                        .trim_end_matches(|c: char| !c.is_whitespace());
+                    search.truncate(kept.len());
+                }
+                // Any other Ctrl key types nothing (it used to type its letter).
+                KeyCode::Char(_) if ctrl => return false,
                 KeyCode::Char(c) if !c.is_control() && self.ui.query.search.len() < 64 => {
                     self.ui.query.search.push(c)
                 }
