@@ -35,7 +35,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1.0, value_name = "F", value_parser = parse_time_scale)]
     pub time_scale: f64,
     /// Set a service's local work time at start, in ms (repeatable): `--latency settlement=1500`;
-    /// SERVICE is one of the scenario's (`budget-demo list` names them).
+    /// SERVICE is one of the scenario's services (another is refused, naming them).
     #[arg(long = "latency", value_name = "SERVICE=MS", value_parser = parse_latency)]
     pub latencies: Vec<(String, u64)>,
 }

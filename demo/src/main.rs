@@ -16,7 +16,13 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// Demo services that teach deadline budget propagation, exporting spans over OTLP/gRPC.
 #[derive(Debug, Parser)]
-#[command(name = "budget-demo", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "budget-demo",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = "budget-top demo's --workshop, --check, --format, --fail-on and --html need budget-top's \
+screen or report: run `budget-top demo` for those."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
