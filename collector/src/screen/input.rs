@@ -98,6 +98,7 @@ impl State {
                         let used = d.key(c);
                         if used {
                             self.demo = d.status().shown();
+                            self.say_the_knob(c);
                         }
                         used
                     }
@@ -106,6 +107,23 @@ impl State {
             }
         }
         true
+    }
+
+    /// After `[ ]` or `+/-`: the service and the latency they act on, on the message line (until
+    /// the next key), which every width shows; the scenario line drops them first when short of
+    /// room (80 columns).
+    fn say_the_knob(&mut self, key: char) {
+        if !matches!(key, '[' | ']' | '+' | '=' | '-' | '_') {
+            return;
+        }
+        let knob = self
+            .demo
+            .as_ref()
+            .and_then(|demo| demo.scenario.split_once("  ·  "))
+            .map(|(_, knob)| knob.to_owned());
+        if let Some(knob) = knob {
+            self.ui.message = Some(format!("{knob}  ([ ] service, +/- 50 ms)"));
+        }
     }
 
     /// Move the view's selection by `delta` rows.
