@@ -26,13 +26,14 @@ pub struct Cli {
     /// Listening and retention options for the live screen.
     #[command(flatten)]
     pub listen: Listen,
-    /// Chains held at most, counted in spans; the oldest chains go first.
-    #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N")]
+    /// Chains held at most, counted in spans (at least 1); the oldest chains go first.
+    #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N", value_parser = at_least_one)]
     pub max_spans: usize,
     /// Raw span attributes the live screen holds for its detail popup, in bytes, all chains
     /// together (as much again may wait to be taken in); past it the oldest chains'
-    /// attributes are dropped first. Each span keeps at most 16 KiB, each value 4 KiB.
-    #[arg(long, default_value_t = batch::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES")]
+    /// attributes are dropped first (at least 1). Each span keeps at most 16 KiB, each value
+    /// 4 KiB.
+    #[arg(long, default_value_t = batch::DEFAULT_MAX_ATTRIBUTE_BYTES, value_name = "BYTES", value_parser = at_least_one)]
     pub max_attribute_bytes: usize,
     /// A budget header of your own, read from captured headers before the built-in carriers
     /// (repeatable, in order). FORM: ms, s, deadline-ms, deadline-s or grpc.
@@ -44,6 +45,51 @@ impl Cli {
     /// The carriers to read: the `--budget-header`s in order, then the built-in ones.
     pub fn carriers(&self) -> Arc<Carriers> {
         Arc::new(Carriers::with_own(self.budget_headers.iter().cloned()))
+    }
+
+    /// Flags that parse but do not go together, in a sentence that says what to do instead:
+    /// the subcommand they belong to and the sentence. `main` refuses them as clap refuses
+    /// its own usage errors (exit status 2).
+    pub fn refusal(&self) -> Option<(&'static str, String)> {
+        match &self.command {
+            #[cfg(feature = "demo")]
+            Some(Command::Demo(args)) => args.refusal().map(|r| ("demo", r)),
+            _ => None,
+        }
+    }
+}
+
+/// A duration (`3s`, `500ms`, `2m`) longer than zero.
+pub fn positive_duration(value: &str) -> Result<Duration, String> {
+    let duration = parse_duration(value)?;
+    if duration.is_zero() {
+        Err(format!(
+            "must be longer than 0 (e.g. 3s or 500ms), got {value:?}"
+        ))
+    } else {
+        Ok(duration)
+    }
+}
+
+/// `replay --speed`: a finite number, 0 or more (0: no pacing).
+fn replay_speed(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(speed) if speed >= 0.0 && speed.is_finite() => Ok(speed),
+        _ => Err(format!(
+            "expected how many times faster than recorded, more than 0 (0: all at once, no pacing), got {value:?}"
+        )),
+    }
+}
+
+/// A count or a size that must be 1 or more (`--max-spans`, `--max-body`...): 0 would keep or
+/// take nothing, so it is refused rather than read as some other limit.
+pub fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.trim().replace('_', "").parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "expected a whole number of at least 1, got {value:?}"
+        )),
     }
 }
 
@@ -67,12 +113,12 @@ pub struct Listen {
     /// OTLP/HTTP listen address (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = ingest::DEFAULT_HTTP)]
     pub http: SocketAddr,
-    /// Largest request body accepted, in bytes, before and after decompression.
-    #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_BODY)]
+    /// Largest request body accepted, in bytes, before and after decompression (at least 1).
+    #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_BODY, value_parser = at_least_one)]
     pub max_body: usize,
     /// Requests read and decoded at once (both receivers); past it requests are refused
-    /// (RESOURCE_EXHAUSTED / 503) before their body is read
-    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_INFLIGHT)]
+    /// (RESOURCE_EXHAUSTED / 503) before their body is read (at least 1)
+    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_INFLIGHT, value_parser = at_least_one)]
     pub max_inflight: usize,
     /// Bytes the request bodies being read may hold between them, counted as they arrive
     /// (never below --max-body); a body that would go past it is cut off and its request
@@ -80,11 +126,13 @@ pub struct Listen {
     #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_INFLIGHT_BYTES)]
     pub max_inflight_bytes: usize,
     /// Spans waiting for the store; past it requests are refused (RESOURCE_EXHAUSTED / 503)
-    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_QUEUED_SPANS)]
+    /// (at least 1)
+    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_QUEUED_SPANS, value_parser = at_least_one)]
     pub max_queued_spans: usize,
     /// Connections held open per receiver; past it a new connection is served at once and
-    /// the one idle longest (or still sending its first request) is closed to make room
-    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_CONNECTIONS)]
+    /// the one idle longest (or still sending its first request) is closed to make room (at
+    /// least 1)
+    #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
     pub max_connections: usize,
     /// Allow --grpc/--http on an address other than loopback (other machines can then send
     /// spans); without it such an address is refused
@@ -123,20 +171,36 @@ pub enum Command {
     Demo(DemoArgs),
 }
 
+/// The flags of `check` that only mean something when listening: `--input` refuses them all.
+const LISTENING: [&str; 10] = [
+    "idle",
+    "for_",
+    "grpc",
+    "http",
+    "max_body",
+    "max_inflight",
+    "max_inflight_bytes",
+    "max_queued_spans",
+    "max_connections",
+    "allow_remote",
+];
+
 /// `budget-top check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Read OTLP/JSON lines from FILE (gzip or not; `-` for stdin) instead of listening.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["idle", "for_"])]
+    /// Read OTLP/JSON lines from FILE (gzip or not; `-` for stdin) instead of listening (the
+    /// listening flags are then refused).
+    #[arg(long, value_name = "FILE", conflicts_with_all = LISTENING)]
     pub input: Option<PathBuf>,
     /// Where to listen when there is no --input.
     #[command(flatten)]
     pub listen: Listen,
-    /// Stop once spans have arrived and none came for D (e.g. 3s, 500ms).
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    /// Stop once spans have arrived and none came for D (e.g. 3s, 500ms). Without --idle or
+    /// --for, Ctrl-C or SIGTERM ends the listening and prints the report.
+    #[arg(long, value_name = "D", value_parser = positive_duration)]
     pub idle: Option<Duration>,
     /// Stop after listening for D.
-    #[arg(long = "for", id = "for_", value_name = "D", value_parser = parse_duration)]
+    #[arg(long = "for", id = "for_", value_name = "D", value_parser = positive_duration)]
     pub for_: Option<Duration>,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -155,7 +219,7 @@ pub struct CheckArgs {
 /// `budget-top record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// The file to write (created or truncated).
+    /// The file to write (created or truncated); gzip-compressed when its name ends in `.gz`.
     #[arg(long, short, value_name = "FILE")]
     pub output: PathBuf,
     /// Where to listen.
@@ -166,10 +230,12 @@ pub struct RecordArgs {
 /// `budget-top replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// A recording (OTLP/JSON lines, gzip or not).
+    /// A recording (OTLP/JSON lines, gzip or not). A line that cannot be read stops the replay;
+    /// on `q` its reason is printed and the exit status is 2.
     pub file: PathBuf,
-    /// Play N times faster than recorded.
-    #[arg(long, default_value_t = 1.0)]
+    /// Play N times faster than recorded (0.5: half as fast); 0 plays it all at once, with no
+    /// pacing.
+    #[arg(long, value_name = "N", default_value_t = 1.0, allow_negative_numbers = true, value_parser = replay_speed)]
     pub speed: f64,
 }
 
@@ -190,27 +256,58 @@ pub struct DemoArgs {
     pub run: budget_demo::DemoArgs,
     /// No screen: run the services and load, then print the same report as `budget-top check`
     /// (same exit status).
-    #[arg(long, conflicts_with = "workshop")]
+    #[arg(long)]
     pub check: bool,
     /// With --check: send load for D, then report once the requests in flight are answered (at
     /// most 10 s more; default 15s; with --requests, until every request is answered or D has
     /// passed).
-    #[arg(long = "for", id = "for_", value_name = "D", value_parser = parse_duration, requires = "check")]
+    #[arg(long = "for", id = "for_", value_name = "D", value_parser = positive_duration)]
     pub for_: Option<Duration>,
-    /// With --check: the report format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Text, requires = "check")]
-    pub format: Format,
-    /// With --check: exit 1 when a finding reaches this severity.
-    #[arg(long, value_enum, default_value_t = FailOn::Error, requires = "check")]
-    pub fail_on: FailOn,
+    /// With --check: the report format on stdout [default: text].
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// With --check: exit 1 when a finding reaches this severity; `empty` (alone or in a list,
+    /// e.g. `warning,empty`) also fails when no span arrived [default: error].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub fail_on: Vec<FailOn>,
     /// With --check: also write the report as one self-contained HTML page to FILE, as
     /// `budget-top check --html` does.
-    #[arg(long, value_name = "FILE", requires = "check")]
+    #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Walk through the scenarios in teaching order: each step says what is about to happen and
-    /// what to look at, and waits for `w` before the next.
+    /// what to look at, and waits for `w` before the next (on the screen: not with --check).
     #[arg(long)]
     pub workshop: bool,
+}
+
+#[cfg(feature = "demo")]
+impl DemoArgs {
+    /// Why these flags cannot run together, in words: the workshop needs the screen, and the
+    /// report's flags need `--check`.
+    pub fn refusal(&self) -> Option<String> {
+        if self.check && self.workshop {
+            return Some(
+                "--workshop needs the screen (each step waits for `w`), and --check has none: \
+drop --check for the workshop, or run one step headless with `--check --scenario NAME`"
+                    .to_owned(),
+            );
+        }
+        let report_flags = [
+            (self.for_.is_some(), "--for"),
+            (self.format.is_some(), "--format"),
+            (!self.fail_on.is_empty(), "--fail-on"),
+            (self.html.is_some(), "--html"),
+        ];
+        let given = report_flags
+            .iter()
+            .find_map(|(given, flag)| given.then_some(*flag))?;
+        (!self.check).then(|| {
+            format!(
+                "{given} goes with --check (the headless report); the screen runs until `q`. \
+Add --check, or drop {given}"
+            )
+        })
+    }
 }
 
 /// The check report's format.
@@ -331,20 +428,30 @@ mod tests {
         assert_eq!(args.run.latencies, vec![("inventory".to_owned(), 900)]);
         assert!(args.check && !args.workshop);
         assert_eq!(args.for_, Some(Duration::from_secs(6)));
-        assert_eq!(args.format, Format::Json);
-        assert_eq!(args.fail_on, FailOn::Warning);
+        assert_eq!(args.format, Some(Format::Json));
+        assert_eq!(args.fail_on, vec![FailOn::Warning]);
     }
 
     #[test]
     #[cfg(feature = "demo")]
     fn demo_report_options_need_check_and_the_workshop_has_a_screen() {
-        let parse = |args: &[&str]| Cli::try_parse_from([&["budget-top", "demo"], args].concat());
+        // Refused by clap, or by `Cli::refusal` with a sentence (both exit 2).
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["budget-top", "demo"], args].concat())
+                .map_err(|e| e.to_string())
+                .and_then(|cli| match cli.refusal() {
+                    Some((_, refusal)) => Err(refusal),
+                    None => Ok(cli),
+                })
+        };
         assert!(parse(&[]).is_ok());
         assert!(parse(&["--workshop"]).is_ok());
         assert!(parse(&["--for", "5s"]).is_err());
         assert!(parse(&["--format", "json"]).is_err());
         assert!(parse(&["--html", "report.html"]).is_err());
+        assert!(parse(&["--fail-on", "warning"]).is_err());
         assert!(parse(&["--check", "--html", "report.html"]).is_ok());
+        assert!(parse(&["--check", "--fail-on", "warning,empty"]).is_ok());
         assert!(parse(&["--check", "--workshop"]).is_err());
         assert!(parse(&["--scenario", "nope"]).is_err());
     }

@@ -9,10 +9,20 @@ use std::process::ExitCode;
 
 use budget_top::cli::{Cli, Command};
 use budget_top::commands::{check, live, record, replay};
-use clap::Parser as _;
+use clap::{CommandFactory as _, Parser as _};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some((subcommand, refusal)) = cli.refusal() {
+        // As clap's own usage errors: the sentence, the subcommand's usage, exit status 2.
+        let mut command = Cli::command();
+        command.build();
+        match command.find_subcommand_mut(subcommand) {
+            Some(sub) => sub.error(clap::error::ErrorKind::ArgumentConflict, refusal),
+            None => command.error(clap::error::ErrorKind::ArgumentConflict, refusal),
+        }
+        .exit();
+    }
     let carriers = cli.carriers();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -47,8 +57,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("budget-top: {error:#}");
+            eprintln!("budget-top: {}", causes(&error));
             ExitCode::from(check::EXIT_USAGE)
         }
     }
+}
+
+/// The error and its causes, joined by `: ` as `{:#}` does, but each said once: a message that
+/// already ends with its cause's words (`cannot open: No such file or directory`) is not
+/// followed by them again.
+fn causes(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.ends_with(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }

@@ -255,25 +255,44 @@ pub fn parse_line(
     line: &str,
 ) -> Result<Option<ExportTraceServiceRequest>, RecordingError> {
     // A byte-order mark (some Windows editors write one) is not JSON, and says nothing.
-    let line = line.trim().trim_start_matches('\u{feff}');
-    if line.is_empty() {
+    let json = line.trim().trim_start_matches('\u{feff}');
+    if json.is_empty() {
         return Ok(None);
     }
-    ingest::json::parse_request(line.as_bytes())
+    ingest::json::parse_request(json.as_bytes())
         .map(Some)
-        .map_err(|e| RecordingError::Parse {
-            path: path.to_owned(),
-            line: number,
-            message: e.to_string(),
+        .map_err(|e| {
+            // The column in the file's line, counted in characters from 1.
+            let skipped = line.len() - line.trim_start().trim_start_matches('\u{feff}').len();
+            let column = e
+                .offset
+                .and_then(|at| line.get(..skipped + at))
+                .map(|before| before.chars().count() + 1);
+            RecordingError::Parse {
+                path: path.to_owned(),
+                line: number,
+                message: match column {
+                    Some(column) => format!("{e} (column {column})"),
+                    None => e.to_string(),
+                },
+            }
         })
 }
 
-/// Writes a recording a request at a time, each as one line written at once.
+/// Writes a recording a request at a time, each as one line written at once. A file whose name
+/// ends in `.gz` is written gzip-compressed (as [`Reader`] reads it), each line flushed so that
+/// what was written can be read back while the recording goes on.
 #[derive(Debug)]
 pub struct Writer {
-    file: File,
+    file: Output,
     path: PathBuf,
     line: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum Output {
+    Plain(File),
+    Gzip(flate2::write::GzEncoder<File>),
 }
 
 impl Writer {
@@ -300,6 +319,18 @@ impl Writer {
     }
 
     fn on(file: File, path: &Path) -> Self {
+        // A second gzip member when appending: MultiGzDecoder reads them one after another.
+        let gzip = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+        let file = if gzip {
+            Output::Gzip(flate2::write::GzEncoder::new(
+                file,
+                flate2::Compression::default(),
+            ))
+        } else {
+            Output::Plain(file)
+        };
         Writer {
             file,
             path: path.to_owned(),
@@ -312,23 +343,29 @@ impl Writer {
         self.line.clear();
         serde_json::to_writer(&mut self.line, request).map_err(RecordingError::Encode)?;
         self.line.push(b'\n');
-        // One write per line: a stopped process leaves whole lines behind.
-        self.file
-            .write_all(&self.line)
-            .map_err(|source| RecordingError::Write {
-                path: self.path.clone(),
-                source,
-            })
+        // One write per line: a stopped process leaves whole lines behind (gzip: flushed to a
+        // byte boundary, so they can be read back).
+        match &mut self.file {
+            Output::Plain(file) => file.write_all(&self.line),
+            Output::Gzip(gzip) => gzip.write_all(&self.line).and_then(|()| gzip.flush()),
+        }
+        .map_err(|source| RecordingError::Write {
+            path: self.path.clone(),
+            source,
+        })
     }
 
-    /// Flushes what was written to the disk.
-    pub fn sync(&self) -> Result<(), RecordingError> {
-        self.file
-            .sync_all()
-            .map_err(|source| RecordingError::Write {
-                path: self.path.clone(),
-                source,
-            })
+    /// Flushes what was written to the disk; a gzip file gets its end (nothing may be written
+    /// after).
+    pub fn sync(&mut self) -> Result<(), RecordingError> {
+        match &mut self.file {
+            Output::Plain(file) => file.sync_all(),
+            Output::Gzip(gzip) => gzip.try_finish().and_then(|()| gzip.get_ref().sync_all()),
+        }
+        .map_err(|source| RecordingError::Write {
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 

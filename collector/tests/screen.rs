@@ -1295,3 +1295,158 @@ fn every_chain_of_a_burst_analysed_over_several_frames_is_listed() {
     assert!(!data.store.has_dirty(), "analysed within {frames} frames");
     assert_eq!(data.visible.len(), CHAINS as usize, "after {frames} frames");
 }
+
+/// In the `/` search box Ctrl-U clears the line and Ctrl-W deletes the word before the cursor,
+/// as readline does; other Ctrl keys type nothing (issue 30: they typed their letter).
+#[test]
+fn the_search_box_takes_readlines_ctrl_u_and_ctrl_w() {
+    let mut state = fixture_state(false);
+    let ctrl = |state: &mut State, c: char| {
+        state.on_key(
+            KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL),
+            &mut None,
+        )
+    };
+    key(&mut state, KeyCode::Char('/'));
+    for c in "orders inv".chars() {
+        key(&mut state, KeyCode::Char(c));
+    }
+    assert_eq!(state.ui.query.search, "orders inv");
+    assert!(ctrl(&mut state, 'w'));
+    assert_eq!(state.ui.query.search, "orders ");
+    assert!(ctrl(&mut state, 'w'));
+    assert_eq!(
+        state.ui.query.search, "",
+        "the word and the spaces after it"
+    );
+    for c in "gateway".chars() {
+        key(&mut state, KeyCode::Char(c));
+    }
+    assert!(!ctrl(&mut state, 'x'), "another Ctrl key types nothing");
+    assert_eq!(state.ui.query.search, "gateway");
+    assert!(ctrl(&mut state, 'u'));
+    assert_eq!(state.ui.query.search, "");
+    assert!(state.ui.searching, "still in the box");
+    state.settle();
+    assert!(screen_text(&draw(&state, 80, 24)).contains("/▏  Enter keeps"));
+}
+
+/// At 80x24 the scenario line has no room for the service knob, so `[ ]` and `+/-` say which
+/// service and latency they act on in the footer (issue 30: it showed only at wide sizes).
+#[test]
+fn the_demo_knob_keys_say_the_service_and_latency_at_80_columns() {
+    struct Knob {
+        service: usize,
+        ms: u64,
+    }
+    impl screen::DemoControl for Knob {
+        fn status(&self) -> screen::DemoStatus {
+            let name = ["orders", "inventory"][self.service];
+            screen::DemoStatus {
+                scenario: format!("2/10 fixed-timeout  ·  {name} {} ms", self.ms),
+                lesson: "bff forwards a fixed 3 s instead of what remains.".into(),
+                keys: "1-9 0 scenario  c cure  [ ] service  +/- latency".into(),
+                focus: None,
+            }
+        }
+        fn key(&mut self, key: char) -> bool {
+            match key {
+                ']' => self.service = (self.service + 1) % 2,
+                '+' => self.ms += 50,
+                _ => return false,
+            }
+            true
+        }
+    }
+    let mut state = fixture_state(false);
+    let mut demo: Option<Box<dyn screen::DemoControl>> = Some(Box::new(Knob {
+        service: 1,
+        ms: 1500,
+    }));
+    state.demo = demo.as_ref().map(|d| d.status());
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        !text.contains("inventory 1500 ms"),
+        "no room for it: {text}"
+    );
+    let press = |state: &mut State, demo: &mut Option<Box<dyn screen::DemoControl>>, c: char| {
+        state.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), demo)
+    };
+    assert!(press(&mut state, &mut demo, '+'));
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("inventory 1550 ms  ([ ] service, +/- 50 ms)"),
+        "{text}"
+    );
+    assert!(press(&mut state, &mut demo, ']'));
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("orders 1550 ms"), "{text}");
+    // Another demo key says nothing of the knob.
+    state.ui.message = None;
+    assert!(!press(&mut state, &mut demo, 'x'));
+    assert_eq!(state.ui.message, None);
+}
+
+/// At 80x24 a line too long for the screen ends with `…` (a message, the header's coverage
+/// warning), and an axis label is drawn whole or not at all: `┆3000ms` cut to `┆30` read as 30.
+#[test]
+fn lines_cut_at_80_columns_say_so() {
+    use budget_top::screen::ScreenData;
+    use budget_top::store::Store;
+    let mut state = fixture_state(false);
+    state.ui.message = Some(format!(
+        "exported chain {} to budget-top-export.jsonl (check --input or replay reads it)",
+        "0123456789abcdef".repeat(2)
+    ));
+    let text = screen_text(&draw(&state, 80, 24));
+    let footer = text.lines().last().unwrap();
+    assert!(footer.ends_with('…'), "{footer:?}");
+    assert!(footer.starts_with("exported chain 0123"), "{footer:?}");
+
+    // Stock instrumentation only: no hop carries a budget, and the header says so.
+    let mut data = ScreenData::new(Store::new(1000));
+    let mut c = ChainBuilder::new(1, 0);
+    c.span(
+        1,
+        None,
+        "gateway",
+        "GET /",
+        deadline_budget::analysis::SpanKind::Server,
+        0,
+        100,
+    );
+    data.add_spans(c.spans, NOW_NS);
+    let mut blind = screen::State::new(data, screen::Mode::Live);
+    blind.now_unix_nano = NOW_NS;
+    blind.settle();
+    let text = screen_text(&draw(&blind, 80, 24));
+    let warning = text
+        .lines()
+        .find(|l| l.contains("⚠ budget know"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(warning.trim_end().ends_with('…'), "{warning:?}");
+    let text = screen_text(&draw(&blind, 200, 60));
+    assert!(
+        text.contains("⚠ budget known on 0 of 1 hops: add --budget-header or the contract's attributes (none: gateway)"),
+        "whole where it fits: {text}"
+    );
+
+    // Every axis label of every waterfall at 80 columns is whole: a number and its unit.
+    for trace in [1, 2, 3, 4, 9] {
+        select_chain(&mut state, trace);
+        key(&mut state, KeyCode::Enter);
+        let text = screen_text(&draw(&state, 80, 24));
+        let axis = text
+            .lines()
+            .find(|l| l.contains("┆0ms"))
+            .unwrap_or_else(|| panic!("no axis: {text}"));
+        for label in axis.split('┆').skip(1) {
+            let label = label.trim_end();
+            assert!(
+                label.ends_with("ms") || label.ends_with('s'),
+                "axis label {label:?} cut: {axis:?}"
+            );
+        }
+        key(&mut state, KeyCode::Esc);
+    }
+}

@@ -20,21 +20,22 @@ pub struct DemoArgs {
     /// [default: -1500].
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub clock_skew: Option<i64>,
-    /// Requests per second sent to the edge service (no-dequeue-check and burst send 40 at
-    /// once, message-deadline 10, every 5 s at most).
-    #[arg(long, default_value_t = 3.0)]
+    /// Requests per second sent to the edge service, 0.01 to 10000 (no-dequeue-check and
+    /// burst send 40 at once, message-deadline 10, every 5 s at most).
+    #[arg(long, default_value_t = 3.0, value_name = "R", value_parser = parse_rate)]
     pub rate: f64,
     /// Relative jitter of the gap between requests, 0 to 1.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.3, value_name = "F", value_parser = parse_jitter)]
     pub jitter: f64,
-    /// Stop the load after this many requests (default: no limit).
-    #[arg(long)]
+    /// Stop the load after this many requests, at least 1 (default: no limit).
+    #[arg(long, value_name = "N", value_parser = at_least_one::<u64>)]
     pub requests: Option<u64>,
-    /// Scale every budget, SLA and work time (1 = the workshop's figures; 0.25 runs four times
-    /// faster).
-    #[arg(long, default_value_t = 1.0)]
+    /// Scale every budget, SLA and work time, 0.05 to 10 (1 = the workshop's figures; 0.25
+    /// runs four times faster).
+    #[arg(long, default_value_t = 1.0, value_name = "F", value_parser = parse_time_scale)]
     pub time_scale: f64,
-    /// Set a service's local work time at start, in ms (repeatable): `--latency settlement=1500`.
+    /// Set a service's local work time at start, in ms (repeatable): `--latency settlement=1500`;
+    /// SERVICE is one of the scenario's services (another is refused, naming them).
     #[arg(long = "latency", value_name = "SERVICE=MS", value_parser = parse_latency)]
     pub latencies: Vec<(String, u64)>,
 }
@@ -78,6 +79,59 @@ impl DemoArgs {
             latencies: self.latencies.clone(),
         }
     }
+}
+
+/// A count that must be 1 or more: 0 would send or keep nothing.
+pub fn at_least_one<T: std::str::FromStr + PartialEq + From<u8>>(text: &str) -> Result<T, String> {
+    match text.trim().parse::<T>() {
+        Ok(n) if n == T::from(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "expected a whole number of at least 1, got {text:?}"
+        )),
+    }
+}
+
+/// A duration (`15s`, `500ms`, `2m`) longer than zero: `--for 0s` would run nothing.
+pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = crate::parse_duration(text)?;
+    if duration.is_zero() {
+        Err(format!(
+            "must be longer than 0 (e.g. 15s or 500ms), got {text:?}"
+        ))
+    } else {
+        Ok(duration)
+    }
+}
+
+/// A number in `low..=high`, or a sentence that says the range.
+fn number_in(text: &str, low: f64, high: f64, what: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number from {low} to {high}, got {text:?}"))?;
+    if (low..=high).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("must be from {low} to {high} ({what})"))
+    }
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    number_in(text, 0.01, 10_000.0, "requests per second")
+}
+
+fn parse_jitter(text: &str) -> Result<f64, String> {
+    number_in(text, 0.0, 1.0, "a fraction of the gap between requests")
+}
+
+fn parse_time_scale(text: &str) -> Result<f64, String> {
+    number_in(
+        text,
+        Timing::MIN_SCALE,
+        Timing::MAX_SCALE,
+        "1 is the workshop's figures, 0.5 twice as fast",
+    )
 }
 
 fn parse_latency(text: &str) -> Result<(String, u64), String> {

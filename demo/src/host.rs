@@ -19,7 +19,7 @@ use deadline_budget::BudgetLayer;
 use tokio_util::sync::CancellationToken;
 
 use crate::DemoError;
-use crate::telemetry::Telemetry;
+use crate::telemetry::{Export, Telemetry};
 
 /// How long a stopping service waits for requests still in flight (and work that outlived its
 /// caller) before dropping them.
@@ -44,7 +44,7 @@ impl ServiceHost {
     /// with the service.
     pub(crate) fn start<F>(
         name: &'static str,
-        endpoint: &str,
+        endpoint: &Export,
         make_router: F,
     ) -> Result<Self, DemoError>
     where
@@ -65,7 +65,7 @@ impl ServiceHost {
     /// on the server builder, and the handler reads `Deadline::current()`).
     pub(crate) fn start_grpc<F>(
         name: &'static str,
-        endpoint: &str,
+        endpoint: &Export,
         layer: BudgetLayer,
         make_routes: F,
     ) -> Result<Self, DemoError>
@@ -85,7 +85,7 @@ impl ServiceHost {
         })
     }
 
-    fn start_serving<F>(name: &'static str, endpoint: &str, serve: F) -> Result<Self, DemoError>
+    fn start_serving<F>(name: &'static str, endpoint: &Export, serve: F) -> Result<Self, DemoError>
     where
         F: FnOnce(tokio::net::TcpListener, CancellationToken) -> Serving + Send + 'static,
     {
@@ -94,7 +94,7 @@ impl ServiceHost {
         let addr = listener.local_addr().map_err(DemoError::Io)?;
         let stop = CancellationToken::new();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), DemoError>>();
-        let endpoint = endpoint.to_owned();
+        let endpoint = endpoint.clone();
         let thread_stop = stop.clone();
         let thread = thread::Builder::new()
             .name(format!("svc-{name}"))
@@ -156,7 +156,7 @@ impl Drop for ServiceHost {
 
 fn run<F>(
     name: &'static str,
-    endpoint: &str,
+    endpoint: &Export,
     listener: std::net::TcpListener,
     stop: CancellationToken,
     serve: F,

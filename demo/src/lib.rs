@@ -16,11 +16,12 @@ mod scenario;
 mod telemetry;
 mod topology;
 
-pub use args::DemoArgs;
+pub use args::{DemoArgs, at_least_one, parse_positive_duration};
 pub use deadline_budget::duration::parse_duration;
 pub use latency::Latencies;
 pub use load::{LoadCounts, LoadPlan, LoadStats};
 pub use scenario::{Scenario, Timing, Topology, UnknownScenario};
+pub use telemetry::{ExportCounts, ExportSnapshot};
 pub use topology::DEFAULT_CLOCK_SKEW_MS;
 
 /// What can go wrong starting or steering the demo.
@@ -93,6 +94,28 @@ impl DemoConfig {
             latencies: Vec::new(),
         }
     }
+
+    /// Refuses a work time set for a service the scenario does not run (a typo, or a service
+    /// of another scenario), naming the ones it runs. [`Demo::start`] checks it too.
+    pub fn check_latencies(&self) -> Result<(), DemoError> {
+        let knobs = topology::Blueprint::new(self).latencies();
+        match self
+            .latencies
+            .iter()
+            .find(|(service, _)| knobs.get(service).is_none())
+        {
+            Some((service, _)) => Err(DemoError::UnknownService {
+                service: service.clone(),
+                running: knobs
+                    .snapshot()
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One running service, for display.
@@ -118,8 +141,13 @@ impl Demo {
 
     /// Start the scenario's services and its load. Returns once every service listens.
     pub async fn start(config: DemoConfig) -> Result<DemoHandle, DemoError> {
-        let running = Running::start(config.clone()).await?;
-        Ok(DemoHandle { config, running })
+        let exports = ExportCounts::default();
+        let running = Running::start(config.clone(), &exports).await?;
+        Ok(DemoHandle {
+            config,
+            running,
+            exports,
+        })
     }
 }
 
@@ -128,9 +156,17 @@ impl Demo {
 pub struct DemoHandle {
     config: DemoConfig,
     running: Running,
+    exports: ExportCounts,
 }
 
 impl DemoHandle {
+    /// How the services' span exports go, over every scenario this handle runs (a run whose
+    /// endpoint has nothing listening fails every export). Still counts the flush of
+    /// [`DemoHandle::shutdown`].
+    pub fn exports(&self) -> ExportCounts {
+        self.exports.clone()
+    }
+
     /// The scenario running now.
     pub fn scenario(&self) -> Scenario {
         self.config.scenario
@@ -217,7 +253,7 @@ impl DemoHandle {
         config.scenario = scenario;
         config.cure = cure;
         config.latencies.clear();
-        let next = Running::start(config.clone()).await?;
+        let next = Running::start(config.clone(), &self.exports).await?;
         let previous = std::mem::replace(&mut self.running, next);
         previous.stop().await;
         self.config = config;
@@ -240,13 +276,17 @@ struct Running {
 }
 
 impl Running {
-    async fn start(config: DemoConfig) -> Result<Self, DemoError> {
+    async fn start(config: DemoConfig, exports: &ExportCounts) -> Result<Self, DemoError> {
+        config.check_latencies()?;
         let blueprint = topology::Blueprint::new(&config);
         let latencies = blueprint.latencies();
         for (service, ms) in &config.latencies {
             latencies.set(service, *ms);
         }
-        let endpoint = endpoint_url(&config.otlp_endpoint);
+        let endpoint = telemetry::Export {
+            endpoint: endpoint_url(&config.otlp_endpoint),
+            counts: exports.clone(),
+        };
         let knobs = latencies.clone();
         // Starting a service waits (briefly, on a std channel) for its thread to listen.
         let started = tokio::task::spawn_blocking(move || blueprint.start(&endpoint, &knobs))
@@ -301,6 +341,30 @@ async fn stop_services(services: Vec<ServiceHost>) {
     .await;
 }
 
+/// Checks an OTLP/gRPC endpoint as people type it: a URL (`http://127.0.0.1:4317`,
+/// `https://collector:4317`) or an address `HOST:PORT`; returns it as given. `notaurl` (no
+/// scheme, no port) is refused rather than dialled as `http://notaurl:80`.
+pub fn parse_endpoint(text: &str) -> Result<String, String> {
+    let expected = "expected a URL such as http://127.0.0.1:4317, or HOST:PORT";
+    let text = text.trim();
+    let url = if text.contains("://") {
+        text.to_owned()
+    } else {
+        format!("http://{text}")
+    };
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|_| format!("{expected}; got {text:?}"))?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    let host_ok = uri.host().is_some_and(|h| !h.is_empty());
+    let port_ok = text.contains("://") || uri.port().is_some();
+    if scheme_ok && host_ok && port_ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("{expected}; got {text:?}"))
+    }
+}
+
 /// The endpoint as a URL: `127.0.0.1:4317` becomes `http://127.0.0.1:4317` (the exporter needs
 /// a scheme; a bare address is what people type).
 fn endpoint_url(endpoint: &str) -> String {
@@ -315,6 +379,23 @@ fn endpoint_url(endpoint: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_is_a_url_or_host_and_port() {
+        for good in [
+            "127.0.0.1:4317",
+            "http://127.0.0.1:4317",
+            "https://collector:4317/",
+            "http://collector",
+            "localhost:4317",
+        ] {
+            assert_eq!(parse_endpoint(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in ["notaurl", "", "ftp://x:1", "http://", "127.0.0.1:port"] {
+            let error = parse_endpoint(bad).unwrap_err();
+            assert!(error.contains("http://127.0.0.1:4317"), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn a_bare_address_gets_a_scheme() {

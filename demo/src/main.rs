@@ -1,18 +1,28 @@
 //! `budget-demo`: run the demo services and their load standalone, exporting to any OTLP/gRPC
 //! endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, default `http://127.0.0.1:4317`), until Ctrl-C or
-//! the end of `--for`.
+//! the end of `--for`. It says when its spans do not reach the endpoint.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
-use budget_demo::{Demo, DemoArgs, Scenario, parse_duration};
-use clap::{Parser, Subcommand};
+use budget_demo::{
+    Demo, DemoArgs, Scenario, at_least_one, parse_endpoint, parse_positive_duration,
+};
+use clap::error::ErrorKind;
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// Demo services that teach deadline budget propagation, exporting spans over OTLP/gRPC.
 #[derive(Debug, Parser)]
-#[command(name = "budget-demo", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "budget-demo",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = "budget-top demo's --workshop, --check, --format, --fail-on and --html need budget-top's \
+screen or report: run `budget-top demo` for those."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -38,23 +48,25 @@ struct LoadArgs {
     /// Send OTLP/HTTP protobuf (POST /v1/traces) to this address.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
-    /// Spans to send in all.
-    #[arg(long, default_value_t = 100_000)]
+    /// Spans to send in all, rounded up to whole requests of whole chains (the first line of
+    /// the output says how many were sent).
+    #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = at_least_one::<u64>)]
     spans: u64,
-    /// Spans per export request.
-    #[arg(long, default_value_t = 512)]
+    /// Spans per export request, at most (rounded up to whole chains; fewer when --spans is
+    /// smaller).
+    #[arg(long, default_value_t = 512, value_name = "N", value_parser = at_least_one::<usize>)]
     batch: usize,
     /// Hops per chain (each a SERVER and a CLIENT span).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = at_least_one::<usize>)]
     depth: usize,
     /// Connections sending at once.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = at_least_one::<usize>)]
     connections: usize,
-    /// Spans per second in all (default: as fast as the receiver takes them).
-    #[arg(long, required_if_eq("open_loop", "true"))]
+    /// Spans per second in all, more than 0 (default: as fast as the receiver takes them).
+    #[arg(long, value_name = "R", required_if_eq("open_loop", "true"), value_parser = positive_rate)]
     rate: Option<f64>,
     /// Stop sending after this long even if spans remain (e.g. 5m).
-    #[arg(long = "for", value_parser = parse_duration)]
+    #[arg(long = "for", value_name = "D", value_parser = parse_positive_duration)]
     run_for: Option<Duration>,
     /// Send at --rate whatever the answers, many requests in flight per connection (an
     /// overload test); without it each connection waits for its answer (a capacity test).
@@ -62,25 +74,100 @@ struct LoadArgs {
     open_loop: bool,
     /// With --open-loop: requests awaiting an answer at most; one due past it is not sent
     /// (counted as unsent).
-    #[arg(long, value_name = "N", default_value_t = 1024, requires = "open_loop")]
+    #[arg(long, value_name = "N", default_value_t = 1024, requires = "open_loop", value_parser = at_least_one::<usize>)]
     max_inflight: usize,
+}
+
+/// A rate in spans per second: more than 0 and finite.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err(format!(
+            "must be a number of spans per second more than 0, got {text:?}"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     #[command(flatten)]
     demo: DemoArgs,
-    /// The OTLP/gRPC endpoint [default: $OTEL_EXPORTER_OTLP_ENDPOINT, else http://127.0.0.1:4317]
-    #[arg(long)]
+    /// The OTLP/gRPC endpoint, a URL or HOST:PORT [default: $OTEL_EXPORTER_OTLP_ENDPOINT, else
+    /// http://127.0.0.1:4317]
+    #[arg(long, value_name = "URL", value_parser = parse_endpoint)]
     endpoint: Option<String>,
     /// Stop after this long (e.g. 30s); default: run until Ctrl-C.
-    #[arg(long = "for", value_parser = parse_duration)]
+    #[arg(long = "for", value_name = "D", value_parser = parse_positive_duration)]
     run_for: Option<Duration>,
+    #[command(flatten)]
+    budget_top_only: BudgetTopOnly,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// `budget-top demo`'s own flags (the screen's workshop and the headless report), which need
+/// budget-top: accepted here only to be refused with a pointer to it.
+#[derive(Debug, clap::Args)]
+struct BudgetTopOnly {
+    #[arg(long, hide = true)]
+    check: bool,
+    #[arg(long, hide = true)]
+    workshop: bool,
+    #[arg(long, hide = true, value_name = "FORMAT")]
+    format: Option<String>,
+    #[arg(long, hide = true, value_name = "LIST")]
+    fail_on: Option<String>,
+    #[arg(long, hide = true, value_name = "FILE")]
+    html: Option<String>,
+}
+
+impl BudgetTopOnly {
+    /// The first such flag given.
+    fn given(&self) -> Option<&'static str> {
+        [
+            (self.check, "--check"),
+            (self.workshop, "--workshop"),
+            (self.format.is_some(), "--format"),
+            (self.fail_on.is_some(), "--fail-on"),
+            (self.html.is_some(), "--html"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
+/// Exits with a usage error (status 2, as clap's own).
+fn refuse(kind: ErrorKind, message: String) -> ! {
+    Cli::command().error(kind, message).exit()
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(flag) = cli.run.budget_top_only.given() {
+        refuse(
+            ErrorKind::ArgumentConflict,
+            format!(
+                "budget-demo has no {flag}: it runs the services and their load against an OTLP endpoint, \
+without a screen or a report. `budget-top demo {flag}` runs the same demo into budget-top \
+(budget-top demo --help lists its flags)"
+            ),
+        );
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("budget-demo: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::List) => {
             for scenario in Scenario::ALL {
@@ -89,9 +176,9 @@ async fn main() -> anyhow::Result<()> {
                     println!("{:<17} --cure: {}", "", scenario.cured_lesson());
                 }
             }
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Load(args)) => load(args).await,
+        Some(Command::Load(args)) => load(args).await.map(|()| ExitCode::SUCCESS),
         None => run(cli.run).await,
     }
 }
@@ -118,6 +205,15 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
             Pacing::Closed
         },
     };
+    let to_send = plan.spans_to_send();
+    if to_send != args.spans {
+        eprintln!(
+            "sending {to_send} spans, not {}: requests of {} spans, whole chains of {} hops",
+            args.spans,
+            plan.spans_per_request(),
+            args.depth
+        );
+    }
     let r = flood(plan).await?;
     // Line 1 is what scripts have parsed since issue 6 ("spans sent" = accepted); lines 2 and 3
     // count every answer by kind, as key=value pairs.
@@ -157,12 +253,26 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let endpoint = args
-        .endpoint
-        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
-        .unwrap_or_else(|| "http://127.0.0.1:4317".to_owned());
+async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let endpoint = match args.endpoint {
+        Some(endpoint) => endpoint,
+        None => match std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            Ok(endpoint) => parse_endpoint(&endpoint).unwrap_or_else(|error| {
+                refuse(
+                    ErrorKind::InvalidValue,
+                    format!("OTEL_EXPORTER_OTLP_ENDPOINT: {error}"),
+                )
+            }),
+            Err(_) => "http://127.0.0.1:4317".to_owned(),
+        },
+    };
     let config = args.demo.config(endpoint.clone(), args.run_for);
+    if let Err(error) = config.check_latencies() {
+        refuse(
+            ErrorKind::InvalidValue,
+            format!("--latency, scenario {}: {error}", config.scenario),
+        );
+    }
     let demo = Demo::start(config)
         .await
         .with_context(|| format!("starting the demo services (exporting to {endpoint})"))?;
@@ -176,20 +286,61 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     eprintln!("  load -> {}   spans -> {endpoint}", demo.edge_url());
     let bounded = args.demo.requests.is_some() || args.run_for.is_some();
-    tokio::select! {
-        () = demo.load_finished(), if bounded => {}
-        signal = tokio::signal::ctrl_c() => signal.context("listening for Ctrl-C")?,
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            () = demo.load_finished(), if bounded => break,
+            signal = &mut ctrl_c => {
+                signal.context("listening for Ctrl-C")?;
+                break;
+            }
+            _ = tick.tick() => {
+                // Said as soon as it shows, not only at the end: nothing may be listening.
+                let exports = demo.exports().snapshot();
+                if !warned && exports.failed > 0 {
+                    warned = true;
+                    eprintln!(
+                        "warning: spans are not reaching {endpoint}: {}",
+                        exports.last_error.as_deref().unwrap_or("export failed")
+                    );
+                }
+            }
+        }
     }
     let counts = demo.load_counts();
+    let exports = demo.exports();
     demo.shutdown().await;
+    // Every request sent is accounted for: those without an answer when the load stopped
+    // were abandoned in flight.
     eprintln!(
-        "sent {}: {} ok, {} shed (503), {} timed out (504), {} other, {} failed",
+        "sent {}: {} ok, {} shed (503), {} timed out (504), {} other, {} failed, {} abandoned in flight when the load stopped",
         counts.sent,
         counts.ok,
         counts.shed_full,
         counts.timed_out,
         counts.other_status,
-        counts.failed
+        counts.failed,
+        counts.sent.saturating_sub(counts.finished())
     );
-    Ok(())
+    let exports = exports.snapshot();
+    let why = exports.last_error.as_deref().unwrap_or("export failed");
+    if exports.exported == 0 && exports.failed > 0 {
+        eprintln!(
+            "no span reached {endpoint}: all {} were lost ({why}). Start budget-top (it listens on 127.0.0.1:4317) or another OTLP/gRPC receiver there, or give --endpoint",
+            exports.failed
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if exports.failed > 0 {
+        eprintln!(
+            "spans: {} exported to {endpoint}, {} lost ({why})",
+            exports.exported, exports.failed
+        );
+    } else {
+        eprintln!("spans: {} exported to {endpoint}", exports.exported);
+    }
+    Ok(ExitCode::SUCCESS)
 }

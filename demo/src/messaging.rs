@@ -31,6 +31,7 @@ use tracing::field::Empty;
 
 use crate::DemoError;
 use crate::host::ServiceHost;
+use crate::telemetry::Export;
 use crate::topology::Hop;
 
 /// Jobs the queue holds before a publish is refused (503).
@@ -134,7 +135,7 @@ async fn publish(State(producer): State<Producer>) -> (StatusCode, String) {
 
 /// Start `api`: an HTTP service at `path` that publishes one job per request.
 pub(crate) fn start_producer(
-    endpoint: &str,
+    endpoint: &Export,
     producer: Producer,
     path: &'static str,
     layer: BudgetLayer,
@@ -159,7 +160,7 @@ struct Taken {
 /// checking each job's deadline when it takes it when `checked`. It serves no requests of its
 /// own (its listener answers 404).
 pub(crate) fn start_consumer(
-    endpoint: &str,
+    endpoint: &Export,
     hop: Hop,
     jobs: Jobs,
     checked: bool,

@@ -68,9 +68,9 @@ impl Target {
 pub struct FloodPlan {
     /// The receiver.
     pub target: Target,
-    /// Spans to send in all (rounded up to whole requests).
+    /// Spans to send in all (rounded up to whole requests: [`FloodPlan::spans_to_send`]).
     pub spans: u64,
-    /// Spans per export request (rounded to whole chains).
+    /// Spans per export request, at most `spans` (rounded up to whole chains).
     pub batch: usize,
     /// Hops per chain.
     pub depth: usize,
@@ -82,6 +82,27 @@ pub struct FloodPlan {
     pub max_time: Option<Duration>,
     /// Whether to wait for answers before sending more.
     pub pacing: Pacing,
+}
+
+impl FloodPlan {
+    /// The spans per request: `batch`, no more than `spans`, in whole chains.
+    fn request_size(&self) -> usize {
+        self.batch
+            .min(usize::try_from(self.spans).unwrap_or(usize::MAX))
+            .max(1)
+    }
+
+    /// The spans in each request.
+    pub fn spans_per_request(&self) -> u64 {
+        Template::spans_per_request(self.request_size(), self.depth)
+    }
+
+    /// The spans a full run sends: `spans` rounded up to whole requests of whole chains (100
+    /// spans in chains of 4 hops are 13 chains, 104 spans).
+    pub fn spans_to_send(&self) -> u64 {
+        let per_request = self.spans_per_request();
+        self.spans.div_ceil(per_request) * per_request
+    }
 }
 
 /// How requests are paced.
@@ -180,6 +201,13 @@ pub struct Template {
 }
 
 impl Template {
+    /// The spans [`Template::new`] puts in a request: `batch` rounded up to whole chains of
+    /// `depth` hops (two spans each).
+    pub fn spans_per_request(batch: usize, depth: usize) -> u64 {
+        let per_chain = 2 * depth.max(1);
+        (batch.div_ceil(per_chain).max(1) * per_chain) as u64
+    }
+
     /// Encode chains of `depth` hops until about `batch` spans.
     pub fn new(batch: usize, depth: usize) -> Self {
         let depth = depth.max(1);
@@ -411,7 +439,7 @@ pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
             return Err(FloodError::Plan("--max-inflight must be at least 1"));
         }
     }
-    let template = Arc::new(Template::new(plan.batch, plan.depth));
+    let template = Arc::new(Template::new(plan.request_size(), plan.depth));
     let requests = plan.spans.div_ceil(template.spans());
     let mut senders = Vec::with_capacity(plan.connections);
     for _ in 0..plan.connections {

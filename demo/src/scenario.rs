@@ -302,9 +302,14 @@ impl Timing {
     pub fn new(scale: f64) -> Self {
         let scale = if scale.is_finite() { scale } else { 1.0 };
         Self {
-            scale: scale.clamp(0.05, 10.0),
+            scale: scale.clamp(Self::MIN_SCALE, Self::MAX_SCALE),
         }
     }
+
+    /// The smallest scale (a run 20 times faster than the workshop's figures).
+    pub const MIN_SCALE: f64 = 0.05;
+    /// The largest scale (10 times slower).
+    pub const MAX_SCALE: f64 = 10.0;
 
     /// The scale factor.
     pub fn scale(self) -> f64 {

@@ -5,13 +5,15 @@
 //! default, never the global one, so several services can live in one process), and leave through
 //! the batch processor's export thread to the configured OTLP endpoint.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{SpanExporter, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::SpanData;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::Layer as _;
@@ -22,6 +24,96 @@ use crate::DemoError;
 
 /// How often a service's batch processor exports: short, so the screen follows the traffic.
 const EXPORT_DELAY: Duration = Duration::from_millis(200);
+
+/// Where the services export, and the tally of how their exports went (shared by every
+/// service of a run).
+#[derive(Clone, Debug)]
+pub(crate) struct Export {
+    /// The OTLP/gRPC endpoint, `http://host:port`.
+    pub(crate) endpoint: String,
+    pub(crate) counts: ExportCounts,
+}
+
+/// How the services' span exports went, counted as each export request is answered: a run
+/// against an endpoint where nothing listens says so instead of looking fine.
+#[derive(Clone, Debug, Default)]
+pub struct ExportCounts(Arc<ExportTally>);
+
+#[derive(Debug, Default)]
+struct ExportTally {
+    exported: AtomicU64,
+    failed: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+/// [`ExportCounts`] at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportSnapshot {
+    /// Spans the endpoint accepted.
+    pub exported: u64,
+    /// Spans whose export failed (nothing listening, refused, timed out).
+    pub failed: u64,
+    /// What the last failed export said.
+    pub last_error: Option<String>,
+}
+
+impl ExportCounts {
+    /// The counts so far.
+    pub fn snapshot(&self) -> ExportSnapshot {
+        ExportSnapshot {
+            exported: self.0.exported.load(Ordering::Relaxed),
+            failed: self.0.failed.load(Ordering::Relaxed),
+            last_error: self
+                .0
+                .last_error
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone(),
+        }
+    }
+
+    fn count(&self, spans: usize, result: &OTelSdkResult) {
+        match result {
+            Ok(()) => self.0.exported.fetch_add(spans as u64, Ordering::Relaxed),
+            Err(error) => {
+                *self
+                    .0
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error.to_string());
+                self.0.failed.fetch_add(spans as u64, Ordering::Relaxed)
+            }
+        };
+    }
+}
+
+/// The OTLP exporter, counting what each export did.
+#[derive(Debug)]
+struct Counted {
+    inner: SpanExporter,
+    counts: ExportCounts,
+}
+
+impl opentelemetry_sdk::trace::SpanExporter for Counted {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len();
+        let result = self.inner.export(batch).await;
+        self.counts.count(spans, &result);
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
 
 /// A service's tracing pipeline: the provider to flush at shutdown and the subscriber to install
 /// as the default on the service's thread.
@@ -66,16 +158,20 @@ impl Telemetry {
     ///
     /// Must run inside a tokio runtime that keeps running while spans are exported: the tonic
     /// channel spawns its connection tasks onto it.
-    pub(crate) fn new(service: &str, endpoint: &str) -> Result<Self, DemoError> {
+    pub(crate) fn new(service: &str, export: &Export) -> Result<Self, DemoError> {
         let exporter = SpanExporter::builder()
             .with_tonic()
-            .with_endpoint(endpoint)
+            .with_endpoint(export.endpoint.as_str())
             .with_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| DemoError::Telemetry {
                 service: service.to_owned(),
                 message: e.to_string(),
             })?;
+        let exporter = Counted {
+            inner: exporter,
+            counts: export.counts.clone(),
+        };
         let processor = BatchSpanProcessor::builder(exporter)
             .with_batch_config(
                 BatchConfigBuilder::default()

@@ -29,6 +29,7 @@ use tracing::Instrument as _;
 use crate::antifraud::{AntifraudClient, AntifraudServer, CheckRequest};
 use crate::host::ServiceHost;
 use crate::messaging;
+use crate::telemetry::Export;
 use crate::{DemoConfig, DemoError, Latencies, Scenario, Timing, Topology};
 
 /// A handler's answer: a short text, or a status with a text naming the step that failed.
@@ -134,7 +135,7 @@ impl Blueprint {
     }
 
     /// Start every service, callees first. Blocks briefly while each thread starts.
-    pub(crate) fn start(&self, endpoint: &str, knobs: &Latencies) -> Result<Started, DemoError> {
+    pub(crate) fn start(&self, endpoint: &Export, knobs: &Latencies) -> Result<Started, DemoError> {
         let mut hosts: Vec<ServiceHost> = Vec::new();
         let result = match self.scenario.topology() {
             Topology::Payment => self.start_payment(endpoint, knobs, &mut hosts),
@@ -197,7 +198,7 @@ impl Blueprint {
     /// pix-api (edge, 1200 ms) -> antifraud over gRPC (SLA 400 ms), then -> settlement (SLA 1 s).
     fn start_payment(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -245,7 +246,7 @@ impl Blueprint {
     /// gateway (edge, 2 s) -> orders (4 workers, 300 ms per item, a queue of 20).
     fn start_queue(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -282,7 +283,7 @@ impl Blueprint {
     /// gateway (edge, 1 s) -> bff -> orders -> inventory, each doing local work first.
     fn start_chain(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -358,7 +359,7 @@ impl Blueprint {
     /// storefront writes `x-budget-ms` and the clock no longer matters.
     fn start_ledger(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -394,7 +395,7 @@ impl Blueprint {
     /// for.
     fn start_proxy(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -448,7 +449,7 @@ impl Blueprint {
     /// cured, it drops the expired ones when it takes them.
     fn start_jobs(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -481,7 +482,7 @@ impl Blueprint {
     /// Cured, orders times out at 100 ms (p99.9 of the 80 ms) and forwards the budget.
     fn start_shop(
         &self,
-        endpoint: &str,
+        endpoint: &Export,
         knobs: &Latencies,
         hosts: &mut Vec<ServiceHost>,
     ) -> Result<&'static [&'static str], DemoError> {
@@ -552,7 +553,7 @@ fn client() -> Result<BudgetClient, DemoError> {
 
 /// A service that only does local work.
 fn leaf(
-    endpoint: &str,
+    endpoint: &Export,
     hop: Hop,
     path: &'static str,
     layer: BudgetLayer,
@@ -568,7 +569,7 @@ fn leaf(
 
 /// A service that does local work, then its calls in order.
 fn relay(
-    endpoint: &str,
+    endpoint: &Export,
     relay: Relay,
     path: &'static str,
     layer: BudgetLayer,

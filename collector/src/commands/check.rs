@@ -208,6 +208,42 @@ pub fn read_file(
     })
 }
 
+/// How a listening `check` ends, for the line under "listening: ...".
+fn how_it_ends(args: &CheckArgs) -> String {
+    match (args.idle, args.for_) {
+        (None, None) => {
+            "Ctrl-C or SIGTERM ends it and prints the report (no --idle or --for given)".to_owned()
+        }
+        (Some(idle), None) => format!(
+            "ends {} after the last span (none yet: it waits for the first), or at Ctrl-C or SIGTERM, and prints the report",
+            humanize(idle)
+        ),
+        (None, Some(d)) => format!(
+            "ends after {}, or at Ctrl-C or SIGTERM, and prints the report",
+            humanize(d)
+        ),
+        (Some(idle), Some(d)) => format!(
+            "ends {} after the last span (none yet) or after {} at most, or at Ctrl-C or SIGTERM, and prints the report",
+            humanize(idle),
+            humanize(d)
+        ),
+    }
+}
+
+/// `1.5s`, `500ms`, `2m`.
+fn humanize(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(60_000) && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{}s", d.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 /// Listens until `--idle`/`--for`/Ctrl-C/SIGTERM, feeding the store.
 async fn listen(
     args: &CheckArgs,
@@ -222,6 +258,8 @@ async fn listen(
     config.keep_attributes = keep_attributes;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
+    // Without this line a listening check looks hung: say how it ends.
+    eprintln!("{}", how_it_ends(args));
     let stop_at = args.for_.map(|d| Instant::now() + d);
     let stop = async {
         tokio::select! {

@@ -20,7 +20,7 @@ use super::check;
 use super::demo_driver::{Driver, Order};
 use super::listen::{self, Signals};
 use super::workshop::{Controller, Workshop};
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, FailOn, Format};
 use crate::ingest::{self, Ingest, IngestConfig};
 use crate::screen::{self, DemoControl};
 use crate::store::Store;
@@ -71,6 +71,10 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         .for_
         .or(args.run.requests.is_none().then_some(DEFAULT_CHECK_FOR));
     let config = args.run.config(endpoint(&ingest)?, run_for);
+    if let Err(error) = config.check_latencies() {
+        ingest.shutdown();
+        anyhow::bail!("--latency, scenario {}: {error}", config.scenario);
+    }
     let demo = Demo::start(config)
         .await
         .context("cannot start the demo services")?;
@@ -113,15 +117,29 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         counts.failed,
         counts.sent.saturating_sub(counts.finished())
     );
-    check::print_report(
+    let fail_on = if args.fail_on.is_empty() {
+        vec![FailOn::Error]
+    } else {
+        args.fail_on
+    };
+    let empty = store.counters().spans_held == 0 && store.counters().chains_evicted == 0;
+    if empty {
+        eprintln!("warning: no span arrived from the demo; the report covers nothing");
+    }
+    let status = check::print_report(
         &mut store,
-        args.format,
-        &[args.fail_on],
+        args.format.unwrap_or(Format::Text),
+        &fail_on,
         Some(ingest_counts),
         0,
         max_spans,
         args.html.as_deref(),
-    )
+    )?;
+    Ok(if empty && fail_on.contains(&FailOn::Empty) {
+        1
+    } else {
+        status
+    })
 }
 
 /// `demo` and `demo --workshop`: the receivers, the services and the live screen.
@@ -140,6 +158,10 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
     });
     if let Some(w) = &workshop {
         config.scenario = w.running();
+    }
+    if let Err(error) = config.check_latencies() {
+        ingest.shutdown();
+        anyhow::bail!("--latency, scenario {}: {error}", config.scenario);
     }
     let handle = match Demo::start(config.clone()).await {
         Ok(handle) => handle,

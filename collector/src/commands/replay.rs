@@ -14,7 +14,8 @@ use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
 
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
 /// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
-/// reads). The screen's clock follows the recording, so rates and λ read as they were.
+/// reads). The screen's clock follows the recording, so rates and λ read as they were. A
+/// line that cannot be read stops the feed and, once the screen closes, is the error.
 pub async fn run(
     file: PathBuf,
     speed: f64,
@@ -32,22 +33,29 @@ pub async fn run(
         let (notice, recording_t0, torn) = (notice.clone(), recording_t0.clone(), torn.clone());
         tokio::task::spawn_blocking(move || {
             let path = reader.path().display().to_string();
-            let text = match feed_recording(reader, speed, &tx, &recording_t0, started, carriers) {
-                Ok((n, None)) => format!("replay finished: {n} spans from {path}"),
-                Ok((n, Some(cut))) => {
-                    let line = cut.line;
-                    if let Ok(mut t) = torn.lock() {
-                        *t = Some(cut);
+            let (text, failed) =
+                match feed_recording(reader, speed, &tx, &recording_t0, started, carriers) {
+                    Ok((n, None)) => (format!("replay finished: {n} spans from {path}"), None),
+                    Ok((n, Some(cut))) => {
+                        let line = cut.line;
+                        if let Ok(mut t) = torn.lock() {
+                            *t = Some(cut);
+                        }
+                        let text = format!(
+                            "replay finished: {n} spans from {path}; line {line} cut short, skipped"
+                        );
+                        (text, None)
                     }
-                    format!(
-                        "replay finished: {n} spans from {path}; line {line} cut short, skipped"
-                    )
-                }
-                Err(e) => format!("replay stopped: {e}"),
-            };
+                    // The screen's line may be narrower than the reason: q prints it whole.
+                    Err(e) => (
+                        format!("replay stopped on bad input (q quits and prints why): {e}"),
+                        Some(e),
+                    ),
+                };
             if let Ok(mut n) = notice.lock() {
                 *n = Some(text);
             }
+            failed
         })
     };
     let clock_t0 = recording_t0.clone();
@@ -70,10 +78,17 @@ pub async fn run(
         ..LiveConfig::default()
     };
     let result = run_live(config, rx, controls).await;
-    feeder.abort();
     // The screen was stderr: the warning comes once it has given the terminal back.
     if let Some(torn) = torn.lock().ok().and_then(|t| t.clone()) {
         eprintln!("warning: {}", torn.warning(&file));
+    }
+    // A recording that stopped on bad input ends the replay as `check` ends on it: with the
+    // reason on stderr (the terminal restored) and exit status 2.
+    if feeder.is_finished()
+        && let Ok(Some(error)) = feeder.await
+    {
+        result?;
+        return Err(error.into());
     }
     result
 }

@@ -24,19 +24,56 @@ use serde::de::{self, Deserializer, Visitor};
 
 /// Reads one OTLP/JSON `ExportTraceServiceRequest`. The error names the field that is wrong
 /// (as it is spelled in the input) and where.
-pub fn parse_request(json: &[u8]) -> Result<ExportTraceServiceRequest, String> {
+pub fn parse_request(json: &[u8]) -> Result<ExportTraceServiceRequest, JsonError> {
     let mut deserializer = serde_json::Deserializer::from_slice(json);
     let request: Request = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." || path.is_empty() {
-            inner.to_string()
-        } else {
-            format!("{path}: {inner}")
-        }
+        // serde_path_to_error writes `?` for a step it cannot name (a map's key): say the
+        // field up to there, or none.
+        let path = path.trim_end_matches('?').trim_end_matches('.');
+        let field = (!path.is_empty()).then(|| path.to_owned());
+        JsonError::new(field, &e.into_inner())
     })?;
-    deserializer.end().map_err(|e| e.to_string())?;
+    deserializer.end().map_err(|e| JsonError::new(None, &e))?;
     Ok(request.into())
+}
+
+/// Why bytes are not an OTLP/JSON request: the field (as spelled in the input) when the error
+/// is inside one, what is wrong, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonError {
+    /// The field, e.g. `resourceSpans[0].scopeSpans[0].spans[2].traceId`.
+    pub field: Option<String>,
+    /// What is wrong, without a position.
+    pub message: String,
+    /// The byte of the input where it was found, from 0 (`None` when not known). The input of
+    /// a recording is one line, so this is a column of that line.
+    pub offset: Option<usize>,
+}
+
+impl JsonError {
+    fn new(field: Option<String>, error: &serde_json::Error) -> Self {
+        let text = error.to_string();
+        let at = format!(" at line {} column {}", error.line(), error.column());
+        let message = text.strip_suffix(&at).unwrap_or(&text).to_owned();
+        // serde_json counts lines from 1 and bytes of the line from 1; the input's bytes
+        // before that line are not known here, so only a first line gives an offset.
+        let offset = (error.line() == 1).then(|| error.column().saturating_sub(1));
+        JsonError {
+            field,
+            message,
+            offset,
+        }
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{field}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
 }
 
 // The mirror of the request, field by field: camelCase names with the proto's own names as

@@ -38,6 +38,18 @@ impl State {
                 KeyCode::Backspace => {
                     self.ui.query.search.pop();
                 }
+                // readline's keys, which every terminal user's fingers know: Ctrl-U clears the
+                // line, Ctrl-W deletes the word before the cursor (and the spaces after it).
+                KeyCode::Char('u') if ctrl => self.ui.query.search.clear(),
+                KeyCode::Char('w') if ctrl => {
+                    let search = &mut self.ui.query.search;
+                    let kept = search
+                        .trim_end()
+                        .trim_end_matches(|c: char| !c.is_whitespace());
+                    search.truncate(kept.len());
+                }
+                // Any other Ctrl key types nothing (it used to type its letter).
+                KeyCode::Char(_) if ctrl => return false,
                 KeyCode::Char(c) if !c.is_control() && self.ui.query.search.len() < 64 => {
                     self.ui.query.search.push(c)
                 }
@@ -86,6 +98,7 @@ impl State {
                         let used = d.key(c);
                         if used {
                             self.demo = d.status().shown();
+                            self.say_the_knob(c);
                         }
                         used
                     }
@@ -94,6 +107,23 @@ impl State {
             }
         }
         true
+    }
+
+    /// After `[ ]` or `+/-`: the service and the latency they act on, on the message line (until
+    /// the next key), which every width shows; the scenario line drops them first when short of
+    /// room (80 columns).
+    fn say_the_knob(&mut self, key: char) {
+        if !matches!(key, '[' | ']' | '+' | '=' | '-' | '_') {
+            return;
+        }
+        let knob = self
+            .demo
+            .as_ref()
+            .and_then(|demo| demo.scenario.split_once("  ·  "))
+            .map(|(_, knob)| knob.to_owned());
+        if let Some(knob) = knob {
+            self.ui.message = Some(format!("{knob}  ([ ] service, +/- 50 ms)"));
+        }
     }
 
     /// Move the view's selection by `delta` rows.

@@ -3,6 +3,7 @@
 
 mod check_file;
 mod check_listen;
+mod cli_usage;
 mod collector_file;
 mod e2e_otlp;
 mod export;

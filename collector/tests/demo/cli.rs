@@ -515,3 +515,73 @@ fn bad_usage_exits_2_and_says_why() {
         assert!(!output.stderr.is_empty(), "{args:?}");
     }
 }
+
+/// Issue 30: each refusal is a sentence that says what to do, or the valid range, and never a
+/// usage line for some other flag.
+#[test]
+fn refusals_say_the_range_or_what_to_do_instead() {
+    let refused = |args: &[&str], sentence: &str| {
+        let output = budget_top().arg("demo").args(args).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            describe(&output)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(sentence),
+            "{args:?} says {sentence:?}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{args:?}: {}", describe(&output));
+        stderr.into_owned()
+    };
+    let stderr = refused(
+        &["--workshop", "--check"],
+        "--workshop needs the screen (each step waits for `w`), and --check has none",
+    );
+    assert!(
+        !stderr.contains("--for <D>"),
+        "no usage line for --for: {stderr}"
+    );
+    for flag in [
+        &["--for", "5s"][..],
+        &["--format", "json"],
+        &["--fail-on", "warning"],
+        &["--html", "x.html"],
+    ] {
+        refused(flag, &format!("{} goes with --check", flag[0]));
+    }
+    refused(&["--jitter", "2"], "must be from 0 to 1");
+    refused(&["--time-scale", "0"], "must be from 0.05 to 10");
+    refused(&["--rate", "0"], "must be from 0.01 to 10000");
+    refused(&["--requests", "0"], "must be at least 1");
+    refused(&["--check", "--for", "0s"], "must be longer than 0");
+    let stderr = refused(
+        &["--check", "--latency", "nosuch=5"],
+        "--latency, scenario fixed-timeout: no service \"nosuch\"",
+    );
+    for service in ["gateway", "bff", "orders", "inventory"] {
+        assert!(stderr.contains(service), "names the valid ones: {stderr}");
+    }
+}
+
+/// `--fail-on` takes `empty` in a list, as `check`'s does.
+#[test]
+fn fail_on_takes_a_list_with_empty() {
+    let output = demo(&[
+        "--scenario",
+        "propagate",
+        "--check",
+        "--requests",
+        "2",
+        "--fail-on",
+        "error,empty",
+        "--format",
+        "json",
+        "--time-scale",
+        "0.5",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(json_report(&output)["summary"]["traces"], 2);
+}

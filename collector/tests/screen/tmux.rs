@@ -468,6 +468,45 @@ fn replay_plays_a_recording_into_the_screen() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// A replay that stops on a bad line says so on the screen (at 80x24), and on `q` prints the
+/// whole reason and exits 2, as `check` does on the same file.
+#[test]
+fn replay_of_a_bad_file_prints_its_reason_whole_and_exits_2() {
+    if no_tmux() {
+        return;
+    }
+    let file = std::env::temp_dir().join(format!(
+        "budget-top-replay-bad-{}.jsonl",
+        std::process::id()
+    ));
+    let err = file.with_extension("stderr");
+    std::fs::write(&file, format!("{}\n{{1:2}}\n", export_request())).unwrap();
+    let cmd = format!(
+        "{} replay {} 2>{}; echo SCREEN-EXITED $?; sleep 60",
+        env!("CARGO_BIN_EXE_budget-top"),
+        file.display(),
+        err.display()
+    );
+    let session = Session::start("replay-bad", 80, 24, &cmd);
+    session.wait_for("replay stopped on bad input");
+    session.keys("q");
+    session.wait_for("SCREEN-EXITED 2");
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        stderr.contains(
+            "line 2: invalid OTLP/JSON ExportTraceServiceRequest: key must be a string (column 2)"
+        ),
+        "{stderr}"
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_budget-top"))
+        .args(["check", "--input", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(2), "check exits 2 on it too");
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&err);
+}
+
 /// Closing the terminal (the pty goes away: SIGHUP, then reads fail) ends the process.
 #[test]
 fn closing_the_terminal_ends_the_process() {

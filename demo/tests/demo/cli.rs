@@ -105,4 +105,144 @@ async fn ctrl_c_stops_it_cleanly() {
         stderr.contains("sent "),
         "prints what the load saw: {stderr}"
     );
+    // It adds up: every request sent is answered, failed, or abandoned when the load stopped.
+    let line = stderr.lines().find(|l| l.starts_with("sent ")).unwrap();
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .filter(|n| ![503, 504].contains(n))
+        .collect();
+    assert_eq!(numbers.len(), 7, "{line}");
+    assert_eq!(numbers[0], numbers[1..].iter().sum::<u64>(), "{line}");
+    assert!(
+        line.ends_with("abandoned in flight when the load stopped"),
+        "{line}"
+    );
+    assert!(
+        stderr.contains("spans: "),
+        "says what was exported: {stderr}"
+    );
+}
+
+fn run_to_end(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_budget-demo"))
+        .args(args)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn budget_top_demos_own_flags_are_refused_pointing_at_it() {
+    for args in [
+        &["--check"][..],
+        &["--workshop"],
+        &["--format", "json"],
+        &["--fail-on", "warning"],
+        &["--html", "report.html"],
+    ] {
+        let output = run_to_end(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("budget-demo has no {}", args[0]))
+                && stderr.contains(&format!("`budget-top demo {}`", args[0])),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_refused_with_their_range() {
+    for (args, sentence) in [
+        (&["--jitter", "2"][..], "must be from 0 to 1"),
+        (&["--time-scale", "0"], "must be from 0.05 to 10"),
+        (&["--rate", "0"], "must be from 0.01 to 10000"),
+        (&["--requests", "0"], "must be at least 1"),
+        (&["--for", "0s"], "must be longer than 0"),
+        (
+            &["--endpoint", "notaurl"],
+            "expected a URL such as http://127.0.0.1:4317, or HOST:PORT",
+        ),
+        (
+            &["--latency", "nosuch=5"],
+            "no service \"nosuch\" in this scenario; it runs: bff, gateway, inventory, orders",
+        ),
+        (
+            &["load", "--grpc", "127.0.0.1:1", "--spans", "0"],
+            "must be at least 1",
+        ),
+        (
+            &["load", "--grpc", "127.0.0.1:1", "--batch", "0"],
+            "must be at least 1",
+        ),
+        (
+            &["load", "--grpc", "127.0.0.1:1", "--rate", "0"],
+            "more than 0",
+        ),
+        (
+            &[
+                "load",
+                "--grpc",
+                "127.0.0.1:1",
+                "--open-loop",
+                "--rate",
+                "9",
+                "--max-inflight",
+                "0",
+            ],
+            "must be at least 1",
+        ),
+    ] {
+        let output = run_to_end(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(sentence), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_nothing_listening_it_says_the_spans_went_nowhere() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let child = demo(
+        &["--for", "1s", "--rate", "5", "--time-scale", "0.25"],
+        &endpoint,
+    );
+    let (code, stderr) = wait(child, Duration::from_secs(30)).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("no span reached {endpoint}")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_says_when_it_sends_more_than_asked() {
+    let sink = Sink::start().await;
+    let output = tokio::task::spawn_blocking(move || {
+        let output = run_to_end(&["load", "--grpc", &sink.addr.to_string(), "--spans", "100"]);
+        (output, sink.spans().len())
+    })
+    .await
+    .unwrap();
+    let (output, received) = output;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    // Whole chains of 4 hops (8 spans) in one request no larger than asked: 13 chains.
+    assert!(
+        stderr
+            .contains("sending 104 spans, not 100: requests of 104 spans, whole chains of 4 hops"),
+        "{stderr}"
+    );
+    assert!(stdout.starts_with("spans sent: 104 "), "{stdout}");
+    assert_eq!(received, 104);
 }

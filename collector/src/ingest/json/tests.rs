@@ -32,7 +32,7 @@ fn proto_names_enum_names_and_numbers_read_as_the_canonical_form() {
 #[test]
 fn a_bad_id_or_enum_is_an_error_that_names_the_field() {
     let bad_id = CANONICAL.replace("\"spanId\":\"0102030405060708\"", "\"spanId\":\"xyz\"");
-    let error = parse_request(bad_id.as_bytes()).unwrap_err();
+    let error = parse_request(bad_id.as_bytes()).unwrap_err().to_string();
     assert!(
         error.contains("resourceSpans[0].scopeSpans[0].spans[0].spanId") && error.contains("hex"),
         "{error}"
@@ -42,7 +42,8 @@ fn a_bad_id_or_enum_is_an_error_that_names_the_field() {
             .replace("SPAN_KIND_SERVER", "SERVERISH")
             .as_bytes(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         error.contains("resource_spans[0].scope_spans[0].spans[0].kind")
             && error.contains("SERVERISH"),
@@ -51,9 +52,28 @@ fn a_bad_id_or_enum_is_an_error_that_names_the_field() {
     let error = parse_request(
         br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":"-1"}]}]}]}"#,
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(error.contains("startTimeUnixNano"), "{error}");
     assert!(parse_request(b"{} trailing").is_err());
+}
+
+#[test]
+fn an_error_names_no_field_it_cannot_name_and_says_where_without_a_line() {
+    // A map key that is not a string: no `?` for the field, the byte where it was found.
+    let error = parse_request(b"{1:2}").unwrap_err();
+    assert_eq!(error.field, None);
+    assert_eq!(error.message, "key must be a string");
+    assert_eq!(error.offset, Some(1));
+    assert_eq!(error.to_string(), "key must be a string");
+    let error =
+        parse_request(br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{1:2}]}]}]}"#).unwrap_err();
+    assert_eq!(
+        error.field.as_deref(),
+        Some("resourceSpans[0].scopeSpans[0].spans[0]")
+    );
+    assert!(!error.to_string().contains('?'), "{error}");
+    assert!(!error.to_string().contains("line 1"), "{error}");
 }
 
 #[test]

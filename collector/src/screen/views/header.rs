@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use super::theme::Theme;
 use super::{put, unicode_width};
-use crate::present::format::{count, rate, severity_glyph};
+use crate::present::format::{count, fit, rate, severity_glyph};
 use crate::screen::{Mode, State, View};
 use crate::span_text::for_screen;
 
@@ -153,7 +153,16 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             count(coverage.hops_with_budget + coverage.hops_without_budget),
             names.join(", ")
         );
-        put(buf, x, y, &text, w(x), theme.severity(Severity::Warning));
+        // Cut with an ellipsis: a warning cut at "add" reads as finished.
+        let room = w(x);
+        put(
+            buf,
+            x,
+            y,
+            &fit(&text, room as usize),
+            room,
+            theme.severity(Severity::Warning),
+        );
     }
     if area.height < 3 {
         return;
@@ -250,7 +259,15 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
     } else {
         theme.dim()
     };
-    put(buf, area.x, last, &line, area.width, style);
+    // A message wider than the screen (a path, an error) ends with an ellipsis, not mid-word.
+    put(
+        buf,
+        area.x,
+        last,
+        &fit(&line, area.width as usize),
+        area.width,
+        style,
+    );
 }
 
 /// The demo's scenario line for a footer of `width`: the scenario, then its keys when they fit

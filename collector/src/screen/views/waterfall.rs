@@ -383,9 +383,11 @@ fn draw_axis(g: &Geometry, buf: &mut Buffer, y: u16, theme: Theme) {
         if x >= g.tl_x + g.tl_w {
             break;
         }
-        if x >= next_free {
-            let label = format!("┆{}", ms(t));
-            let end = put(buf, x, y, &label, g.tl_x + g.tl_w - x, theme.dim());
+        let label = format!("┆{}", ms(t));
+        let room = g.tl_x + g.tl_w - x;
+        // A label only whole: `┆3000ms` cut to `┆30` would read as 30.
+        if x >= next_free && unicode_width(&label) <= room as usize {
+            let end = put(buf, x, y, &label, room, theme.dim());
             next_free = end + 1;
         }
         t += step;
