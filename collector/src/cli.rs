@@ -29,6 +29,14 @@ pub struct Cli {
     /// Chains held at most, counted in spans (at least 1); the oldest chains go first.
     #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N", value_parser = at_least_one)]
     pub max_spans: usize,
+    /// How long a chain must be quiet before it is judged and counted in the totals (a span
+    /// arriving later judges it again while it is held).
+    #[arg(long, global = true, default_value = "5s", value_name = "D", value_parser = parse_duration)]
+    pub settle: std::time::Duration,
+    /// Findings a report lists at most; its counts stay exact. Per kind, the findings that
+    /// explain the most dead work are kept, then the newest.
+    #[arg(long, global = true, default_value_t = deadline_budget::analysis::DEFAULT_MAX_FINDINGS, value_name = "N")]
+    pub max_findings: usize,
     /// Raw span attributes the live screen holds for its detail popup, in bytes, all chains
     /// together (as much again may wait to be taken in); past it the oldest chains'
     /// attributes are dropped first (at least 1). Each span keeps at most 16 KiB, each value
@@ -42,6 +50,15 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// How chains are held and judged (`--max-spans`, `--settle`, `--max-findings`).
+    pub fn retention(&self) -> store::Retention {
+        store::Retention {
+            max_spans: self.max_spans,
+            settle: self.settle,
+            max_findings: self.max_findings,
+        }
+    }
+
     /// The carriers to read: the `--budget-header`s in order, then the built-in ones.
     pub fn carriers(&self) -> Arc<Carriers> {
         Arc::new(Carriers::with_own(self.budget_headers.iter().cloned()))
@@ -166,6 +183,9 @@ pub enum Command {
     Record(RecordArgs),
     /// Play a recording into the live screen.
     Replay(ReplayArgs),
+    /// Merge the JSON reports of several instances into the report one instance would have
+    /// written had it received everything.
+    Merge(MergeArgs),
     /// Run the demo services into budget-top: live, as a workshop, or headless (--check).
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
@@ -212,6 +232,25 @@ pub struct CheckArgs {
     /// Also write the report as one self-contained HTML page to FILE: the summary and exit
     /// status, sortable edges and services tables, and the worst chains of each finding kind
     /// drawn as waterfalls (readable offline; nothing loads from the network).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// `budget-top merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// JSON reports (`check --format json`, `merge --format json`), one per instance.
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Exit 1 when a finding reaches this severity (`empty`: also when the reports hold no
+    /// chain), as for `check`.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "error")]
+    pub fail_on: Vec<FailOn>,
+    /// Also write the merged report as an HTML page to FILE (the figures and findings; no
+    /// waterfalls: the reports carry no spans).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 }

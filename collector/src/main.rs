@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use budget_top::cli::{Cli, Command};
-use budget_top::commands::{check, live, record, replay};
+use budget_top::commands::{check, live, merge, record, replay};
 use clap::{CommandFactory as _, Parser as _};
 
 fn main() -> ExitCode {
@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         .exit();
     }
     let carriers = cli.carriers();
+    let retention = cli.retention();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -36,20 +37,19 @@ fn main() -> ExitCode {
     };
     let result: anyhow::Result<u8> = runtime.block_on(async move {
         match cli.command {
-            Some(Command::Check(args)) => check::run(args, cli.max_spans, carriers).await,
+            Some(Command::Check(args)) => check::run(args, retention, carriers).await,
             Some(Command::Record(args)) => record::run(args, carriers).await.map(|()| 0),
+            Some(Command::Merge(args)) => merge::run(&args, retention.max_findings),
             // The demo's services exporting to our own receivers: screen, workshop or --check.
             #[cfg(feature = "demo")]
             Some(Command::Demo(args)) => {
-                budget_top::commands::demo::run(args, cli.max_spans, carriers).await
+                budget_top::commands::demo::run(args, retention, carriers).await
             }
-            Some(Command::Replay(args)) => {
-                replay::run(args.file, args.speed, cli.max_spans, carriers)
-                    .await
-                    .map(|()| 0)
-            }
+            Some(Command::Replay(args)) => replay::run(args.file, args.speed, retention, carriers)
+                .await
+                .map(|()| 0),
             // The live screen, fed by the receivers.
-            None => live::run(cli.listen, cli.max_spans, cli.max_attribute_bytes, carriers)
+            None => live::run(cli.listen, retention, cli.max_attribute_bytes, carriers)
                 .await
                 .map(|()| 0),
         }

@@ -1,11 +1,17 @@
-//! The trace store: request chains assembled from spans as they arrive, analysed on demand.
+//! The trace store: request chains assembled from spans as they arrive, analysed on demand,
+//! judged once, and counted once in the running totals (`CONVENTIONS.md` section 6).
 //!
 //! One loop owns it (no lock between ingest and render): it feeds [`Store::insert_batch`] with
-//! what ingest sends, calls [`Store::analyse_dirty`] on its tick, and the screen and the check
-//! report read chain summaries, a chain's analysis, edges and counts. Chains assemble in any
-//! order across batches; a chain is marked dirty when a span joins it and analysed again on the
-//! next tick. Retention is bounded by `max_spans`: the oldest chains (by first arrival) are
-//! evicted first, so memory stays flat under any load.
+//! what ingest sends, calls [`Store::analyse_dirty`] and [`Store::judge_settled`] on its tick,
+//! and the screen and the check report read chain summaries, a chain's analysis, and the
+//! totals. Chains assemble in any order across batches; a chain is marked dirty when a span
+//! joins it and analysed again on the next tick (what the screen shows of it). A chain is
+//! *judged* (its analysis folded into the totals, once) when it has been quiet for `--settle`,
+//! when it must be evicted, or when a report is written; a span for a judged chain still held
+//! judges it again (its contribution replaced), one for an evicted chain is counted
+//! (`spans_after_verdict`) and not judged. Retention is bounded by `max_spans`: the oldest
+//! chains (by first arrival) are evicted first, so memory stays flat under any load, and
+//! nothing evicted leaves the totals.
 
 use std::collections::VecDeque;
 
@@ -13,9 +19,9 @@ use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
-    Chain, ChainAnalysis, ChainSummary, Coverage, EdgeAggregate, EdgeReport, EdgeSample, EdgeStats,
-    EdgeTimeouts, Finding, FindingKind, Inserted, KindSet, LostContext, Options, OutcomeCounts,
-    Report, Severity, SeverityCounts, Span, SpanId, Summary, TraceId, lost_contexts,
+    Chain, ChainAnalysis, ChainSummary, Coverage, DEFAULT_MAX_FINDINGS, EdgeAggregate, EdgeReport,
+    EdgeSample, FindingList, HopSample, Inserted, LostContext, Options, OutcomeCounts, Report,
+    SeverityCounts, Span, SpanId, Totals, TraceId, lost_contexts,
 };
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
@@ -29,6 +35,54 @@ use samples::EdgeSamples;
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
+
+/// The default for `--settle`: how long a chain must be quiet before it is judged.
+pub const DEFAULT_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How chains are held and judged: `--max-spans`, `--settle` and `--max-findings`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Spans held at most (oldest chains evicted first, judged as they go).
+    pub max_spans: usize,
+    /// How long a chain must be quiet before it is judged.
+    pub settle: std::time::Duration,
+    /// Findings a report lists at most (the counts stay exact).
+    pub max_findings: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            max_spans: DEFAULT_MAX_SPANS,
+            settle: DEFAULT_SETTLE,
+            max_findings: DEFAULT_MAX_FINDINGS,
+        }
+    }
+}
+
+impl Retention {
+    /// An empty store that holds and judges chains so.
+    pub fn store(&self) -> Store {
+        Store::new(self.max_spans)
+            .with_settle(self.settle)
+            .with_max_findings(self.max_findings)
+    }
+}
+
+/// The most spans held for which a chain whose root is a call is judged for lost contexts
+/// when it is evicted (a pass over every span held); one that settles first is always judged.
+const LOST_CONTEXT_EVICTION_SPANS: u64 = 200_000;
+
+/// Whether a chain's root is a call: a call that may have lost its request's context.
+fn roots_in_a_call(chain: &Chain) -> bool {
+    chain
+        .spans()
+        .any(|s| s.kind.is_call() && s.parent_span_id.is_none())
+}
+
+/// Trace ids of evicted chains remembered, so that a span arriving for one is counted
+/// (`spans_after_verdict`) rather than judged as a new chain. Older ones are forgotten.
+const EVICTED_REMEMBERED: usize = 1 << 16;
 
 /// One line of the chain list: a chain's latest summary.
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +132,10 @@ pub struct StoreCounters {
     pub attribute_bytes: u64,
     /// Chains whose raw attributes were dropped, oldest first, to stay under the budget.
     pub attribute_chains_dropped: u64,
+    /// Spans that arrived for a chain already judged and evicted: counted, not judged.
+    pub spans_after_verdict: u64,
+    /// Times a chain still held was judged again because a span joined it after its verdict.
+    pub chains_rejudged: u64,
 }
 
 #[derive(Debug)]
@@ -100,6 +158,54 @@ struct Entry {
     dirty: bool,
     /// When the chain's first span arrived ([`Store::set_clock`]).
     arrived_unix_nano: u64,
+    /// When a span last joined it ([`Store::set_clock`]): it is judged `settle` after.
+    last_span_unix_nano: u64,
+    /// Set once the chain is judged: `analysis` and `samples` are what it was folded with.
+    judged: Option<Judged>,
+    /// Its calls that lost their context, judged across the chains held when it was judged:
+    /// folded into every analysis of it from then on.
+    lost: Vec<LostContext>,
+}
+
+/// What a judged chain was folded with beyond its analysis and edge samples.
+#[derive(Debug)]
+struct Judged {
+    /// Its fold's number (the findings list's "newest").
+    fold: u64,
+    /// Its hop samples.
+    hops: Box<[HopSample]>,
+}
+
+/// The totals every judged chain is folded into, and the findings list beside them.
+#[derive(Debug)]
+struct Verdicts {
+    totals: Totals,
+    list: FindingList,
+    folds: u64,
+}
+
+impl Verdicts {
+    /// Folds an entry's analysis (and `edges`, its edge samples) in, once.
+    fn fold(&mut self, entry: &mut Entry, edges: &[EdgeSample]) {
+        let Some(analysis) = entry.analysis.as_ref() else {
+            return;
+        };
+        let hops = HopSample::of(analysis, &entry.chain);
+        self.folds += 1;
+        self.totals.fold(analysis, edges, &hops);
+        self.list.offer(&analysis.findings, self.folds);
+        entry.judged = Some(Judged {
+            fold: self.folds,
+            hops: hops.into(),
+        });
+    }
+
+    /// Takes a judged entry's contribution back out (`old` and `old_edges`: what it was folded
+    /// with).
+    fn unfold(&mut self, judged: &Judged, old: &ChainAnalysis, old_edges: &[EdgeSample]) {
+        self.totals.unfold(old, old_edges, &judged.hops);
+        self.list.withdraw(&old.findings, judged.fold);
+    }
 }
 
 /// The store. See the module documentation.
@@ -113,27 +219,17 @@ pub struct Store {
     max_spans: usize,
     counters: StoreCounters,
     options: Options,
-    /// Sums of the analysed chains' edges.
-    edges: EdgeStats,
-    /// Sums of the analysed chains' severity counts.
-    findings: SeverityCounts,
-    /// Sum of the analysed chains' hops.
-    hops: u64,
-    /// Sum of the analysed chains' hops whose budget is known.
-    hops_with_budget: u64,
-    /// Hops without a known budget, by service, over the analysed chains.
-    without_budget: HashMap<Arc<str>, u64>,
-    /// Sum of the analysed chains' wasted ms.
-    wasted_ms: i64,
-    /// The analysed chains by outcome.
-    outcomes: OutcomeCounts,
-    /// The inferred timeouts the chains were last analysed with.
-    timeouts: EdgeTimeouts,
-    /// The `context_lost` findings folded into the analyses of the chains held, by trace
-    /// (judged across chains: see [`Store::refresh_lost_contexts`]).
-    lost: HashMap<TraceId, Vec<Finding>>,
-    /// When `timeouts` was last compared with the edges (analyses since).
-    timeouts_checked: usize,
+    /// The totals of every judged chain, held or not, and the findings list.
+    verdicts: Verdicts,
+    /// How long a chain must be quiet before it is judged, ns.
+    settle_ns: u64,
+    /// Chains not judged yet, by first arrival (perhaps judged or evicted since: skipped).
+    unjudged: VecDeque<TraceId>,
+    /// When [`Store::judge_settled`] last looked at them.
+    settled_at_unix_nano: u64,
+    /// Recently evicted trace ids, oldest first, and the same as a set.
+    evicted: VecDeque<TraceId>,
+    evicted_set: foldhash::HashSet<TraceId>,
     dirty: Vec<TraceId>,
     /// The most raw attribute bytes held; past it the oldest chains' attributes go first.
     max_attribute_bytes: usize,
@@ -151,20 +247,6 @@ pub struct Store {
 /// The share of `--max-attribute-bytes` the dictionary of repeated attributes may take.
 const DICTIONARY_SHARE: usize = 4;
 
-/// The most spans held for which the screen's loop judges lost contexts on every pass that
-/// analysed a chain (a pass over every span held).
-const LOST_CONTEXT_LIVE_SPANS: u64 = 200_000;
-
-/// Counts of one finding of `severity`.
-fn one(severity: Severity) -> SeverityCounts {
-    let mut c = SeverityCounts::default();
-    c.bump(severity);
-    c
-}
-
-/// Chains analysed between two looks at the edges' inferred timeouts in the live loop.
-const TIMEOUT_CHECK_EVERY: usize = 2048;
-
 impl Store {
     /// An empty store that holds at most `max_spans` spans (at least one).
     pub fn new(max_spans: usize) -> Self {
@@ -174,16 +256,16 @@ impl Store {
             max_spans: max_spans.max(1),
             counters: StoreCounters::default(),
             options: Options::default(),
-            edges: EdgeStats::new(),
-            findings: SeverityCounts::default(),
-            hops: 0,
-            hops_with_budget: 0,
-            without_budget: HashMap::new(),
-            wasted_ms: 0,
-            outcomes: OutcomeCounts::default(),
-            timeouts: EdgeTimeouts::default(),
-            lost: HashMap::new(),
-            timeouts_checked: 0,
+            verdicts: Verdicts {
+                totals: Totals::new(),
+                list: FindingList::new(DEFAULT_MAX_FINDINGS),
+                folds: 0,
+            },
+            settle_ns: DEFAULT_SETTLE.as_nanos() as u64,
+            unjudged: VecDeque::new(),
+            settled_at_unix_nano: 0,
+            evicted: VecDeque::new(),
+            evicted_set: foldhash::HashSet::default(),
             dirty: Vec::new(),
             max_attribute_bytes: batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             attribute_order: VecDeque::new(),
@@ -214,6 +296,19 @@ impl Store {
         self
     }
 
+    /// The same store judging a chain once it has been quiet for `settle` (`--settle`).
+    pub fn with_settle(mut self, settle: std::time::Duration) -> Self {
+        self.settle_ns = u64::try_from(settle.as_nanos()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// The same store listing at most `max` findings in its reports (`--max-findings`); the
+    /// counts stay exact.
+    pub fn with_max_findings(mut self, max: usize) -> Self {
+        self.verdicts.list = FindingList::new(max);
+        self
+    }
+
     /// Adds a batch from ingest (its spans and, if kept, their raw attributes).
     pub fn insert_batch(&mut self, batch: Batch) {
         let mut attributes = batch.attributes.into_iter();
@@ -240,6 +335,10 @@ impl Store {
             .get(&trace_id)
             .map(|e| (e.chain.contains(span_id), e.chain.len() >= self.max_spans));
         match known {
+            None if self.evicted_set.contains(&trace_id) => {
+                self.counters.spans_after_verdict += 1;
+                return;
+            }
             None => self.add_chain(trace_id),
             // A copy of a span already held replaces it: no room needed.
             Some((true, _)) => {}
@@ -285,6 +384,7 @@ impl Store {
                     .push_back((trace_id, self.attribute_seq));
             }
         }
+        entry.last_span_unix_nano = self.clock_unix_nano;
         if !entry.dirty {
             entry.dirty = true;
             self.dirty.push(trace_id);
@@ -340,8 +440,12 @@ impl Store {
                 samples: EdgeSamples::default(),
                 dirty: false,
                 arrived_unix_nano: self.clock_unix_nano,
+                last_span_unix_nano: self.clock_unix_nano,
+                judged: None,
+                lost: Vec::new(),
             }),
         );
+        self.unjudged.push_back(trace_id);
         self.counters.chains_held += 1;
     }
 
@@ -368,76 +472,106 @@ impl Store {
     }
 
     fn evict(&mut self, trace_id: TraceId) {
-        let Some(entry) = self.chains.remove(&trace_id) else {
+        let Some(mut entry) = self.chains.remove(&trace_id) else {
             return;
         };
+        // Judged now if it was not: nothing leaves the totals with the chain.
+        let lost = if entry.judged.is_none()
+            && roots_in_a_call(&entry.chain)
+            && self.counters.spans_held <= LOST_CONTEXT_EVICTION_SPANS
+        {
+            let held = self.chains.values().map(|e| &e.chain);
+            lost_contexts(held.chain([&entry.chain]), &self.options)
+        } else {
+            Vec::new()
+        };
+        Self::judge_entry(
+            &mut entry,
+            &self.options,
+            &mut self.counters,
+            &mut self.verdicts,
+            &lost,
+        );
         let n = entry.chain.len() as u64;
         self.counters.attribute_bytes -= entry.attribute_bytes as u64;
         self.counters.spans_held -= n;
         self.counters.chains_held -= 1;
         self.counters.chains_evicted += 1;
         self.counters.spans_evicted += n;
-        if let Some(analysis) = entry.analysis {
-            // With the lost contexts folded into it.
-            self.subtract(&analysis, &entry.samples.unpack(&entry.chain));
-        }
-        self.lost.remove(&trace_id);
-    }
-
-    /// Takes a chain's analysis (held without its edge samples) and its samples out of the
-    /// aggregates.
-    fn subtract(&mut self, analysis: &ChainAnalysis, edges: &[EdgeSample]) {
-        let s = &analysis.summary;
-        self.findings.subtract(s.findings);
-        self.hops -= u64::from(s.hops);
-        self.hops_with_budget -= u64::from(s.hops_with_budget);
-        self.wasted_ms -= s.wasted_ms;
-        self.outcomes.remove(s.outcome);
-        for service in &analysis.services_without_budget {
-            if let Some(n) = self.without_budget.get_mut(service) {
-                *n -= 1;
-                if *n == 0 {
-                    self.without_budget.remove(service);
-                }
+        if self.evicted_set.insert(trace_id) {
+            self.evicted.push_back(trace_id);
+            if self.evicted.len() > EVICTED_REMEMBERED
+                && let Some(old) = self.evicted.pop_front()
+            {
+                self.evicted_set.remove(&old);
             }
         }
-        for sample in edges {
-            self.edges.remove_sample(analysis.trace_id, sample);
-        }
     }
 
-    /// Adds a chain's analysis and its edge samples to the aggregates.
-    fn add(&mut self, analysis: &ChainAnalysis, edges: &[EdgeSample]) {
-        let s = &analysis.summary;
-        self.findings.add(s.findings);
-        self.hops += u64::from(s.hops);
-        self.hops_with_budget += u64::from(s.hops_with_budget);
-        self.wasted_ms += s.wasted_ms;
-        self.outcomes.add(s.outcome);
-        for service in &analysis.services_without_budget {
-            *self.without_budget.entry(service.clone()).or_insert(0) += 1;
+    /// Analyses one entry now (what the screen shows of it); a judged chain is judged again:
+    /// its old contribution taken out of the totals, the new one folded in.
+    fn analyse_entry(
+        entry: &mut Entry,
+        options: &Options,
+        counters: &mut StoreCounters,
+        verdicts: &mut Verdicts,
+    ) {
+        entry.dirty = false;
+        entry.chain.shrink_to_fit();
+        entry.attributes.shrink();
+        let held = entry.attributes.bytes_held();
+        counters.attribute_bytes =
+            counters.attribute_bytes + held as u64 - entry.attribute_bytes as u64;
+        entry.attribute_bytes = held;
+        let mut fresh = entry.chain.analyse(options);
+        let mut edges = std::mem::take(&mut fresh.edges);
+        if !entry.lost.is_empty() {
+            fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
         }
-        for sample in edges {
-            self.edges.add_sample(analysis.trace_id, sample);
-        }
-    }
-
-    /// Compares the edges' inferred timeouts with the ones the chains were analysed with; when
-    /// they moved much, every chain is analysed again (a slice per call, as any dirty chain), so
-    /// `timeout_inverted` sees timeouts inferred from chains that came later. Returns whether.
-    fn refresh_timeouts(&mut self) -> bool {
-        let now = self.edges.inferred_timeouts();
-        if !now.differs_much_from(&self.timeouts) {
-            return false;
-        }
-        self.timeouts = now;
-        for (id, entry) in self.chains.iter_mut() {
-            if !entry.dirty {
-                entry.dirty = true;
-                self.dirty.push(*id);
+        let old = entry.analysis.replace(Arc::new(fresh));
+        // The old samples name services by positions of spans that are still there with the
+        // same service (see `insert_span`).
+        let old_edges = old.as_ref().map(|_| entry.samples.unpack(&entry.chain));
+        entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+        if let Some(judged) = entry.judged.take() {
+            if let (Some(old), Some(old_edges)) = (old, old_edges) {
+                verdicts.unfold(&judged, &old, &old_edges);
             }
+            counters.chains_rejudged += 1;
+            verdicts.fold(entry, &edges);
         }
-        true
+    }
+
+    /// Judges one entry that is not judged yet: analysed first if a span joined it since, and
+    /// with its calls that lost their context among `lost` (judged across the chains held).
+    fn judge_entry(
+        entry: &mut Entry,
+        options: &Options,
+        counters: &mut StoreCounters,
+        verdicts: &mut Verdicts,
+        lost: &[LostContext],
+    ) {
+        if entry.judged.is_some() {
+            return;
+        }
+        if entry.dirty || entry.analysis.is_none() {
+            Self::analyse_entry(entry, options, counters, verdicts);
+        }
+        let trace_id = entry.chain.trace_id();
+        let mut edges = entry.samples.unpack(&entry.chain);
+        let mine: Vec<LostContext> = lost
+            .iter()
+            .filter(|l| l.finding.trace_id == trace_id)
+            .cloned()
+            .collect();
+        if !mine.is_empty()
+            && let Some(held) = entry.analysis.as_mut()
+        {
+            Arc::make_mut(held).fold_lost_contexts(&mut edges, &mine, &entry.chain);
+            entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+            entry.lost = mine;
+        }
+        verdicts.fold(entry, &edges);
     }
 
     /// Analyses every chain a span joined since the last call; returns how many.
@@ -460,28 +594,10 @@ impl Store {
             let Some(entry) = self.chains.get_mut(&trace_id) else {
                 continue; // evicted since
             };
-            entry.dirty = false;
-            entry.chain.shrink_to_fit();
-            entry.attributes.shrink();
-            let held = entry.attributes.bytes_held();
-            self.counters.attribute_bytes =
-                self.counters.attribute_bytes + held as u64 - entry.attribute_bytes as u64;
-            entry.attribute_bytes = held;
-            let mut fresh = entry.chain.analyse_with(&self.options, &self.timeouts);
-            let edges = std::mem::take(&mut fresh.edges);
-            let fresh = Arc::new(fresh);
-            let old = entry.analysis.replace(fresh.clone());
-            // The old samples name services by positions of spans that are still there with
-            // the same service (see `insert_span`).
-            let old_edges = old.as_ref().map(|_| entry.samples.unpack(&entry.chain));
-            entry.samples = EdgeSamples::pack(&edges, &entry.chain);
-            if let (Some(old), Some(old_edges)) = (old, old_edges) {
-                // With the lost contexts folded into it: the fresh analysis has none yet.
-                self.subtract(&old, &old_edges);
+            if entry.dirty {
+                Self::analyse_entry(entry, &self.options, &mut self.counters, &mut self.verdicts);
+                analysed += 1;
             }
-            self.lost.remove(&trace_id);
-            self.add(&fresh, &edges);
-            analysed += 1;
             if analysed.is_multiple_of(32)
                 && deadline.is_some_and(|d| std::time::Instant::now() >= d)
             {
@@ -494,80 +610,67 @@ impl Store {
             left.append(&mut self.dirty);
             self.dirty = left;
         }
-        self.timeouts_checked += analysed;
-        if self.timeouts_checked >= TIMEOUT_CHECK_EVERY || self.dirty.is_empty() && analysed > 0 {
-            self.timeouts_checked = 0;
-            self.refresh_timeouts();
-        }
-        // Judged across chains, over every span held: on the screen's loop only while the store
-        // is small enough for a pass per frame (a report always judges them).
-        if analysed > 0
-            && (deadline.is_none() || self.counters.spans_held <= LOST_CONTEXT_LIVE_SPANS)
-        {
-            self.refresh_lost_contexts();
-        }
         analysed
     }
 
-    /// Judges the calls that lost their context over every chain held, and folds the
-    /// `context_lost` findings into their chains' analyses (their findings, their rows' marks,
-    /// their severity counts and the store's), taking out those that no longer hold. The screen
-    /// then shows them as any other finding. Returns them.
-    pub fn refresh_lost_contexts(&mut self) -> Vec<LostContext> {
-        let found = lost_contexts(self.chains.values().map(|e| &e.chain), &self.options);
-        let mut now: HashMap<TraceId, Vec<Finding>> = HashMap::new();
-        for l in &found {
-            now.entry(l.finding.trace_id)
-                .or_default()
-                .push(l.finding.clone());
+    /// Judges every chain that has been quiet for `--settle` by the store's clock
+    /// ([`Store::set_clock`]); returns how many. Looks at most ten times a settle period.
+    pub fn judge_settled(&mut self) -> usize {
+        let now = self.clock_unix_nano;
+        if now
+            < self
+                .settled_at_unix_nano
+                .saturating_add(self.settle_ns / 10)
+        {
+            return 0;
         }
-        let mut traces: Vec<TraceId> = self.lost.keys().chain(now.keys()).copied().collect();
-        traces.sort_unstable();
-        traces.dedup();
-        for trace_id in traces {
-            let new = now.remove(&trace_id).unwrap_or_default();
-            let old = self.lost.remove(&trace_id).unwrap_or_default();
-            let Some(entry) = self.chains.get_mut(&trace_id) else {
-                continue;
+        self.settled_at_unix_nano = now;
+        let settle = self.settle_ns;
+        self.judge_where(|e| e.last_span_unix_nano.saturating_add(settle) <= now)
+    }
+
+    /// Judges every chain held that is not judged yet (the end of a run, or a report).
+    pub fn judge_all(&mut self) -> usize {
+        self.judge_where(|_| true)
+    }
+
+    fn judge_where(&mut self, due: impl Fn(&Entry) -> bool) -> usize {
+        let mut now: Vec<TraceId> = Vec::new();
+        let mut keep = VecDeque::new();
+        let mut any_root_call = false;
+        while let Some(trace_id) = self.unjudged.pop_front() {
+            let Some(entry) = self.chains.get(&trace_id) else {
+                continue; // evicted (and judged) since
             };
-            if new != old
-                && let Some(held) = entry.analysis.as_mut()
-            {
-                let analysis = Arc::make_mut(held);
-                for f in &old {
-                    self.findings.subtract(one(f.severity));
-                    analysis.summary.findings.subtract(one(f.severity));
+            if entry.judged.is_none() {
+                if due(entry) {
+                    any_root_call |= roots_in_a_call(&entry.chain);
+                    now.push(trace_id);
+                } else {
+                    keep.push_back(trace_id);
                 }
-                analysis
-                    .findings
-                    .retain(|f| f.kind != FindingKind::ContextLost);
-                for f in &new {
-                    self.findings.bump(f.severity);
-                    analysis.summary.findings.bump(f.severity);
-                    analysis.findings.push(f.clone());
-                }
-                for row in &mut analysis.rows {
-                    let id = entry.chain.span(row.span as usize).map(|s| s.span_id);
-                    let mut kinds = KindSet::default();
-                    for k in row
-                        .findings
-                        .iter()
-                        .filter(|&k| k != FindingKind::ContextLost)
-                    {
-                        kinds.insert(k);
-                    }
-                    if new.iter().any(|f| Some(f.span_id) == id) {
-                        kinds.insert(FindingKind::ContextLost);
-                    }
-                    row.findings = kinds;
-                }
-                analysis.summary.worst = analysis.findings.iter().map(|f| f.severity).max();
-            }
-            if !new.is_empty() {
-                self.lost.insert(trace_id, new);
             }
         }
-        found
+        self.unjudged = keep;
+        // Calls that lost their context, judged across every chain held: one pass for all the
+        // chains judged now, and only when one of them is rooted in a call.
+        let lost = if any_root_call {
+            lost_contexts(self.chains.values().map(|e| &e.chain), &self.options)
+        } else {
+            Vec::new()
+        };
+        for trace_id in &now {
+            if let Some(entry) = self.chains.get_mut(trace_id) {
+                Self::judge_entry(
+                    entry,
+                    &self.options,
+                    &mut self.counters,
+                    &mut self.verdicts,
+                    &lost,
+                );
+            }
+        }
+        now.len()
     }
 
     /// Whether some chain waits for [`Store::analyse_dirty`].
@@ -670,44 +773,52 @@ impl Store {
         })
     }
 
-    /// Caller -> callee aggregates over every analysed chain held, by (caller, callee).
+    /// Caller -> callee figures over every judged chain (held or not), by (caller, callee).
     pub fn edges(&self) -> Vec<&EdgeAggregate> {
-        self.edges.sorted()
+        self.verdicts.totals.edges.sorted()
     }
 
     /// The same edges as the report's `edges` array.
     pub fn edge_reports(&self) -> Vec<EdgeReport> {
-        self.edges.to_reports()
+        self.verdicts.totals.edges.to_reports()
     }
 
-    /// Findings by severity over every analysed chain held, and the edges' own.
+    /// Findings by severity over every judged chain, and the edges' own.
     pub fn finding_counts(&self) -> SeverityCounts {
-        let mut counts = self.findings;
-        for f in self.edges.findings() {
-            counts.bump(f.severity);
+        let mut counts = self.verdicts.totals.severities;
+        for e in self.verdicts.totals.edges.sorted() {
+            for (kind, n) in e.edge_findings().iter() {
+                for _ in 0..n {
+                    counts.bump(kind.severity());
+                }
+            }
         }
         counts
     }
 
-    /// The sum of the analysed chains' wasted ms (their hops' dead work).
+    /// The judged chains' wasted ms (their hops' dead work).
     pub fn wasted_ms(&self) -> i64 {
-        self.wasted_ms
+        self.verdicts.totals.wasted_ms
     }
 
-    /// The analysed chains by outcome.
+    /// The judged chains by outcome.
     pub fn outcomes(&self) -> OutcomeCounts {
-        self.outcomes
+        self.verdicts.totals.outcomes
     }
 
-    /// What the analysis could see over the chains held.
+    /// What the analysis could see over every judged chain.
     pub fn coverage(&self) -> Coverage {
-        let mut services: Vec<Arc<str>> = self.without_budget.keys().cloned().collect();
-        services.sort_unstable();
+        let t = &self.verdicts.totals;
         Coverage {
-            hops_with_budget: self.hops_with_budget,
-            hops_without_budget: self.hops - self.hops_with_budget,
-            services_without_budget: services,
+            hops_with_budget: t.hops_with_budget,
+            hops_without_budget: t.hops_without_budget(),
+            services_without_budget: t.without_budget.keys().cloned().collect(),
         }
+    }
+
+    /// The running totals of every judged chain.
+    pub fn totals(&self) -> &Totals {
+        &self.verdicts.totals
     }
 
     /// Store-wide counters.
@@ -715,61 +826,34 @@ impl Store {
         self.counters
     }
 
-    /// The whole report over every chain held: analyses what is dirty first. Findings are in
-    /// trace order, then as the analysis ordered them within a chain.
+    /// The whole report: every chain held is judged first (the end of a run), then the report
+    /// is written from the totals of every chain judged, held or evicted. Findings are in trace
+    /// order, then as the analysis ordered them within a chain; the edges' own last.
     pub fn report(&mut self) -> Report {
-        // Timeouts inferred over every chain, then every chain judged with them: the same
-        // answer as `Report::from_spans`. (A pass that changes the inferred timeouts marks every
-        // chain for another; they settle at once, since a timeout comes from unanswered calls,
-        // which no inferred timeout changes.)
-        for _ in 0..3 {
-            self.analyse_dirty();
-            self.refresh_timeouts();
-            if !self.has_dirty() {
-                break;
-            }
-        }
-        // Judged across the chains held (a call without its request's context starts a trace
-        // of its own), folded into their chains, and listed after the edges' own findings as
-        // `Report::from_spans` lists them.
-        let lost = self.refresh_lost_contexts();
-        let mut ids: Vec<TraceId> = self.chains.keys().copied().collect();
-        ids.sort_unstable();
-        let mut findings: Vec<Finding> = Vec::new();
-        for id in &ids {
-            if let Some(analysis) = self.chains.get(id).and_then(|e| e.analysis.as_ref()) {
-                findings.extend(
-                    analysis
-                        .findings
-                        .iter()
-                        .filter(|f| f.kind != FindingKind::ContextLost)
-                        .cloned(),
-                );
-            }
-        }
-        findings.extend(self.edges.findings());
-        let mut report = Report {
-            summary: Summary {
-                traces: self.counters.chains_held,
-                spans: self.counters.spans_held,
-                hops: self.hops,
-                findings: self.finding_counts(),
-                wasted_ms: self.wasted_ms,
-                outcomes: self.outcomes,
-                coverage: self.coverage(),
-            },
-            findings,
-            edges: self.edge_reports(),
-        };
-        report.attach_lost_contexts(&lost);
-        report
+        self.analyse_dirty();
+        self.judge_all();
+        self.report_of_judged()
+    }
+
+    /// The report of the chains judged so far, without judging the others (a report while
+    /// spans still arrive).
+    pub fn report_of_judged(&self) -> Report {
+        let held: Vec<(Vec<EdgeSample>, &Chain)> = self
+            .chains
+            .values()
+            .filter(|e| e.judged.is_some())
+            .map(|e| (e.samples.unpack(&e.chain), &e.chain))
+            .collect();
+        self.verdicts
+            .totals
+            .report(&self.verdicts.list, held.iter().map(|(s, c)| (&s[..], *c)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use deadline_budget::analysis::{BudgetFacts, SpanKind, SpanStatus};
+    use deadline_budget::analysis::{BudgetFacts, FindingKind, Severity, SpanKind, SpanStatus};
     use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
 
     fn span(t: u32) -> Span {
@@ -815,14 +899,20 @@ mod tests {
         let mut store = Store::new(100);
         store.insert_spans(first.clone());
         store.analyse_dirty();
+        // Counted once judged, not before.
+        assert_eq!(edge_calls(&store), []);
+        store.judge_all();
         assert_eq!(edge_calls(&store), [("frontend".into(), "bff".into(), 1)]);
-        // A later copy of the callee, from another service, wins by content.
+        // A later copy of the callee, from another service, wins by content: the judged chain
+        // is judged again, its contribution replaced.
         let moved = hop(3, Some(2), "orders", SpanKind::Server, 85);
         store.insert_spans([moved.clone()]);
         store.analyse_dirty();
+        assert_eq!(store.counters().chains_rejudged, 1);
         let mut fresh = Store::new(100);
         fresh.insert_spans([first[0].clone(), first[1].clone(), moved]);
         fresh.analyse_dirty();
+        fresh.judge_all();
         assert_eq!(
             edge_calls(&store),
             [("frontend".into(), "orders".into(), 1)]
@@ -830,63 +920,6 @@ mod tests {
         assert_eq!(edge_calls(&store), edge_calls(&fresh));
         let id = TraceId(span(1).trace_id.0);
         assert_eq!(store.analysis(id), fresh.analysis(id));
-    }
-
-    /// Go's `context.Background()`: the edge's hop (trace 1) made no call; its call is the root
-    /// of trace 2, with pricing under it. Judged across the chains held, folded into trace 2's
-    /// analysis (the screen shows it), counted once in the report; taken out when the edge's
-    /// hop turns out to have made a call of its own after all.
-    #[test]
-    fn lost_contexts_are_folded_into_their_chains_and_taken_out_when_they_no_longer_hold() {
-        let at =
-            |t: u32, id: u8, parent: Option<u8>, service: &str, kind, start: u64, end: u64| Span {
-                span_id: SpanId([id; 8]),
-                parent_span_id: parent.map(|p| SpanId([p; 8])),
-                service: Arc::from(service),
-                kind,
-                start_unix_nano: start * 1_000_000,
-                end_unix_nano: end * 1_000_000,
-                ..span(t)
-            };
-        let mut store = Store::new(100);
-        store.insert_spans([
-            at(1, 1, None, "edge", SpanKind::Server, 1000, 1300),
-            at(2, 2, None, "edge", SpanKind::Client, 1010, 1290),
-            at(2, 3, Some(2), "pricing", SpanKind::Server, 1012, 1285),
-        ]);
-        store.analyse_dirty();
-        let fragment = span(2).trace_id;
-        let a = store.analysis(fragment).unwrap();
-        assert_eq!(
-            a.findings.iter().map(|f| f.kind).collect::<Vec<_>>(),
-            vec![FindingKind::ContextLost]
-        );
-        assert_eq!(a.findings[0].linked_trace_id, Some(span(1).trace_id));
-        assert!(a.rows[0].findings.contains(FindingKind::ContextLost));
-        assert_eq!(a.summary.worst, Some(Severity::Warning));
-        assert_eq!(store.finding_counts().warning, 1);
-        let report = store.report();
-        assert_eq!(report.summary.findings.warning, 1);
-        assert_eq!(report.findings.len(), 1);
-        assert_eq!(
-            report.edges[0].findings.get("context_lost"),
-            Some(&1),
-            "{report:?}"
-        );
-        // The same again: nothing changes, nothing is counted twice.
-        store.refresh_lost_contexts();
-        assert_eq!(store.finding_counts().warning, 1);
-
-        // The edge's hop made a call after all: that call was its work; the root call is not
-        // one it lost.
-        store.insert_spans([at(1, 4, Some(1), "edge", SpanKind::Client, 1001, 1002)]);
-        store.analyse_dirty();
-        let a = store.analysis(fragment).unwrap();
-        assert!(a.findings.is_empty(), "{:?}", a.findings);
-        assert!(a.rows[0].findings.is_empty());
-        assert_eq!(a.summary.worst, None);
-        assert_eq!(store.finding_counts().warning, 0);
-        assert_eq!(store.report().summary.findings.warning, 0);
     }
 
     #[test]
@@ -920,5 +953,63 @@ mod tests {
         for id in store.order.iter() {
             assert_eq!(store.attributes(*id, SpanId([2; 8])), Some(attrs.decode()));
         }
+    }
+
+    /// Go's `context.Background()`: the edge's hop (trace 1) made no call; its call is the root
+    /// of trace 2, with pricing under it. Judged across the chains held when trace 2 is judged,
+    /// folded into its analysis (the screen shows it), counted once; not found when the edge's
+    /// hop made a call of its own before trace 2 was judged.
+    #[test]
+    fn lost_contexts_are_folded_into_their_chain_when_it_is_judged() {
+        let at =
+            |t: u32, id: u8, parent: Option<u8>, service: &str, kind, start: u64, end: u64| Span {
+                span_id: SpanId([id; 8]),
+                parent_span_id: parent.map(|p| SpanId([p; 8])),
+                service: Arc::from(service),
+                kind,
+                start_unix_nano: start * 1_000_000,
+                end_unix_nano: end * 1_000_000,
+                ..span(t)
+            };
+        let pair = [
+            at(1, 1, None, "edge", SpanKind::Server, 1000, 1300),
+            at(2, 2, None, "edge", SpanKind::Client, 1010, 1290),
+            at(2, 3, Some(2), "pricing", SpanKind::Server, 1012, 1285),
+        ];
+        let mut store = Store::new(100);
+        store.insert_spans(pair.clone());
+        store.analyse_dirty();
+        let fragment = span(2).trace_id;
+        assert_eq!(store.finding_counts().warning, 0, "not judged yet");
+        store.judge_all();
+        let a = store.analysis(fragment).unwrap();
+        assert_eq!(
+            a.findings.iter().map(|f| f.kind).collect::<Vec<_>>(),
+            vec![FindingKind::ContextLost]
+        );
+        assert_eq!(a.findings[0].linked_trace_id, Some(span(1).trace_id));
+        assert!(a.rows[0].findings.contains(FindingKind::ContextLost));
+        assert_eq!(a.summary.worst, Some(Severity::Warning));
+        assert_eq!(store.finding_counts().warning, 1);
+        let report = store.report();
+        assert_eq!(report.summary.findings.warning, 1);
+        assert_eq!(report.findings.len(), 1);
+        assert_eq!(
+            report.edges[0].findings.get(&FindingKind::ContextLost),
+            Some(&1),
+            "{report:?}"
+        );
+        // A span joining the fragment judges it again: still once.
+        store.insert_spans([at(2, 5, Some(3), "pricing", SpanKind::Internal, 1013, 1280)]);
+        store.analyse_dirty();
+        assert_eq!(store.finding_counts().warning, 1);
+        assert_eq!(store.report().summary.findings.warning, 1);
+
+        // The edge's hop made a call of its own before the fragment was judged: that call was
+        // its work; the root call is not one it lost.
+        let mut other = Store::new(100);
+        other.insert_spans(pair);
+        other.insert_spans([at(1, 4, Some(1), "edge", SpanKind::Client, 1001, 1002)]);
+        assert_eq!(other.report().summary.findings.warning, 0);
     }
 }

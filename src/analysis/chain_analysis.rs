@@ -114,6 +114,24 @@ pub struct EdgeSample {
     pub unanswered_ms: Option<i64>,
     /// The call's span, when there is one.
     pub call: Option<SpanId>,
+    /// For a call that declares no timeout and forwards no budget: how long a timeout could be
+    /// before it reached past its hop's give-up limit. An edge's timeout inferred over many
+    /// chains is judged against it when a report is written (`timeout_inverted`).
+    pub wait_slack: Option<WaitSlack>,
+}
+
+/// How much time a call that declares no timeout had before everyone above stopped waiting:
+/// what `timeout_inverted` needs to judge a timeout inferred later, over every chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitSlack {
+    /// The longest timeout, in whole ms, that would not be `timeout_inverted` (the wait limit
+    /// plus the tolerance, from the call's start; below a reset or drop, the hop's own deadline
+    /// if later).
+    pub slack_ms: i64,
+    /// What was left of the wait limit at the call's start, ms (the finding's `remaining_ms`).
+    pub left_ms: i64,
+    /// The calling hop's budget, when it had one (the finding's `received_ms`).
+    pub hop_budget_ms: Option<i64>,
 }
 
 impl EdgeSample {

@@ -8,15 +8,16 @@
 //! and, when exactly one hop of S encloses it, that hop's trace (`linked_trace_id`). A root call
 //! that no request of S encloses (a cron, a client application) is not flagged.
 //!
-//! [`Report::add_lost_contexts`] folds them into a report: the findings, their severity counts,
-//! each edge's count, and coverage (the callee hop of such a call could not know any budget).
+//! [`ChainAnalysis::fold_lost_contexts`] folds them into the analysis of the chain whose root is
+//! the call, before it is counted (`CONVENTIONS.md` section 6): the finding, its severity, its
+//! edge's count, and coverage (the callee hop of such a call could not know any budget).
 
 use std::sync::Arc;
 
 use super::chain::Chain;
-use super::chain_analysis::Options;
+use super::chain_analysis::{ChainAnalysis, EdgeSample, Options};
 use super::finding_kind::FindingKind;
-use super::model::{BudgetSource, Finding, Report, Span, SpanId, TraceId};
+use super::model::{BudgetSource, Finding, Span, SpanId, TraceId};
 
 const MS: u64 = 1_000_000;
 /// How long after the call the enclosing hop may end: it answered once the call returned.
@@ -159,6 +160,7 @@ pub fn lost_contexts<'a>(
                 forwarded_ms: call.budget.forwarded_ms,
                 wasted_ms: None,
                 linked_trace_id: linked,
+                count: None,
             },
             callee_counted_with_budget: callee.as_ref().is_some_and(|c| {
                 c.budget.budget_ms().is_some()
@@ -170,41 +172,53 @@ pub fn lost_contexts<'a>(
     out
 }
 
-impl Report {
-    /// Fold calls that lost their context into this report: each finding after the chains'
-    /// (ordered by trace), its severity in the summary, its edge's count, and coverage (the
-    /// callee hop of such a call is a hop whose budget could not be known).
-    pub fn add_lost_contexts(&mut self, lost: &[LostContext]) {
-        for l in lost {
-            self.summary.findings.bump(l.finding.severity);
-        }
-        self.attach_lost_contexts(lost);
-    }
-
-    /// [`Report::add_lost_contexts`] for a report whose severity counts already hold them (a
-    /// store that folded them into its chains' analyses): the findings, each edge's count and
-    /// coverage only.
-    pub fn attach_lost_contexts(&mut self, lost: &[LostContext]) {
-        for l in lost {
+impl ChainAnalysis {
+    /// Fold the calls of this chain that lost their context (found by [`lost_contexts`] over
+    /// the chains held when this one is judged) into its analysis: the findings, their rows'
+    /// marks, the severity counts, the count on the edge of each call (in `edges`, this
+    /// chain's edge samples), and coverage (the callee hop of such a call is a hop whose budget
+    /// could not be known). Calls of other chains in `lost` are skipped.
+    pub fn fold_lost_contexts(
+        &mut self,
+        edges: &mut [EdgeSample],
+        lost: &[LostContext],
+        chain: &Chain,
+    ) {
+        for l in lost.iter().filter(|l| l.finding.trace_id == self.trace_id) {
             let f = &l.finding;
-            if let Some(callee) = &l.callee {
-                if let Some(edge) = self
-                    .edges
-                    .iter_mut()
-                    .find(|e| e.caller == f.service && e.callee == *callee)
+            if self
+                .findings
+                .iter()
+                .any(|g| g.kind == f.kind && g.span_id == f.span_id)
+            {
+                continue;
+            }
+            self.summary.findings.bump(f.severity);
+            self.findings.push(f.clone());
+            for row in &mut self.rows {
+                if chain
+                    .span(row.span as usize)
+                    .is_some_and(|s| s.span_id == f.span_id)
                 {
-                    *edge.findings.entry(f.kind.as_str()).or_insert(0) += 1;
-                }
-                let coverage = &mut self.summary.coverage;
-                if l.callee_counted_with_budget && coverage.hops_with_budget > 0 {
-                    coverage.hops_with_budget -= 1;
-                    coverage.hops_without_budget += 1;
-                    if let Err(at) = coverage.services_without_budget.binary_search(callee) {
-                        coverage.services_without_budget.insert(at, callee.clone());
-                    }
+                    row.findings.insert(f.kind);
                 }
             }
-            self.findings.push(f.clone());
+            if let Some(sample) = edges.iter_mut().find(|e| e.call == Some(f.span_id)) {
+                sample
+                    .findings
+                    .get_or_insert_with(Default::default)
+                    .bump(f.kind);
+            }
+            if let Some(callee) = &l.callee
+                && l.callee_counted_with_budget
+                && self.summary.hops_with_budget > 0
+            {
+                self.summary.hops_with_budget -= 1;
+                if let Err(at) = self.services_without_budget.binary_search(callee) {
+                    self.services_without_budget.insert(at, callee.clone());
+                }
+            }
         }
+        self.summary.worst = self.findings.iter().map(|f| f.severity).max();
     }
 }

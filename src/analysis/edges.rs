@@ -14,9 +14,11 @@ use std::sync::Arc;
 
 use super::chain_analysis::{ChainAnalysis, EdgeSample};
 use super::finding_kind::{FindingKind, KindCounts};
-use super::model::{EdgeReport, Finding, SpanId, TraceId};
+use super::model::{EdgeReport, EdgeTotals, Finding, SpanId, TraceId};
+use super::sketch::Sketch;
 
-/// An exact distribution of millisecond values that supports removal.
+/// An exact distribution of millisecond values that supports removal. In JSON, its distinct
+/// values ascending: `[[value_ms, count], ...]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Distribution {
     counts: BTreeMap<i64, u64>,
@@ -129,6 +131,25 @@ pub const MIN_OVERSIZED_CALLS: u64 = 20;
 /// `timeout_oversized`: how many times the callee's p99 latency a timeout may be.
 pub const OVERSIZED_FACTOR: i64 = 10;
 
+/// The slower of two calls; on a tie, the one with the smaller trace and span id, so that the
+/// edge names the same call whatever order its calls were counted in (or shards merged in).
+fn slower(
+    a: Option<(i64, TraceId, SpanId)>,
+    b: Option<(i64, TraceId, SpanId)>,
+) -> Option<(i64, TraceId, SpanId)> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(
+            if (y.0, std::cmp::Reverse((y.1, y.2))) > (x.0, std::cmp::Reverse((x.1, x.2))) {
+                y
+            } else {
+                x
+            },
+        ),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
 /// A caller -> callee edge, by service names.
 type EdgeKey = (Arc<str>, Arc<str>);
 
@@ -184,15 +205,18 @@ pub struct EdgeAggregate {
     /// Milliseconds wasted on this edge (`ran_after_expiry`, `orphaned_work`).
     pub wasted_ms: i64,
     /// Budgets the callee received.
-    pub received: Distribution,
+    pub received: Sketch,
     /// Budgets the caller forwarded.
-    pub forwarded: Distribution,
+    pub forwarded: Sketch,
     /// The callers' CLIENT span durations.
-    pub latency: Distribution,
+    pub latency: Sketch,
     /// Timeouts the calls declared.
     pub declared_timeouts: Distribution,
     /// Durations of the calls that got no answer.
     pub unanswered: Distribution,
+    /// The wait slacks of the calls that declare no timeout (each call's longest timeout that
+    /// would not reach past its hop's wait limit): what an inferred timeout is judged against.
+    pub wait_slack: Distribution,
     /// The slowest call seen: its latency, trace and span (kept while it is held).
     pub slowest: Option<(i64, TraceId, SpanId)>,
 }
@@ -224,12 +248,79 @@ impl EdgeAggregate {
 }
 
 impl EdgeAggregate {
-    /// Every finding about this edge: its calls' findings and its own (`timeout_oversized`,
-    /// once), as the report counts them.
+    /// The edge's own findings' counts, judged from its totals: `timeout_oversized`.
+    pub fn edge_findings(&self) -> KindCounts {
+        let mut counts = KindCounts::default();
+        if self.oversized().is_some() {
+            counts.bump(FindingKind::TimeoutOversized);
+        }
+        if let Some((_, n)) = self.inverted_by_inferred() {
+            counts.0[FindingKind::TimeoutInverted as usize] += n;
+        }
+        counts
+    }
+
+    /// `timeout_inverted` against the edge's inferred timeout, judged from every call's wait
+    /// slack: the timeout, and how many calls it reaches past their hop's wait limit on.
+    pub fn inverted_by_inferred(&self) -> Option<(i64, u64)> {
+        let (timeout, true) = self.timeout()? else {
+            return None;
+        };
+        let n = self.wait_slack.count_below(timeout);
+        (n > 0).then_some((timeout, n))
+    }
+
+    /// The `timeout_inverted` finding of one call of this edge in a chain still held, against
+    /// the edge's inferred timeout, when it reaches past the call's wait limit. `call_name` is
+    /// the call's span name.
+    pub fn inverted_call(
+        &self,
+        trace_id: TraceId,
+        sample: &EdgeSample,
+        call_name: Arc<str>,
+    ) -> Option<Finding> {
+        let (timeout, _) = self.inverted_by_inferred()?;
+        let slack = sample.wait_slack?;
+        let span_id = sample.call?;
+        if timeout <= slack.slack_ms {
+            return None;
+        }
+        let (caller, callee) = (&self.caller, &self.callee);
+        let left = slack.left_ms;
+        let message = if left <= 0 {
+            format!(
+                "{caller} called for {callee} with a {timeout} ms timeout (inferred) after everyone above had stopped waiting"
+            )
+        } else {
+            format!(
+                "{caller} would wait {timeout} ms for {callee} (inferred timeout) when everyone above stops waiting within {left} ms"
+            )
+        };
+        Some(Finding {
+            kind: FindingKind::TimeoutInverted,
+            severity: FindingKind::TimeoutInverted.severity(),
+            trace_id,
+            span_id,
+            service: caller.clone(),
+            span_name: call_name,
+            message,
+            received_ms: slack.hop_budget_ms,
+            remaining_ms: Some(left),
+            forwarded_ms: None,
+            wasted_ms: None,
+            linked_trace_id: None,
+            // Judged from the edge's totals: one of the edge's count.
+            count: Some(1),
+        })
+    }
+
+    /// Every finding about this edge: its calls' findings and its own (judged from its totals:
+    /// `timeout_oversized`, `timeout_inverted` against an inferred timeout), as the report
+    /// counts them.
     pub fn all_findings(&self) -> KindCounts {
         let mut findings = self.findings;
-        if self.oversized().is_some() {
-            findings.bump(FindingKind::TimeoutOversized);
+        for (n, e) in findings.0.iter_mut().zip(self.edge_findings().0) {
+            *n += e;
         }
         findings
     }
@@ -242,16 +333,78 @@ impl EdgeAggregate {
             caller: self.caller.clone(),
             callee: self.callee.clone(),
             calls: self.calls,
-            findings: findings.iter().map(|(k, n)| (k.as_str(), n)).collect(),
+            findings: findings.iter().collect(),
             wasted_ms: self.wasted_ms,
             timeout_ms: timeout.map(|t| t.0),
             timeout_inferred: timeout.is_some_and(|t| t.1),
             latency_p50_ms: self.latency.p50(),
             latency_p99_ms: self.latency.p99(),
+            totals: EdgeTotals {
+                latency_ms: self.latency.clone(),
+                received_ms: self.received.clone(),
+                forwarded_ms: self.forwarded.clone(),
+                declared_timeouts_ms: self.declared_timeouts.clone(),
+                unanswered_ms: self.unanswered.clone(),
+                wait_slack_ms: self.wait_slack.clone(),
+                slowest: self.slowest,
+            },
         }
     }
 
-    /// This edge's own finding, `timeout_oversized`, on its slowest call held.
+    /// An edge read back from a report: the inverse of [`to_report`](Self::to_report) (the
+    /// edge's own findings, judged again from the same totals, are taken out of its counts).
+    pub fn from_report(edge: &EdgeReport) -> EdgeAggregate {
+        let t = &edge.totals;
+        let mut e = EdgeAggregate {
+            caller: edge.caller.clone(),
+            callee: edge.callee.clone(),
+            calls: edge.calls,
+            findings: KindCounts::default(),
+            wasted_ms: edge.wasted_ms,
+            received: t.received_ms.clone(),
+            forwarded: t.forwarded_ms.clone(),
+            latency: t.latency_ms.clone(),
+            declared_timeouts: t.declared_timeouts_ms.clone(),
+            unanswered: t.unanswered_ms.clone(),
+            wait_slack: t.wait_slack_ms.clone(),
+            slowest: t.slowest,
+        };
+        for (&kind, &n) in &edge.findings {
+            e.findings.0[kind as usize] += n;
+        }
+        let own = e.edge_findings();
+        for (n, own) in e.findings.0.iter_mut().zip(own.0) {
+            *n = n.saturating_sub(own);
+        }
+        e
+    }
+
+    /// The calls of this edge judged `timeout_inverted` against its inferred timeout that no
+    /// listed finding names (their chains are no longer held): one finding that names the edge
+    /// and the count, with no span (`count` = `calls`). `None` when `calls` is 0.
+    pub fn inverted_unlisted(&self, calls: u64) -> Option<Finding> {
+        let (timeout, _) = self.inverted_by_inferred()?;
+        (calls > 0).then(|| Finding {
+            kind: FindingKind::TimeoutInverted,
+            severity: FindingKind::TimeoutInverted.severity(),
+            trace_id: TraceId::default(),
+            span_id: SpanId::default(),
+            service: self.caller.clone(),
+            span_name: Arc::from(format!("{} -> {}", self.caller, self.callee)),
+            message: format!(
+                "{} would wait {timeout} ms for {} (inferred timeout) past when everyone above stops waiting, on {calls} call(s) whose chains are not held (judged from the edge's totals)",
+                self.caller, self.callee
+            ),
+            received_ms: None,
+            remaining_ms: None,
+            forwarded_ms: None,
+            wasted_ms: None,
+            linked_trace_id: None,
+            count: Some(calls),
+        })
+    }
+
+    /// This edge's own finding, `timeout_oversized`, on its slowest call.
     pub fn finding(&self) -> Option<Finding> {
         let (timeout, p99) = self.oversized()?;
         let (latency, trace_id, span_id) = self.slowest?;
@@ -273,6 +426,7 @@ impl EdgeAggregate {
             forwarded_ms: None,
             wasted_ms: None,
             linked_trace_id: None,
+            count: Some(1),
         })
     }
 }
@@ -352,10 +506,8 @@ impl EdgeStats {
         }
         if let Some(v) = s.latency_ms {
             e.latency.add(v);
-            if let Some(call) = s.call
-                && e.slowest.is_none_or(|(l, _, _)| v > l)
-            {
-                e.slowest = Some((v, trace_id, call));
+            if let Some(call) = s.call {
+                e.slowest = slower(e.slowest, Some((v, trace_id, call)));
             }
         }
         if let Some(v) = s.timeout_ms {
@@ -363,6 +515,9 @@ impl EdgeStats {
         }
         if let Some(v) = s.unanswered_ms {
             e.unanswered.add(v);
+        }
+        if let Some(w) = s.wait_slack {
+            e.wait_slack.add(w.slack_ms);
         }
     }
 
@@ -394,6 +549,9 @@ impl EdgeStats {
         if let Some(v) = s.unanswered_ms {
             e.unanswered.remove(v);
         }
+        if let Some(w) = s.wait_slack {
+            e.wait_slack.remove(w.slack_ms);
+        }
         // The slowest call leaves with its chain; the next slowest is not known until a call
         // as slow arrives, so the edge's finding waits until then.
         if e.slowest
@@ -404,6 +562,11 @@ impl EdgeStats {
         if e.calls == 0 {
             self.edges.remove(&key);
         }
+    }
+
+    /// The edge a sample counts on, if seen.
+    pub fn of_sample(&self, s: &EdgeSample) -> Option<&EdgeAggregate> {
+        self.edges.get(&(s.caller.clone(), s.callee.clone()))
     }
 
     /// One edge, if seen.
@@ -433,5 +596,93 @@ impl EdgeStats {
     /// The report's `edges` array, ordered by (caller, callee).
     pub fn to_reports(&self) -> Vec<EdgeReport> {
         self.sorted().into_iter().map(|e| e.to_report()).collect()
+    }
+}
+
+impl Distribution {
+    /// Add every value of another distribution.
+    pub fn merge(&mut self, other: &Distribution) {
+        for (&v, &n) in &other.counts {
+            *self.counts.entry(v).or_insert(0) += n;
+            self.len += n;
+        }
+    }
+}
+
+impl EdgeAggregate {
+    /// Add another instance's figures for the same edge.
+    pub fn merge(&mut self, other: &EdgeAggregate) {
+        self.calls += other.calls;
+        for (n, o) in self.findings.0.iter_mut().zip(other.findings.0) {
+            *n += o;
+        }
+        self.wasted_ms += other.wasted_ms;
+        self.received.merge(&other.received);
+        self.forwarded.merge(&other.forwarded);
+        self.latency.merge(&other.latency);
+        self.declared_timeouts.merge(&other.declared_timeouts);
+        self.unanswered.merge(&other.unanswered);
+        self.wait_slack.merge(&other.wait_slack);
+        self.slowest = slower(self.slowest, other.slowest);
+    }
+}
+
+impl EdgeStats {
+    /// Put in an edge read back from a report (added to the edge when it is there already).
+    pub fn insert(&mut self, edge: EdgeAggregate) {
+        match self
+            .edges
+            .get_mut(&(edge.caller.clone(), edge.callee.clone()))
+        {
+            Some(e) => e.merge(&edge),
+            None => {
+                self.edges
+                    .insert((edge.caller.clone(), edge.callee.clone()), edge);
+            }
+        }
+    }
+
+    /// Add another instance's edges: the edges one instance would have had.
+    pub fn merge(&mut self, other: &EdgeStats) {
+        for (key, theirs) in &other.edges {
+            self.edges
+                .entry(key.clone())
+                .or_insert_with(|| EdgeAggregate {
+                    caller: theirs.caller.clone(),
+                    callee: theirs.callee.clone(),
+                    ..EdgeAggregate::default()
+                })
+                .merge(theirs);
+        }
+    }
+}
+
+impl Distribution {
+    /// Its distinct values ascending, with their counts.
+    pub fn values(&self) -> impl Iterator<Item = (i64, u64)> + '_ {
+        self.counts.iter().map(|(&v, &n)| (v, n))
+    }
+
+    /// How many values lie below `ms`.
+    pub fn count_below(&self, ms: i64) -> u64 {
+        self.counts.range(..ms).map(|(_, &n)| n).sum()
+    }
+}
+
+impl serde::Serialize for Distribution {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.values())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Distribution {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pairs = Vec::<(i64, u64)>::deserialize(d)?;
+        let mut out = Distribution::default();
+        for (v, n) in pairs {
+            *out.counts.entry(v).or_insert(0) += n;
+            out.len += n;
+        }
+        Ok(out)
     }
 }

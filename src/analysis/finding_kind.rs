@@ -194,7 +194,7 @@ impl fmt::Display for Severity {
 }
 
 /// Counts of findings by severity, as in the report's summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeverityCounts {
     /// Error findings.
     pub error: u64,

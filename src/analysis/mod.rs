@@ -33,19 +33,27 @@ mod clocks;
 mod context;
 mod edges;
 mod finding_kind;
+mod finding_list;
 mod model;
 mod report;
 mod rules;
+mod sketch;
+mod totals;
 
 pub use chain::{Chain, Inserted, Link, chains_from_spans};
-pub use chain_analysis::{CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row};
+pub use chain_analysis::{
+    CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row, WaitSlack,
+};
 pub use context::{LostContext, lost_contexts};
 pub use edges::{
     Distribution, EdgeAggregate, EdgeStats, EdgeTimeouts, MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS,
     OVERSIZED_FACTOR,
 };
 pub use finding_kind::{FindingKind, KindCounts, KindSet, Severity, SeverityCounts};
+pub use finding_list::{DEFAULT_MAX_FINDINGS, FindingList};
 pub use model::*;
+pub use sketch::{SKETCH_MAX_MS, Sketch};
+pub use totals::{HopSample, ServiceTotals, Totals};
 
 #[cfg(test)]
 mod tests;

@@ -7,12 +7,17 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use super::finding_kind::{FindingKind, Severity, SeverityCounts};
 
 /// Where a hop's budget came from: it lives beside the carriers, whose table names it.
 pub use crate::carrier::BudgetSource;
+
+use super::edges::Distribution;
+use super::sketch::Sketch;
 
 /// A 16-byte trace id; shown as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -58,6 +63,43 @@ impl Serialize for TraceId {
 impl Serialize for SpanId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+/// Reads `N` bytes from exactly `2 * N` hex digits (a report read back to be merged).
+fn read_hex<'de, D: serde::Deserializer<'de>, const N: usize>(d: D) -> Result<[u8; N], D::Error> {
+    let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    let digits = text.as_bytes();
+    let mut out = [0u8; N];
+    let nibble = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
+    if digits.len() != 2 * N {
+        return Err(serde::de::Error::custom(format!(
+            "expected {} hex digits, found {:?}",
+            2 * N,
+            text
+        )));
+    }
+    for (i, pair) in digits.chunks_exact(2).enumerate() {
+        match (nibble(pair[0]), nibble(pair[1])) {
+            (Some(h), Some(l)) => out[i] = h << 4 | l,
+            _ => {
+                return Err(serde::de::Error::custom(format!(
+                    "expected hex digits, found {text:?}"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl<'de> Deserialize<'de> for TraceId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        read_hex(d).map(TraceId)
+    }
+}
+impl<'de> Deserialize<'de> for SpanId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        read_hex(d).map(SpanId)
     }
 }
 
@@ -231,7 +273,7 @@ impl Span {
 
 /// One finding about one span, with the numbers behind it. Serialises as one element of the
 /// report's `findings` array (`CONVENTIONS.md` section 4); numbers that do not apply are `null`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// What was found.
     pub kind: FindingKind,
@@ -261,6 +303,11 @@ pub struct Finding {
     /// exactly one did (absent from the JSON otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub linked_trace_id: Option<TraceId>,
+    /// For a finding judged per edge from its totals (`timeout_oversized`, `timeout_inverted`
+    /// against an inferred timeout): how many findings this one entry stands for (the summary
+    /// counts each); absent on a chain's own finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 /// How a request ended for its user (`CONVENTIONS.md` section 3, "Chain outcome"), read from
@@ -327,7 +374,7 @@ impl std::fmt::Display for ChainOutcome {
 }
 
 /// Chains by how they ended for their user (the report's `summary.outcomes`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeCounts {
     /// The root has not arrived or not ended.
     pub in_flight: u64,
@@ -378,7 +425,7 @@ impl OutcomeCounts {
 
 /// What the analysis could see (the report's `summary.coverage`): a report without findings
 /// means little when most hops carried no budget.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {
     /// Hops whose budget is known (received, defaulted, or from a captured carrier).
     pub hops_with_budget: u64,
@@ -426,7 +473,7 @@ impl Coverage {
 }
 
 /// The report's `summary` object.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// Request chains seen.
     pub traces: u64,
@@ -434,8 +481,17 @@ pub struct Summary {
     pub spans: u64,
     /// Hops (SERVER/CONSUMER spans) seen.
     pub hops: u64,
-    /// Findings by severity.
+    /// Findings by severity (exact, whether listed or not).
     pub findings: SeverityCounts,
+    /// Findings by kind (exact; only kinds that occurred).
+    #[serde(default)]
+    pub findings_by_kind: BTreeMap<FindingKind, u64>,
+    /// Entries in the report's `findings` list.
+    #[serde(default)]
+    pub findings_listed: u64,
+    /// Findings counted and left out of the list (`--max-findings`).
+    #[serde(default)]
+    pub findings_omitted: u64,
     /// The sum of every chain's wasted ms (its hops' dead work).
     pub wasted_ms: i64,
     /// Chains by outcome.
@@ -445,7 +501,7 @@ pub struct Summary {
 }
 
 /// One element of the report's `edges` array: one caller → callee link.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeReport {
     /// The calling service.
     pub caller: Arc<str>,
@@ -453,8 +509,8 @@ pub struct EdgeReport {
     pub callee: Arc<str>,
     /// Calls seen on this edge.
     pub calls: u64,
-    /// Findings on this edge, by kind name (only kinds that occurred).
-    pub findings: std::collections::BTreeMap<&'static str, u64>,
+    /// Findings on this edge, by kind (only kinds that occurred).
+    pub findings: BTreeMap<FindingKind, u64>,
     /// The dead work of the hops this edge leads into, ms.
     pub wasted_ms: i64,
     /// The edge's timeout: the largest its calls declare, else the one inferred from calls
@@ -466,15 +522,63 @@ pub struct EdgeReport {
     pub latency_p50_ms: Option<i64>,
     /// The 99th percentile of the same.
     pub latency_p99_ms: Option<i64>,
+    /// What the figures above rest on, kept so that reports merge exactly.
+    #[serde(default)]
+    pub totals: EdgeTotals,
+}
+
+/// An edge's mergeable figures: sketches (`[[value_ms, count], ...]`, within 1 %) and exact
+/// per-millisecond counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EdgeTotals {
+    /// The callers' CLIENT span durations.
+    pub latency_ms: Sketch,
+    /// Budgets the callee received.
+    pub received_ms: Sketch,
+    /// Budgets the caller forwarded.
+    pub forwarded_ms: Sketch,
+    /// Timeouts the calls declared, exactly.
+    pub declared_timeouts_ms: Distribution,
+    /// Durations of the calls that got no answer, exactly.
+    pub unanswered_ms: Distribution,
+    /// The wait slacks of the calls that declare no timeout, exactly (an inferred timeout is
+    /// `timeout_inverted` on the calls whose slack it exceeds).
+    pub wait_slack_ms: Distribution,
+    /// The slowest call: its latency, trace and span.
+    pub slowest: Option<(i64, TraceId, SpanId)>,
+}
+
+/// One element of the report's `services` array: one service over every judged chain.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceReport {
+    /// The service.
+    pub service: Arc<str>,
+    /// Hops it handled.
+    pub hops: u64,
+    /// Time in service, ms.
+    pub work_ms: i64,
+    /// Its dead work, ms.
+    pub wasted_ms: i64,
+    /// The median queue wait of its hops that queued.
+    pub queue_wait_p50_ms: Option<i64>,
+    /// The 99th percentile of the same.
+    pub queue_wait_p99_ms: Option<i64>,
+    /// The queue waits, as a sketch (so that reports merge).
+    #[serde(default)]
+    pub queue_wait_ms: Sketch,
 }
 
 /// The headless report of `CONVENTIONS.md` section 4, serialised as one JSON object.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     /// Totals.
     pub summary: Summary,
-    /// Every finding, in trace then span start order.
+    /// The findings listed (at most `--max-findings`), in trace order; the edges' own last.
     pub findings: Vec<Finding>,
     /// Every caller → callee edge seen.
     pub edges: Vec<EdgeReport>,
+    /// Every service seen, by name.
+    #[serde(default)]
+    pub services: Vec<ServiceReport>,
 }

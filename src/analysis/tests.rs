@@ -9,6 +9,7 @@ mod context;
 mod point_of_view;
 mod properties;
 mod rules;
+mod totals;
 
 /// A Unix time in ms where every test chain starts.
 const T0: u64 = 1_764_430_000_000;
@@ -104,6 +105,8 @@ fn report_serialises_to_the_contract_shape() {
     let expected = serde_json::json!({
         "summary": { "traces": 1, "spans": 3, "hops": 2,
                      "findings": { "error": 1, "warning": 0, "info": 0 },
+                     "findings_by_kind": { "budget_reset": 1 },
+                     "findings_listed": 1, "findings_omitted": 0,
                      "wasted_ms": 0,
                      "outcomes": { "in_flight": 0, "ok": 1, "late": 0, "deadline_exceeded": 0, "shed": 0,
                                    "cancelled": 0, "error": 0 },
@@ -119,7 +122,20 @@ fn report_serialises_to_the_contract_shape() {
         "edges": [ { "caller": "orders", "callee": "inventory", "calls": 1,
                      "findings": { "budget_reset": 1 }, "wasted_ms": 0,
                      "timeout_ms": null, "timeout_inferred": false,
-                     "latency_p50_ms": 80, "latency_p99_ms": 80 } ]
+                     "latency_p50_ms": 80, "latency_p99_ms": 80,
+                     "totals": {
+                         "latency_ms": { "min": 80, "max": 80, "buckets": [[80, 1]] },
+                         "received_ms": { "min": 3000, "max": 3000, "buckets": [[3007, 1]] },
+                         "forwarded_ms": { "min": 3000, "max": 3000, "buckets": [[3007, 1]] },
+                         "declared_timeouts_ms": [], "unanswered_ms": [], "wait_slack_ms": [],
+                         "slowest": [80, "07070707070707070707070707070707", "0000000000000002"] } } ],
+        "services": [
+            { "service": "inventory", "hops": 1, "work_ms": 78, "wasted_ms": 0,
+              "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,
+              "queue_wait_ms": { "min": null, "max": null, "buckets": [] } },
+            { "service": "orders", "hops": 1, "work_ms": 100, "wasted_ms": 0,
+              "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,
+              "queue_wait_ms": { "min": null, "max": null, "buckets": [] } } ]
     });
     assert_eq!(json, expected);
     assert!(report.fails(Severity::Error));
@@ -449,19 +465,32 @@ fn edge_stats_add_and_remove_are_inverse_and_percentiles_are_exact() {
         (inv.calls, inv.findings.get(FindingKind::BudgetReset)),
         (2, 1)
     );
-    assert_eq!(
-        (inv.received.p50(), inv.received.p99()),
-        (Some(800), Some(5000))
-    );
+    // Within the sketch's 1 %; the largest value exactly.
+    let p50 = inv.received.p50().unwrap();
+    assert!((800..=808).contains(&p50), "p50 {p50}");
+    assert_eq!(inv.received.p99(), Some(5000));
     assert_eq!(
         (inv.forwarded.p50(), inv.forwarded.p99()),
         (Some(800), Some(800))
     );
-    assert_eq!(inv.to_report().findings.get("budget_reset"), Some(&1));
+    assert_eq!(
+        inv.to_report().findings.get(&FindingKind::BudgetReset),
+        Some(&1)
+    );
 
-    // The store re-analyses a chain: take the old analysis out, put the new one in.
+    // The store re-analyses a chain: take the old analysis out, put the new one in. (The
+    // slowest call held leaves with its chain: the edge's own finding waits for the next.)
     stats.remove(&broken_a);
-    assert_eq!(stats.to_reports(), after_one);
+    let without_slowest = |mut reports: Vec<EdgeReport>| {
+        for r in &mut reports {
+            r.totals.slowest = None;
+        }
+        reports
+    };
+    assert_eq!(
+        without_slowest(stats.to_reports()),
+        without_slowest(after_one)
+    );
     stats.remove(&healthy_a);
     assert!(stats.is_empty());
 
@@ -519,6 +548,14 @@ fn report_orders_findings_and_edges_whatever_the_input_order() {
                 warning: 0,
                 info: 0
             },
+            findings_by_kind: [
+                (FindingKind::BudgetReset, 3),
+                (FindingKind::OrphanedWork, 3)
+            ]
+            .into_iter()
+            .collect(),
+            findings_listed: 6,
+            findings_omitted: 0,
             wasted_ms: report.summary.wasted_ms,
             outcomes: OutcomeCounts {
                 ok: 3,

@@ -22,14 +22,18 @@ use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, IngestCounts, decode, interner};
 use crate::otlp_lines::{Reader, RecordingError};
 use crate::report::{html as report_html, text as report_text};
-use crate::store::Store;
+use crate::store::{Retention, Store};
 
 /// The exit status for "bad usage or unreadable input".
 pub const EXIT_USAGE: u8 = 2;
 
 /// Runs `check`; returns the exit status (0 or 1). Errors mean exit status 2.
-pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
-    let mut store = Store::new(max_spans);
+pub async fn run(
+    args: CheckArgs,
+    retention: Retention,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<u8> {
+    let mut store = retention.store();
     // The page shows each drawn span's attributes: keep them only when it is asked for.
     let keep_attributes = args.html.is_some();
     let (ingest_counts, lines_torn) = match &args.input {
@@ -60,7 +64,7 @@ pub async fn run(args: CheckArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         &args.fail_on,
         ingest_counts,
         lines_torn,
-        max_spans,
+        retention.max_spans,
         args.html.as_deref(),
     )?;
     // `check` ends the process next: freeing a million spans' allocations one by one would
@@ -89,10 +93,16 @@ pub fn print_report(
 ) -> anyhow::Result<u8> {
     let report = store.report();
     let counters = store.counters();
-    if counters.chains_evicted > 0 || counters.spans_over_limit > 0 {
+    if counters.chains_evicted > 0 {
         eprintln!(
-            "warning: {} chain(s) ({} spans) evicted and {} span(s) not kept to stay under --max-spans {max_spans}; the report covers the rest",
-            counters.chains_evicted, counters.spans_evicted, counters.spans_over_limit
+            "note: {} chain(s) ({} spans) were judged and let go to stay under --max-spans {max_spans}: the counts cover them, the findings list names what they found, their waterfalls are not kept",
+            counters.chains_evicted, counters.spans_evicted
+        );
+    }
+    if counters.spans_after_verdict > 0 || counters.spans_over_limit > 0 {
+        eprintln!(
+            "warning: {} span(s) arrived after their chain was judged and let go, and {} span(s) did not fit a chain already holding --max-spans {max_spans}: they are counted, not judged (a larger --max-spans keeps them)",
+            counters.spans_after_verdict, counters.spans_over_limit
         );
     }
     if counters.spans_conflicting > 0 {
@@ -111,7 +121,13 @@ pub fn print_report(
         })
         .collect();
     let out = match format {
-        Format::Json => json_report(&report, ingest_counts, lines_torn)?,
+        Format::Json => {
+            let mut out = json_report(&report, ingest_counts, lines_torn)?;
+            if counters.spans_after_verdict > 0 || counters.chains_evicted > 0 {
+                out = with_store_counts(&out, &counters)?;
+            }
+            out
+        }
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             report_text::render(
@@ -160,6 +176,28 @@ pub fn json_report(
         }
         if counts.as_object().is_some_and(|c| !c.is_empty()) {
             object.insert("ingest".into(), counts);
+        }
+    }
+    let mut out = serde_json::to_string_pretty(&value)?;
+    out.push('\n');
+    Ok(out)
+}
+
+/// The report with what the store counted beside it: in the `ingest` object,
+/// `spans_after_verdict` (spans for a chain already judged and let go, counted and not judged)
+/// and `chains_evicted` (chains judged and let go to stay under `--max-spans`).
+fn with_store_counts(json: &str, counters: &crate::store::StoreCounters) -> anyhow::Result<String> {
+    let mut value: serde_json::Value = serde_json::from_str(json)?;
+    if let Some(object) = value.as_object_mut() {
+        let ingest = object
+            .entry("ingest")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(ingest) = ingest.as_object_mut() {
+            ingest.insert(
+                "spans_after_verdict".into(),
+                counters.spans_after_verdict.into(),
+            );
+            ingest.insert("chains_evicted".into(), counters.chains_evicted.into());
         }
     }
     let mut out = serde_json::to_string_pretty(&value)?;

@@ -23,7 +23,7 @@ use super::workshop::{Controller, Workshop};
 use crate::cli::{DemoArgs, FailOn, Format};
 use crate::ingest::{self, Ingest, IngestConfig};
 use crate::screen::{self, DemoControl};
-use crate::store::Store;
+use crate::store::Retention;
 
 /// How long `demo --check` sends load when neither `--for` nor `--requests` says.
 pub const DEFAULT_CHECK_FOR: Duration = Duration::from_secs(15);
@@ -32,11 +32,15 @@ pub const DEFAULT_CHECK_FOR: Duration = Duration::from_secs(15);
 pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
 
 /// `budget-top demo ...`: returns the exit status.
-pub async fn run(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
+pub async fn run(
+    args: DemoArgs,
+    retention: Retention,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<u8> {
     if args.check {
-        headless(args, max_spans, carriers).await
+        headless(args, retention, carriers).await
     } else {
-        screen(args, max_spans, carriers).await.map(|()| 0)
+        screen(args, retention, carriers).await.map(|()| 0)
     }
 }
 
@@ -62,7 +66,11 @@ fn endpoint(ingest: &Ingest) -> anyhow::Result<String> {
 
 /// `demo --check`: services and load without the screen, then the `check` report. The demo is
 /// stopped (its exporters flushed into the receivers) before the report is printed.
-async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<u8> {
+async fn headless(
+    args: DemoArgs,
+    retention: Retention,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<u8> {
     // Before anything starts: a Ctrl-C from now on ends the load early but still reports.
     let mut signals = Signals::new()?;
     // The HTML page shows each drawn span's attributes: keep them only when it is asked for.
@@ -81,7 +89,7 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
     eprintln!("listening: {}", ingest.describe());
     let cured = if demo.cured() { " (cured)" } else { "" };
     eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
-    let mut store = Store::new(max_spans);
+    let mut store = retention.store();
     // The load stops sending after --for (or --requests), then finishes once every request in
     // flight is answered. Waiting for that (a little past --for) keeps requests from being
     // abandoned half-way, which the report would rightly show as callers that hung up.
@@ -132,7 +140,7 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
         &fail_on,
         Some(ingest_counts),
         0,
-        max_spans,
+        retention.max_spans,
         args.html.as_deref(),
     )?;
     Ok(if empty && fail_on.contains(&FailOn::Empty) {
@@ -143,7 +151,11 @@ async fn headless(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> 
 }
 
 /// `demo` and `demo --workshop`: the receivers, the services and the live screen.
-async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> anyhow::Result<()> {
+async fn screen(
+    args: DemoArgs,
+    retention: Retention,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<()> {
     let ingest = ingest::start(loopback_ingest(true, carriers)).await?;
     let mut config = args.run.config(endpoint(&ingest)?, None);
     // Without a scenario the screen teaches: the workshop, from its first step with something
@@ -182,7 +194,7 @@ async fn screen(args: DemoArgs, max_spans: usize, carriers: Arc<Carriers>) -> an
         mode: screen::Mode::Demo,
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
-        max_spans,
+        retention,
         max_attribute_bytes: 0,
     };
     let Ingest {

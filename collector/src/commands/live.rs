@@ -8,12 +8,13 @@ use deadline_budget::carrier::Carriers;
 use crate::cli::Listen;
 use crate::ingest;
 use crate::screen::{Controls, LiveConfig, Mode, Refused, run_live};
+use crate::store::Retention;
 
 /// Plain `budget-top`: starts the receivers and hands their batches and refusal count to the
 /// screen; `d` on the empty screen starts the demo services exporting to these receivers.
 pub async fn run(
     listen: Listen,
-    max_spans: usize,
+    retention: Retention,
     max_attribute_bytes: usize,
     carriers: Arc<Carriers>,
 ) -> anyhow::Result<()> {
@@ -40,7 +41,7 @@ pub async fn run(
         mode: Mode::Live,
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
-        max_spans,
+        retention,
         max_attribute_bytes,
     };
     let result = run_live(config, ingest.receiver, controls).await;

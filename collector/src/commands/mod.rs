@@ -6,6 +6,7 @@
 //! - [`check`]: the analysis without the screen, for CI (text, JSON, HTML);
 //! - [`record`]: what arrives, written as OTLP/JSON lines ([`crate::otlp_lines`]);
 //! - [`replay`]: a recording played into the screen;
+//! - [`merge`]: the JSON reports of several instances merged into one;
 //! - `demo`: the demo services exporting to our own receivers (feature `demo`), driven by
 //!   `demo_driver`, with the screen's keys and the guided workshop in `workshop`;
 //! - [`listen`]: listening until told to stop, what `check`, `record` and `demo --check` share.
@@ -17,6 +18,7 @@ pub mod demo;
 mod demo_driver;
 pub mod listen;
 pub mod live;
+pub mod merge;
 pub mod record;
 pub mod replay;
 #[cfg(feature = "demo")]

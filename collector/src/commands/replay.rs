@@ -11,6 +11,7 @@ use crate::batch::Batch;
 use crate::ingest::{decode, interner};
 use crate::otlp_lines::{Reader, RecordingError, Torn};
 use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
+use crate::store::Retention;
 
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
 /// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
@@ -19,7 +20,7 @@ use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
 pub async fn run(
     file: PathBuf,
     speed: f64,
-    max_spans: usize,
+    retention: Retention,
     carriers: Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
     // Fail before taking over the terminal when the file cannot be opened.
@@ -74,7 +75,7 @@ pub async fn run(
     };
     let config = LiveConfig {
         mode: Mode::Replay(file.display().to_string()),
-        max_spans,
+        retention,
         ..LiveConfig::default()
     };
     let result = run_live(config, rx, controls).await;

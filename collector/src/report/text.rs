@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
-    ChainOutcome, Distribution, EdgeAggregate, Finding, Report, Severity, TraceId,
+    ChainOutcome, EdgeAggregate, Finding, Report, Severity, Sketch, TraceId,
 };
 
 use crate::ingest::IngestCounts;
@@ -206,7 +206,7 @@ pub fn render(
     out
 }
 
-fn percentiles(d: &Distribution) -> String {
+fn percentiles(d: &Sketch) -> String {
     match (d.p50(), d.p99()) {
         (Some(p50), Some(p99)) => format!("{p50}/{p99} ms"),
         _ => "-".into(),

@@ -263,7 +263,11 @@ impl ScreenData {
     /// wanted, at most once a second). Returns whether the screen changed.
     pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
         let analysed = self.store.analyse_dirty_for(ANALYSIS_SLICE);
-        self.list_stale |= analysed > 0 || self.next_unhide.is_some_and(|t| now_unix_nano >= t);
+        // Chains quiet for --settle are judged into the totals the header and tables read.
+        self.store.set_clock(now_unix_nano);
+        let judged = self.store.judge_settled();
+        self.list_stale |=
+            analysed > 0 || judged > 0 || self.next_unhide.is_some_and(|t| now_unix_nano >= t);
         let query_changed = self.query_applied.as_ref() != Some(query);
         let due = self.rebuild_cost < CHEAP_REBUILD
             || self

@@ -20,7 +20,6 @@ use tokio::sync::mpsc;
 
 use super::{DemoControl, Mode, Refused, ScreenData, State, views};
 use crate::batch::Batch;
-use crate::store::Store;
 
 /// How often the loop considers a redraw.
 pub const FRAME: Duration = Duration::from_millis(100);
@@ -186,8 +185,8 @@ pub struct LiveConfig {
     pub grpc_addr: Option<SocketAddr>,
     /// The OTLP/HTTP receiver address, shown in the header.
     pub http_addr: Option<SocketAddr>,
-    /// The most spans held (oldest chains evicted first); 0 for the store's default.
-    pub max_spans: usize,
+    /// How chains are held and judged (`--max-spans`, `--settle`, `--max-findings`).
+    pub retention: crate::store::Retention,
     /// The most raw attribute bytes held for the detail view (`--max-attribute-bytes`); 0 for
     /// the store's default.
     pub max_attribute_bytes: usize,
@@ -200,19 +199,17 @@ pub async fn run_live(
     spans: mpsc::Receiver<Batch>,
     controls: Controls,
 ) -> anyhow::Result<()> {
-    let max = if config.max_spans == 0 {
-        crate::store::DEFAULT_MAX_SPANS
-    } else {
-        config.max_spans
-    };
     let attribute_bytes = if config.max_attribute_bytes == 0 {
         crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES
     } else {
         config.max_attribute_bytes
     };
-    let store = Store::new(max).with_attribute_budget(attribute_bytes);
+    let store = config
+        .retention
+        .store()
+        .with_attribute_budget(attribute_bytes);
     let mut state = State::new(ScreenData::new(store), config.mode);
-    state.max_spans = max;
+    state.retention = config.retention;
     state.max_attribute_bytes = attribute_bytes;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;

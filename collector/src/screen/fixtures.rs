@@ -341,9 +341,10 @@ pub fn fixture_spans() -> Vec<Span> {
     all
 }
 
-/// A state holding the fixture chains, clock pinned, colour as asked.
+/// A state holding the fixture chains, clock pinned, colour as asked. Chains are judged as soon
+/// as they are quiet (`--settle 0s`): the totals a screenshot shows are the chains drawn.
 pub fn fixture_state(color: bool) -> State {
-    let mut data = ScreenData::new(Store::new(1_000_000));
+    let mut data = ScreenData::new(Store::new(1_000_000).with_settle(std::time::Duration::ZERO));
     data.add_spans(fixture_spans(), NOW_NS);
     let mut state = State::new(data, Mode::Live);
     state.ui.color = color;
@@ -356,7 +357,8 @@ pub fn fixture_state(color: bool) -> State {
 
 /// An empty state (nothing received yet).
 pub fn empty_state() -> State {
-    let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);
+    let store = Store::new(1000).with_settle(std::time::Duration::ZERO);
+    let mut state = State::new(ScreenData::new(store), Mode::Live);
     state.ui.color = false;
     state.now_unix_nano = NOW_NS;
     state.grpc_addr = Some("127.0.0.1:4317".parse().unwrap());

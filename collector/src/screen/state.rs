@@ -12,7 +12,6 @@ use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 
 use super::{ChainView, ListQuery, ScreenData, SortBy};
 use crate::batch::Batch;
-use crate::store::Store;
 
 /// Where the spans on screen come from: shown in the header.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -165,8 +164,8 @@ pub struct State {
     /// from its controls (no demo when budget-top was built without it, or listens without
     /// gRPC, where the demo's services export).
     pub demo_startable: bool,
-    /// The most spans a fresh store holds (for [`State::start_over`]).
-    pub max_spans: usize,
+    /// How a fresh store holds and judges chains (for [`State::start_over`]).
+    pub retention: crate::store::Retention,
     /// The most raw attribute bytes a fresh store holds (for [`State::start_over`]).
     pub max_attribute_bytes: usize,
     /// Traces held when the screen last started over: their late spans are dropped, so the
@@ -231,7 +230,7 @@ impl State {
             requests_ignored: 0,
             demo: None,
             demo_startable: true,
-            max_spans: crate::store::DEFAULT_MAX_SPANS,
+            retention: crate::store::Retention::default(),
             max_attribute_bytes: crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             stale: std::collections::HashSet::new(),
             held: Vec::new(),
@@ -288,7 +287,9 @@ impl State {
         self.held.clear();
         self.held_spans = 0;
         self.data = ScreenData::new(
-            Store::new(self.max_spans).with_attribute_budget(self.max_attribute_bytes),
+            self.retention
+                .store()
+                .with_attribute_budget(self.max_attribute_bytes),
         );
         self.ui.selected = 0;
         self.ui.selected_id = None;

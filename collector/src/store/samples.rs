@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use deadline_budget::analysis::{Chain, EdgeSample, FindingKind, KindCounts, SpanId};
+use deadline_budget::analysis::{Chain, EdgeSample, FindingKind, KindCounts, SpanId, WaitSlack};
 use prost::encoding::{decode_varint, encode_varint};
 
 /// Which optional parts a packed sample has.
@@ -23,6 +23,8 @@ const TIMEOUT: u64 = 1 << 3;
 const UNANSWERED: u64 = 1 << 4;
 const CALL: u64 = 1 << 5;
 const FINDINGS: u64 = 1 << 6;
+const SLACK: u64 = 1 << 7;
+const HOP_BUDGET: u64 = 1 << 8;
 
 /// The packed samples of one chain. See the module documentation.
 #[derive(Debug, Default)]
@@ -114,6 +116,11 @@ impl EdgeSamples {
                 (UNANSWERED, s.unanswered_ms.is_some()),
                 (CALL, s.call.is_some()),
                 (FINDINGS, s.findings.is_some()),
+                (SLACK, s.wait_slack.is_some()),
+                (
+                    HOP_BUDGET,
+                    s.wait_slack.is_some_and(|w| w.hop_budget_ms.is_some()),
+                ),
             ] {
                 if on {
                     present |= bit;
@@ -139,6 +146,13 @@ impl EdgeSamples {
             if let Some(findings) = &s.findings {
                 for n in findings.0 {
                     encode_varint(n, &mut out);
+                }
+            }
+            if let Some(w) = s.wait_slack {
+                encode_varint(zigzag(w.slack_ms), &mut out);
+                encode_varint(zigzag(w.left_ms), &mut out);
+                if let Some(b) = w.hop_budget_ms {
+                    encode_varint(zigzag(b), &mut out);
                 }
             }
         }
@@ -208,6 +222,22 @@ impl EdgeSamples {
         } else {
             None
         };
+        let wait_slack = if present & SLACK != 0 {
+            let slack_ms = unzigzag(decode_varint(buf).ok()?);
+            let left_ms = unzigzag(decode_varint(buf).ok()?);
+            let hop_budget_ms = if present & HOP_BUDGET != 0 {
+                Some(unzigzag(decode_varint(buf).ok()?))
+            } else {
+                None
+            };
+            Some(WaitSlack {
+                slack_ms,
+                left_ms,
+                hop_budget_ms,
+            })
+        } else {
+            None
+        };
         Some(EdgeSample {
             caller,
             callee,
@@ -219,6 +249,7 @@ impl EdgeSamples {
             timeout_ms,
             unanswered_ms,
             call,
+            wait_slack,
         })
     }
 }
@@ -240,6 +271,7 @@ mod tests {
             timeout_ms: None,
             unanswered_ms: None,
             call: None,
+            wait_slack: None,
         }
     }
 

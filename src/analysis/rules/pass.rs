@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::analysis::chain::{Chain, NONE, SpanView, Tree, refill};
-use crate::analysis::chain_analysis::{EdgeSample, Options};
+use crate::analysis::chain_analysis::{EdgeSample, Options, WaitSlack};
 use crate::analysis::clocks::Clocks;
 use crate::analysis::edges::EdgeTimeouts;
 use crate::analysis::finding_kind::FindingKind;
@@ -62,6 +62,9 @@ pub(super) struct PassState {
     pub(super) caused_above: Vec<bool>,
     /// Index into `edges` of each hop's incoming edge.
     pub(super) edge_of: Vec<u32>,
+    /// Per call that declares no timeout: its slack to its hop's wait limit (`timeouts`), for
+    /// the edge sample of the hop it leads into.
+    pub(super) wait_slack: Vec<Option<WaitSlack>>,
 }
 
 impl PassState {
@@ -73,6 +76,7 @@ impl PassState {
         refill(&mut self.upstream, n, NONE);
         refill(&mut self.caused_above, n, false);
         refill(&mut self.edge_of, n, NONE);
+        refill(&mut self.wait_slack, n, None);
     }
 }
 
@@ -148,6 +152,7 @@ impl RulePass<'_> {
                 forwarded_ms: n.forwarded,
                 wasted_ms: n.wasted,
                 linked_trace_id: None,
+                count: None,
             },
         ));
     }
@@ -271,6 +276,7 @@ impl RulePass<'_> {
             timeout_ms: call.and_then(|c| spans[c].budget.timeout_ms),
             unanswered_ms: call.filter(|&c| self.timing.unanswered[c]).and(latency_ms),
             call: call.map(|c| spans[c].span_id),
+            wait_slack: call.and_then(|c| self.state.wait_slack[c]),
         });
     }
 

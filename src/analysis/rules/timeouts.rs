@@ -3,6 +3,7 @@
 //! `timing`). `timeout_oversized` compares an edge's timeout with its callee's latency over
 //! many chains: it is judged per edge, in `edges`.
 
+use crate::analysis::chain_analysis::WaitSlack;
 use crate::analysis::finding_kind::FindingKind;
 use crate::analysis::model::Outcome;
 
@@ -18,6 +19,7 @@ impl RulePass<'_> {
             return;
         }
         let limit = self.timing.wait_limit[h];
+        self.wait_slack(c, h);
         let Some((timeout, inferred)) = self.timeout(c) else {
             return;
         };
@@ -63,5 +65,36 @@ impl RulePass<'_> {
             wasted: None,
         };
         self.push(c, FindingKind::TimeoutInverted, message, numbers);
+    }
+
+    /// The slack of CLIENT call `c` of hop `h` that declares no timeout and forwards no
+    /// budget: the same rule as above, kept as the longest timeout that would pass, so that a
+    /// timeout inferred over many chains is judged per edge, exactly, when a report is written.
+    fn wait_slack(&mut self, c: usize, h: usize) {
+        let s = &self.spans[c];
+        let limit = self.timing.wait_limit[h];
+        if s.budget.timeout_ms.is_some() || s.budget.forwarded_ms.is_some() || limit == NEVER {
+            return;
+        }
+        let tol = self.opts.tolerance_for(self.spans[h].budget.source) * MS;
+        // Blame stays with the cause (as above): below a reset or a drop, only a timeout past
+        // the hop's own deadline is the hop's.
+        let threshold = if self.state.caused_above[h] {
+            match self.deadline(h) {
+                Some(d) => limit.max(d),
+                None => return,
+            }
+        } else {
+            limit
+        };
+        let start = ns(s.start_unix_nano);
+        self.state.wait_slack[c] = Some(WaitSlack {
+            slack_ms: threshold
+                .saturating_add(tol)
+                .saturating_sub(start)
+                .div_euclid(MS),
+            left_ms: ms(limit.saturating_sub(start)),
+            hop_budget_ms: self.spans[h].budget.budget_ms(),
+        });
     }
 }

@@ -117,7 +117,7 @@ fn the_report_counts_lost_contexts_per_edge_and_in_coverage() {
         .iter()
         .find(|e| &*e.caller == "edge" && &*e.callee == "pricing")
         .unwrap();
-    assert_eq!(edge.findings.get("context_lost"), Some(&2));
+    assert_eq!(edge.findings.get(&FindingKind::ContextLost), Some(&2));
     // Four hops (two edge, two pricing), none with a budget the request sent.
     let c = &report.summary.coverage;
     assert_eq!((c.hops_with_budget, c.hops_without_budget), (0, 4));

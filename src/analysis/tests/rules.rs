@@ -694,6 +694,7 @@ fn an_edge_with_its_own_default_a_short_queue_and_an_uninstrumented_client_is_fi
             timeout_ms: None,
             unanswered_ms: None,
             call: None,
+            wait_slack: None,
         }]
     );
 }
