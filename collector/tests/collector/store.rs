@@ -1,5 +1,6 @@
 //! The store: chains assembled in any order across batches, re-analysed when spans join,
-//! bounded retention with edges and counts kept exact.
+//! judged once and counted once (`CONVENTIONS.md` section 6): bounded retention, and totals
+//! that stay exact over what was evicted.
 
 use budget_top::ingest::decode::decode_request;
 use budget_top::ingest::interner::Interner;
@@ -30,10 +31,15 @@ fn a_chain_assembles_in_any_order_and_is_reanalysed_when_spans_join() {
     assert_eq!(analysis.summary.spans, 5);
     assert_eq!(&*analysis.summary.root_service, "frontend");
     assert_eq!(analysis.findings.len(), 1);
+    // Counted once judged (quiet for --settle, evicted, or at a report), not before.
+    assert_eq!(store.finding_counts().error, 0);
+    store.judge_all();
     assert_eq!(store.finding_counts().error, 1);
-    // The same spans again: duplicates, not new spans, and the counts do not double.
+    // The same spans again: duplicates, not new spans; the chain is judged again and its
+    // contribution replaced, so the counts do not double.
     store.insert_spans(rest);
     store.analyse_dirty();
+    assert_eq!(store.counters().chains_rejudged, 1);
     assert_eq!(store.counters().spans_held, 5);
     assert_eq!(store.counters().spans_duplicate, 3);
     assert_eq!(store.finding_counts().error, 1);
@@ -68,14 +74,9 @@ fn retention_is_bounded_and_evicts_the_oldest_chains_first() {
         ),
         (8, 40, 2)
     );
-    // Aggregates follow eviction: only the two held chains count.
-    assert_eq!(store.finding_counts().error, 2);
-    let edge = store
-        .edges()
-        .into_iter()
-        .find(|e| &*e.caller == "orders")
-        .unwrap();
-    assert_eq!(edge.calls, 2);
+    // Every chain counted once: the eight evicted were judged as they left and stay in the
+    // totals; the two held are judged by the report.
+    assert_eq!(store.finding_counts().error, 8);
     let report = store.report();
     assert_eq!(
         (
@@ -83,8 +84,35 @@ fn retention_is_bounded_and_evicts_the_oldest_chains_first() {
             report.summary.spans,
             report.findings.len()
         ),
-        (2, 10, 2)
+        (10, 50, 10)
     );
+    let edge = store
+        .edges()
+        .into_iter()
+        .find(|e| &*e.caller == "orders")
+        .unwrap();
+    assert_eq!(edge.calls, 10);
+    // The same as holding everything.
+    let mut all = Store::new(1000);
+    for t in 1..=10u8 {
+        all.insert_spans(spans(t));
+    }
+    assert_eq!(all.report(), report);
+}
+
+/// A span for a chain judged and evicted is counted, not judged as a new chain; one for a chain
+/// judged and still held judges it again.
+#[test]
+fn a_span_after_the_verdict_is_counted_or_judges_again() {
+    let mut store = Store::new(5);
+    store.insert_spans(spans(1));
+    store.insert_spans(spans(2)); // evicts chain 1, judged as it goes
+    assert_eq!(store.counters().chains_evicted, 1);
+    store.insert_spans(spans(1).into_iter().take(2));
+    assert_eq!(store.counters().spans_after_verdict, 2);
+    assert!(store.chain(TraceId([1; 16])).is_none());
+    let report = store.report();
+    assert_eq!((report.summary.traces, report.summary.spans), (2, 10));
 }
 
 #[test]
