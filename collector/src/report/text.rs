@@ -123,6 +123,10 @@ pub fn render(
     };
     if !by_chain.is_empty() {
         out.push_str("\nFINDINGS\n");
+        if let Some(note) = omitted_note(report) {
+            out.push_str(&note);
+            out.push('\n');
+        }
         line(&mut out, &header, None);
     }
     for (trace_id, findings) in &by_chain {
@@ -204,6 +208,17 @@ pub fn render(
         out.push_str("\nno findings\n");
     }
     out
+}
+
+/// "12,345 more findings are counted above and not listed (--max-findings): per kind, the ones
+/// that explain the most work for nobody are listed, then the newest", when the list is capped.
+pub fn omitted_note(report: &Report) -> Option<String> {
+    let omitted = report.summary.findings_omitted;
+    (omitted > 0).then(|| {
+        format!(
+            "{omitted} more finding(s) are counted above and not listed (--max-findings): per kind, the ones that explain the most work for nobody are listed, then the newest"
+        )
+    })
 }
 
 fn percentiles(d: &Sketch) -> String {

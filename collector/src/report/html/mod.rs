@@ -412,6 +412,9 @@ impl Page<'_> {
             ATTRIBUTE_BYTES_PER_SPAN / 1024,
             CHAIN_BYTES / 1000,
         );
+        if let Some(note) = crate::report::text::omitted_note(report) {
+            let _ = writeln!(self.out, "<p class=\"caps\" id=\"omitted\">{note}.</p>");
+        }
         let per_kind = rank(self.store, report);
         if report.findings.is_empty() {
             self.out.push_str(
