@@ -11,7 +11,7 @@ use super::context::lost_contexts;
 use super::edges::EdgeAggregate;
 use super::finding_kind::{FindingKind, KindCounts, Severity, SeverityCounts};
 use super::finding_list::{DEFAULT_MAX_FINDINGS, FindingList};
-use super::model::{Coverage, Finding, Report, ServiceReport, Span, Summary};
+use super::model::{Coverage, Finding, Report, ServiceReport, Span, SpanId, Summary};
 use super::totals::{HopSample, ServiceTotals, Totals};
 
 impl Totals {
@@ -28,16 +28,32 @@ impl Totals {
         let mut list = list.clone();
         let mut on_held: HashMap<(Arc<str>, Arc<str>), u64> = HashMap::default();
         let mut held_inverted = Vec::new();
-        for (samples, chain) in held {
+        // Only edges with an inferred timeout that inverts on some call need the chains held.
+        let inverting = self
+            .edges
+            .sorted()
+            .iter()
+            .any(|e| e.inverted_by_inferred().is_some());
+        for (samples, chain) in held.into_iter().filter(|_| inverting) {
             let before = held_inverted.len();
+            // The calls' names, looked up once a chain has an inverted call.
+            let mut names: Option<HashMap<SpanId, Arc<str>>> = None;
             for sample in samples {
                 let Some(e) = self.edges.of_sample(sample) else {
                     continue;
                 };
+                let inverted = e.inverted_by_inferred().is_some_and(|(t, _)| {
+                    sample.wait_slack.is_some_and(|w| t > w.slack_ms) && sample.call.is_some()
+                });
+                if !inverted {
+                    continue;
+                }
+                let names = names.get_or_insert_with(|| {
+                    chain.spans().map(|s| (s.span_id, s.name.clone())).collect()
+                });
                 let name = sample
                     .call
-                    .and_then(|id| chain.spans().find(|s| s.span_id == id))
-                    .map(|s| s.name.clone())
+                    .and_then(|id| names.get(&id).cloned())
                     .unwrap_or_else(|| Arc::from(""));
                 if let Some(f) = e.inverted_call(chain.trace_id(), sample, name) {
                     *on_held

@@ -474,3 +474,54 @@ fn a_chain_100_000_hops_deep_with_a_parent_cycle_is_checked_without_overflow() {
     assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
     assert_eq!(out.json()["summary"]["spans"], u64::from(n));
 }
+
+/// Every chain judged once and counted once (CONVENTIONS §6): 3,000 chains with a reset and
+/// work for nobody each, read with a --max-spans that holds a fifth of them, give the same
+/// report as holding them all, and every chain is in it.
+#[test]
+fn every_chain_is_counted_once_whatever_max_spans_holds() {
+    let dir = scratch("check_counted_once");
+    let path = dir.join("chains.jsonl");
+    let mut lines = Vec::new();
+    for n in 0..3000u16 {
+        let mut request = reset_chain(1);
+        for rs in &mut request.resource_spans {
+            for ss in &mut rs.scope_spans {
+                for span in &mut ss.spans {
+                    span.trace_id[..2].copy_from_slice(&n.to_be_bytes());
+                    if span.name == "GET /stock" {
+                        // inventory works on 120 ms after orders stopped waiting for it.
+                        span.end_time_unix_nano = crate::support::T0 + 200 * crate::support::MS;
+                    }
+                }
+            }
+        }
+        lines.push(json_line(&request));
+    }
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let report = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "--input",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let mut json = run(&args).json();
+        json.as_object_mut().unwrap().remove("ingest");
+        json["findings"]
+            .as_array_mut()
+            .unwrap()
+            .sort_by_key(|f| f.to_string());
+        json
+    };
+    let all = report(&[]);
+    let bounded = report(&["--max-spans", "3000"]);
+    let s = &all["summary"];
+    assert_eq!(s["traces"], 3000, "{s}");
+    assert_eq!(s["findings_by_kind"]["orphaned_work"], 3000, "{s}");
+    assert_eq!(s["findings_by_kind"]["budget_reset"], 3000, "{s}");
+    assert!(s["wasted_ms"].as_i64().unwrap() >= 3000 * 100, "{s}");
+    assert_eq!(bounded, all);
+}

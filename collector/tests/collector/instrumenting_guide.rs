@@ -1,5 +1,5 @@
 //! docs/instrumenting.md quotes the Python, Node.js, Go and Java code the SDK tests run,
-//! docs/scale.md the Collector configuration and the jq program the tier-1 tests run: every
+//! docs/scale.md the Collector configuration the tier-1 tests run: every
 //! code block after `<!-- file: PATH -->` is that whole file, and every block after
 //! `<!-- excerpt: PATH -->` appears in it line for line. So the guides cannot drift from the
 //! tested code.
@@ -85,8 +85,8 @@ fn the_guides_code_is_the_code_the_tests_run() {
 }
 
 #[test]
-fn the_scale_guides_collector_config_and_merge_program_are_the_tested_ones() {
+fn the_scale_guides_collector_config_is_the_tested_one() {
     let blocks = check_quotes("docs/scale.md");
     let paths: Vec<&str> = blocks.iter().map(|(_, path, _)| path.as_str()).collect();
-    assert_eq!(paths, ["docs/otelcol-tier1.yaml", "docs/merge-reports.jq"]);
+    assert_eq!(paths, ["docs/otelcol-tier1.yaml"]);
 }
