@@ -6,7 +6,6 @@
 //! Two `budget-top check` instances each get whole traces and report exactly theirs.
 
 use std::io::Write as _;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 use crate::go_grpc::gochain_or_skip;
-use crate::support::{Finished, assert_success, listen, output_within, scratch, tool_present};
+use crate::support::{Finished, assert_success, listen, output_within, scratch};
 
 /// Chains per run of the Go chain: three per round (two fast, one slow).
 const ROUNDS: usize = 8;
