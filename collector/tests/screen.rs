@@ -1403,8 +1403,9 @@ fn lines_cut_at_80_columns_say_so() {
     assert!(footer.ends_with('…'), "{footer:?}");
     assert!(footer.starts_with("exported chain 0123"), "{footer:?}");
 
-    // Stock instrumentation only: no hop carries a budget, and the header says so.
-    let mut data = ScreenData::new(Store::new(1000));
+    // Stock instrumentation only: no hop carries a budget, and the header says so (once the
+    // chain is judged: at once, with --settle 0s).
+    let mut data = ScreenData::new(Store::new(1000).with_settle(std::time::Duration::ZERO));
     let mut c = ChainBuilder::new(1, 0);
     c.span(
         1,
