@@ -155,6 +155,10 @@ pub struct Listen {
     /// spans); without it such an address is refused
     #[arg(long)]
     pub allow_remote: bool,
+    /// Every OTLP request must carry `Authorization: Bearer <token>`, the token being FILE's
+    /// contents (trailing newline trimmed); others get 401 / UNAUTHENTICATED, unread
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
 }
 
 impl Listen {
@@ -169,6 +173,7 @@ impl Listen {
             max_queued_spans: self.max_queued_spans,
             max_connections: self.max_connections,
             allow_remote: self.allow_remote,
+            bearer_token_file: self.bearer_token_file.clone(),
             ..ingest::IngestConfig::default()
         }
     }
@@ -192,7 +197,7 @@ pub enum Command {
 }
 
 /// The flags of `check` that only mean something when listening: `--input` refuses them all.
-const LISTENING: [&str; 10] = [
+const LISTENING: [&str; 11] = [
     "idle",
     "for_",
     "grpc",
@@ -203,6 +208,7 @@ const LISTENING: [&str; 10] = [
     "max_queued_spans",
     "max_connections",
     "allow_remote",
+    "bearer_token_file",
 ];
 
 /// `budget-top check`.

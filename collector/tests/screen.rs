@@ -639,6 +639,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
             spans: 7,
             requests_unread: 3,
             requests_ignored: 2,
+            requests_unauthenticated: 0,
         })),
         ..screen::Controls::default()
     };

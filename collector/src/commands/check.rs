@@ -296,6 +296,9 @@ async fn listen(
     config.keep_attributes = keep_attributes;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
+    for line in ingest.protection_lines() {
+        eprintln!("{line}");
+    }
     // Without this line a listening check looks hung: say how it ends.
     eprintln!("{}", how_it_ends(args));
     let stop_at = args.for_.map(|d| Instant::now() + d);

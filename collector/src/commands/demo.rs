@@ -87,6 +87,9 @@ async fn headless(
         .await
         .context("cannot start the demo services")?;
     eprintln!("listening: {}", ingest.describe());
+    for line in ingest.protection_lines() {
+        eprintln!("{line}");
+    }
     let cured = if demo.cured() { " (cured)" } else { "" };
     eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     let mut store = retention.store();

@@ -24,6 +24,9 @@ pub async fn run(
     config.carriers = carriers;
     let mut ingest = ingest::start(config).await?;
     eprintln!("listening: {}", ingest.describe());
+    for line in ingest.protection_lines() {
+        eprintln!("{line}");
+    }
     eprintln!("recording to {} (stop with Ctrl-C)", path.display());
     let mut requests = 0u64;
     loop {

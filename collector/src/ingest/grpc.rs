@@ -113,6 +113,16 @@ where
     M::Future: Send,
 {
     let (path, unimplemented) = served;
+    // `--bearer-token-file`: checked before anything else, the message never read; never
+    // retried (UNAUTHENTICATED is not a retryable code in OTLP).
+    if !shared.authenticated(request.headers()) {
+        return Box::pin(async {
+            Ok(Status::unauthenticated(
+                "missing or wrong bearer token: send the metadata authorization: Bearer <the token in budget-top's --bearer-token-file>",
+            )
+            .into_http())
+        });
+    }
     if request.uri().path() != path {
         shared.reject_request();
         return Box::pin(async move { Ok(Status::unimplemented(unimplemented).into_http()) });

@@ -68,6 +68,7 @@ pub(super) fn spawn(
 }
 
 fn router(state: HttpState) -> axum::Router {
+    let auth = axum::middleware::from_fn_with_state(state.clone(), require_token);
     axum::Router::new()
         .route("/v1/traces", post(export))
         .route("/v1/metrics", post(ignored))
@@ -76,6 +77,8 @@ fn router(state: HttpState) -> axum::Router {
         .method_not_allowed_fallback(not_post)
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(busy))
+        // Outermost: a request without the token is answered before anything else looks at it.
+        .layer(auth)
         .with_state(state)
 }
 
@@ -96,6 +99,48 @@ async fn not_found(State(state): State<HttpState>, uri: axum::http::Uri) -> Resp
 async fn not_post(State(state): State<HttpState>) -> Response {
     state.shared.reject_request();
     (StatusCode::METHOD_NOT_ALLOWED, "OTLP/HTTP export is a POST").into_response()
+}
+
+/// `--bearer-token-file`: a request without `Authorization: Bearer <token>` is answered 401
+/// with `WWW-Authenticate: Bearer` (no `Retry-After`: it is never retried) before its body is
+/// read, and counted as unauthenticated.
+async fn require_token(
+    State(state): State<HttpState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if state.shared.authenticated(request.headers()) {
+        return next.run(request).await;
+    }
+    let message = "missing or wrong bearer token: send Authorization: Bearer <the token in budget-top's --bearer-token-file>".to_string();
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let mut response = if media.eq_ignore_ascii_case(PROTOBUF) {
+        error_response(Encoding::Protobuf, StatusCode::UNAUTHORIZED, message)
+    } else if media.eq_ignore_ascii_case(JSON) {
+        error_response(Encoding::Json, StatusCode::UNAUTHORIZED, message)
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            message,
+        )
+            .into_response()
+    };
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Bearer"),
+    );
+    // The body is not read: the connection cannot be reused for the next request.
+    response.headers_mut().insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// Marks the connection as serving a request while it is (see [`ConnectionTag::busy`]).
@@ -302,9 +347,11 @@ async fn drain(body: Body, max: usize) {
 }
 
 fn error_response(encoding: Encoding, status: StatusCode, message: String) -> Response {
-    // gRPC codes in the Status body: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 14 UNAVAILABLE.
+    // gRPC codes in the Status body: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 14 UNAVAILABLE,
+    // 16 UNAUTHENTICATED.
     let code = match status {
         StatusCode::SERVICE_UNAVAILABLE => 14,
+        StatusCode::UNAUTHORIZED => 16,
         StatusCode::PAYLOAD_TOO_LARGE => 8,
         _ => 3,
     };

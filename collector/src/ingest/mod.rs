@@ -31,6 +31,7 @@
 //! Connections are capped per receiver without a queue (see `limit`): a good exporter is
 //! served at once while idle or slow clients hold the slots.
 
+pub mod auth;
 mod body_bytes;
 pub mod decode;
 pub mod decoded;
@@ -46,6 +47,7 @@ pub mod utf8;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -133,6 +135,9 @@ pub struct IngestConfig {
     pub allow_remote: bool,
     /// The carriers read from captured headers (`--budget-header` first, then the built-in).
     pub carriers: Arc<Carriers>,
+    /// `--bearer-token-file`: every request must carry `Authorization: Bearer <its token>`
+    /// (see [`auth`]). Read once at start: missing or empty, the receivers do not start.
+    pub bearer_token_file: Option<PathBuf>,
 }
 
 impl Default for IngestConfig {
@@ -155,6 +160,7 @@ impl Default for IngestConfig {
             keep_raw: false,
             allow_remote: false,
             carriers: Arc::default(),
+            bearer_token_file: None,
         }
     }
 }
@@ -185,6 +191,9 @@ pub struct IngestStats {
     pub connections_evicted: AtomicU64,
     /// New connections closed at once: `max_connections` were all serving requests.
     pub connections_refused: AtomicU64,
+    /// Requests without the bearer token (`--bearer-token-file`): answered 401 /
+    /// `UNAUTHENTICATED` before their body was read, so their spans are unknown.
+    pub requests_unauthenticated: AtomicU64,
 }
 
 /// A plain copy of [`IngestStats`].
@@ -210,6 +219,8 @@ pub struct IngestCounts {
     pub connections_evicted: u64,
     /// See [`IngestStats::connections_refused`].
     pub connections_refused: u64,
+    /// See [`IngestStats::requests_unauthenticated`].
+    pub requests_unauthenticated: u64,
 }
 
 impl IngestStats {
@@ -227,6 +238,7 @@ impl IngestStats {
             requests_ignored: get(&self.requests_ignored),
             connections_evicted: get(&self.connections_evicted),
             connections_refused: get(&self.connections_refused),
+            requests_unauthenticated: get(&self.requests_unauthenticated),
         }
     }
 }
@@ -245,6 +257,14 @@ pub struct Ingest {
     pub stats: Arc<IngestStats>,
     /// Cancel to stop both receivers.
     pub shutdown_token: CancellationToken,
+    /// Whether requests must carry the bearer token.
+    pub token_required: bool,
+    /// Whether the receivers speak TLS.
+    pub tls: bool,
+    /// Whether they listen beyond loopback (`--allow-remote`).
+    pub allow_remote: bool,
+    /// The warning about a token file others can read, for the start-up lines.
+    pub token_warning: Option<String>,
 }
 
 impl Ingest {
@@ -264,11 +284,53 @@ impl Ingest {
         }
         parts.join(", ")
     }
+
+    /// What protects the receivers: "TLS, token", "plain, no token"...
+    pub fn protection(&self) -> &'static str {
+        auth::protection(self.tls, self.token_required)
+    }
+
+    /// The loud warning when anyone on the network can send: `--allow-remote` with neither TLS
+    /// nor a token. `None` otherwise.
+    pub fn open_to_network(&self) -> Option<&'static str> {
+        open_to_network(self.allow_remote, self.tls, self.token_required)
+    }
+
+    /// The start-up lines after "listening: ...": what protects the receivers, and the warning
+    /// when anyone on the network can send.
+    pub fn protection_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("receivers: {}", self.protection())];
+        lines.extend(self.token_warning.clone());
+        if let Some(warning) = self.open_to_network() {
+            lines.push(format!("warning: {warning}"));
+        }
+        lines
+    }
+}
+
+/// See [`Ingest::open_to_network`].
+pub fn open_to_network(allow_remote: bool, tls: bool, token: bool) -> Option<&'static str> {
+    (allow_remote && !tls && !token).then_some(
+        "ANYONE ON THE NETWORK CAN SEND SPANS: --allow-remote with neither TLS nor a bearer \
+         token (add --bearer-token-file FILE)",
+    )
 }
 
 /// Binds the receivers and starts serving. Must run inside a tokio runtime. A port already in
 /// use gives an error naming the address and the flag that changes it.
 pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
+    let mut token_warning = None;
+    let bearer = match &config.bearer_token_file {
+        Some(path) => {
+            let loaded = auth::BearerToken::load(path)?;
+            token_warning = loaded
+                .readable_by_others
+                .map(|mode| auth::open_file_warning(path, mode));
+            Some(loaded.token)
+        }
+        None => None,
+    };
+    let token_required = bearer.is_some();
     let (tx, receiver) = mpsc::channel(config.channel_capacity.max(1));
     let stats = Arc::new(IngestStats::default());
     let shared = Arc::new(Shared {
@@ -287,6 +349,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         interner: Mutex::new(interner::Interner::with_carriers(config.carriers.clone())),
         keep_attributes: config.keep_attributes,
         keep_raw: config.keep_raw,
+        bearer,
     });
     let token = CancellationToken::new();
     for (addr, flag) in [(config.grpc, "--grpc"), (config.http, "--http")] {
@@ -336,6 +399,10 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         receiver,
         stats,
         shutdown_token: token,
+        token_required,
+        tls: false,
+        allow_remote: config.allow_remote,
+        token_warning,
     })
 }
 
@@ -360,6 +427,8 @@ struct Shared {
     interner: Mutex<interner::Interner>,
     keep_attributes: bool,
     keep_raw: bool,
+    /// The token every request must carry, when `--bearer-token-file` is given.
+    bearer: Option<auth::BearerToken>,
 }
 
 /// How a request was handled, for the transport to answer.
@@ -450,6 +519,24 @@ impl Queue {
 }
 
 impl Shared {
+    /// Whether a request may be served: no token is required, or its `Authorization` header
+    /// carries it. A request refused here is counted (its body is never read).
+    fn authenticated(&self, headers: &::http::HeaderMap) -> bool {
+        let Some(token) = &self.bearer else {
+            return true;
+        };
+        let value = headers
+            .get(::http::header::AUTHORIZATION)
+            .map(::http::HeaderValue::as_bytes);
+        if token.accepts(value) {
+            return true;
+        }
+        self.stats
+            .requests_unauthenticated
+            .fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
     /// The cheap first gate, before a request's body is read: a permit to read and decode it,
     /// or `None` when too many requests are in flight or the queue has no room for a request
     /// the size of the last one taken. A refusal is counted here (its spans are unknown: the

@@ -77,6 +77,13 @@ pub fn render(
             "ignored {} requests (metrics and logs: answered with success, dropped)",
             i.requests_ignored
         );
+        if i.requests_unauthenticated > 0 {
+            let _ = writeln!(
+                out,
+                "unauthenticated {} requests (no or wrong bearer token: answered 401 / UNAUTHENTICATED, unread)",
+                i.requests_unauthenticated
+            );
+        }
         if i.connections_evicted + i.connections_refused > 0 {
             let _ = writeln!(
                 out,

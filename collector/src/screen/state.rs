@@ -158,6 +158,8 @@ pub struct State {
     pub requests_refused_unread: u64,
     /// Metrics and logs requests the receivers answered and dropped.
     pub requests_ignored: u64,
+    /// Requests the receivers refused for a missing or wrong bearer token.
+    pub requests_unauthenticated: u64,
     /// The demo's status line, when the demo is running.
     pub demo: Option<DemoStatus>,
     /// Whether `d` on the empty live screen can start the demo: [`super::run_live`] sets it
@@ -186,6 +188,8 @@ pub struct Refused {
     pub requests_unread: u64,
     /// Metrics and logs requests answered with success and dropped.
     pub requests_ignored: u64,
+    /// Requests refused for a missing or wrong bearer token.
+    pub requests_unauthenticated: u64,
 }
 
 impl Refused {
@@ -196,6 +200,7 @@ impl Refused {
             spans: counts.spans_refused,
             requests_unread: counts.requests_refused_unread,
             requests_ignored: counts.requests_ignored,
+            requests_unauthenticated: counts.requests_unauthenticated,
         }
     }
 }
@@ -228,6 +233,7 @@ impl State {
             spans_dropped: 0,
             requests_refused_unread: 0,
             requests_ignored: 0,
+            requests_unauthenticated: 0,
             demo: None,
             demo_startable: true,
             retention: crate::store::Retention::default(),
@@ -370,15 +376,21 @@ impl State {
     /// Set what the receivers refused (the screen adds the spans it dropped while paused).
     pub fn set_ingest_refused(&mut self, refused: Refused) -> bool {
         let total = refused.spans + self.paused_drops;
-        let changed = (total, refused.requests_unread, refused.requests_ignored)
-            != (
-                self.spans_dropped,
-                self.requests_refused_unread,
-                self.requests_ignored,
-            );
+        let changed = (
+            total,
+            refused.requests_unread,
+            refused.requests_ignored,
+            refused.requests_unauthenticated,
+        ) != (
+            self.spans_dropped,
+            self.requests_refused_unread,
+            self.requests_ignored,
+            self.requests_unauthenticated,
+        );
         self.spans_dropped = total;
         self.requests_refused_unread = refused.requests_unread;
         self.requests_ignored = refused.requests_ignored;
+        self.requests_unauthenticated = refused.requests_unauthenticated;
         changed
     }
 

@@ -1,6 +1,7 @@
 //! budget-top's integration tests: one binary, helpers in `support`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod auth;
 mod check_file;
 mod check_listen;
 mod cli_usage;

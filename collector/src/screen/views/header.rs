@@ -103,6 +103,15 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             theme.severity(Severity::Error),
         );
     }
+    if state.requests_unauthenticated > 0 {
+        // No or wrong bearer token: answered 401 / UNAUTHENTICATED, never read.
+        field(
+            buf,
+            count(state.requests_unauthenticated),
+            "unauthenticated",
+            theme.severity(Severity::Warning),
+        );
+    }
     if state.requests_ignored > 0 {
         // Metrics and logs sent to the same endpoint: answered, dropped; not an error.
         field(
