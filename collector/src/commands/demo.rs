@@ -199,6 +199,7 @@ async fn screen(
         http_addr: ingest.http_addr,
         retention,
         max_attribute_bytes: 0,
+        ..screen::LiveConfig::default()
     };
     let Ingest {
         receiver,

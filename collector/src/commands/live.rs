@@ -25,7 +25,9 @@ pub async fn run(
     let ingest = ingest::start(config).await?;
     let stats = ingest.stats.clone();
     #[cfg(feature = "demo")]
-    let (demo, start_demo, driver) = match super::demo::for_live_screen(ingest.grpc_addr) {
+    // The demo's exporters carry no token: with one required, `d` is not offered.
+    let demo_target = ingest.grpc_addr.filter(|_| !ingest.token_required);
+    let (demo, start_demo, driver) = match super::demo::for_live_screen(demo_target) {
         Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
         None => (None, None, None),
     };
@@ -41,9 +43,18 @@ pub async fn run(
         mode: Mode::Live,
         grpc_addr: ingest.grpc_addr,
         http_addr: ingest.http_addr,
+        protection: Some(ingest.protection()),
+        open_to_anyone: ingest.open_to_network().is_some(),
         retention,
         max_attribute_bytes,
     };
+    // The warnings (a token file others can read, anyone on the network can send) stay on
+    // the terminal under the screen, and are there when it closes.
+    for line in ingest.protection_lines() {
+        if line.starts_with("warning:") {
+            eprintln!("budget-top: {line}");
+        }
+    }
     let result = run_live(config, ingest.receiver, controls).await;
     ingest.shutdown_token.cancel();
     #[cfg(feature = "demo")]

@@ -185,6 +185,11 @@ pub struct LiveConfig {
     pub grpc_addr: Option<SocketAddr>,
     /// The OTLP/HTTP receiver address, shown in the header.
     pub http_addr: Option<SocketAddr>,
+    /// What protects the receivers ("plain, no token", "TLS, token"...), shown in the header.
+    pub protection: Option<&'static str>,
+    /// Anyone on the network can send (`--allow-remote` with neither TLS nor a token): the
+    /// header says so loudly.
+    pub open_to_anyone: bool,
     /// How chains are held and judged (`--max-spans`, `--settle`, `--max-findings`).
     pub retention: crate::store::Retention,
     /// The most raw attribute bytes held for the detail view (`--max-attribute-bytes`); 0 for
@@ -213,6 +218,8 @@ pub async fn run_live(
     state.max_attribute_bytes = attribute_bytes;
     state.grpc_addr = config.grpc_addr;
     state.http_addr = config.http_addr;
+    state.protection = config.protection;
+    state.open_to_anyone = config.open_to_anyone;
     state.demo_startable = controls.start_demo.is_some();
     let mut term = super::term::Term::enter()?;
     let events = crossterm::event::EventStream::new();

@@ -151,6 +151,10 @@ pub struct State {
     pub grpc_addr: Option<SocketAddr>,
     /// The OTLP/HTTP receiver address, when listening.
     pub http_addr: Option<SocketAddr>,
+    /// What protects the receivers ("plain, no token", "TLS, token"...), when known.
+    pub protection: Option<&'static str>,
+    /// Anyone on the network can send (`--allow-remote` with neither TLS nor a token).
+    pub open_to_anyone: bool,
     /// Spans the receivers refused because the screen could not keep up, plus spans dropped
     /// while paused.
     pub spans_dropped: u64,
@@ -230,6 +234,8 @@ impl State {
             mode,
             grpc_addr: None,
             http_addr: None,
+            protection: None,
+            open_to_anyone: false,
             spans_dropped: 0,
             requests_refused_unread: 0,
             requests_ignored: 0,

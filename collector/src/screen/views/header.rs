@@ -39,21 +39,23 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     }
     if !receivers.is_empty() {
         x = put(buf, x + 2, y, &receivers.join("  "), w(x + 2), theme.dim());
+        if let Some(protection) = state.protection {
+            x = put(buf, x + 2, y, protection, w(x + 2), theme.dim());
+        }
     }
     // Listening beyond loopback is a deliberate choice (--allow-remote): say so, every frame.
     let open = [state.grpc_addr, state.http_addr]
         .into_iter()
         .flatten()
         .any(|a| !a.ip().is_loopback());
-    if open {
-        x = put(
-            buf,
-            x + 2,
-            y,
-            "⚠ open to the network",
-            w(x + 2),
-            theme.alert(),
-        );
+    if open || state.open_to_anyone {
+        // Neither TLS nor a token: anyone who can reach the port can send spans.
+        let warning = if state.open_to_anyone {
+            "⚠ ANYONE ON THE NETWORK CAN SEND"
+        } else {
+            "⚠ open to the network"
+        };
+        x = put(buf, x + 2, y, warning, w(x + 2), theme.alert());
     }
     if state.ui.paused {
         let badge = " PAUSED (space resumes) ";
@@ -334,7 +336,12 @@ mod tests {
     use crate::screen::data::ScreenData;
 
     fn first_line(grpc: &str) -> String {
+        first_line_of(grpc, |_| ())
+    }
+
+    fn first_line_of(grpc: &str, set: impl FnOnce(&mut State)) -> String {
         let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);
+        set(&mut state);
         state.grpc_addr = grpc.parse().ok();
         state.http_addr = "127.0.0.1:4318".parse().ok();
         let area = Rect::new(0, 0, 120, 3);
@@ -372,5 +379,23 @@ mod tests {
         let open = first_line("0.0.0.0:4317");
         assert!(open.contains("gRPC 0.0.0.0:4317"), "{open}");
         assert!(open.contains("⚠ open to the network"), "{open}");
+    }
+
+    #[test]
+    fn the_header_says_what_protects_the_receivers_and_when_anyone_can_send() {
+        let plain = first_line_of("127.0.0.1:4317", |s| s.protection = Some("plain, no token"));
+        assert!(
+            plain.contains("HTTP 127.0.0.1:4318  plain, no token"),
+            "{plain}"
+        );
+        assert!(!plain.contains('⚠'), "{plain}");
+        let guarded = first_line_of("0.0.0.0:4317", |s| s.protection = Some("plain, token"));
+        assert!(guarded.contains("plain, token"), "{guarded}");
+        assert!(guarded.contains("⚠ open to the network"), "{guarded}");
+        let open = first_line_of("0.0.0.0:4317", |s| {
+            s.protection = Some("plain, no token");
+            s.open_to_anyone = true;
+        });
+        assert!(open.contains("⚠ ANYONE ON THE NETWORK CAN SEND"), "{open}");
     }
 }
