@@ -159,6 +159,16 @@ pub struct Listen {
     /// contents (trailing newline trimmed); others get 401 / UNAUTHENTICATED, unread
     #[arg(long, value_name = "FILE")]
     pub bearer_token_file: Option<PathBuf>,
+    /// Both receivers speak TLS with this certificate (PEM; with --tls-key); a plain client
+    /// is refused, a handshake must finish within 10 s
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// mTLS: every client must present a certificate this CA (PEM) signed (needs --tls-cert)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
 }
 
 impl Listen {
@@ -174,6 +184,14 @@ impl Listen {
             max_connections: self.max_connections,
             allow_remote: self.allow_remote,
             bearer_token_file: self.bearer_token_file.clone(),
+            tls: match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(ingest::tls::TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: self.client_ca.clone(),
+                }),
+                _ => None,
+            },
             ..ingest::IngestConfig::default()
         }
     }
@@ -197,7 +215,7 @@ pub enum Command {
 }
 
 /// The flags of `check` that only mean something when listening: `--input` refuses them all.
-const LISTENING: [&str; 11] = [
+const LISTENING: [&str; 14] = [
     "idle",
     "for_",
     "grpc",
@@ -209,6 +227,9 @@ const LISTENING: [&str; 11] = [
     "max_connections",
     "allow_remote",
     "bearer_token_file",
+    "tls_cert",
+    "tls_key",
+    "client_ca",
 ];
 
 /// `budget-top check`.

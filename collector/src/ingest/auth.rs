@@ -116,13 +116,15 @@ pub fn open_file_warning(path: &Path, mode: u32) -> String {
 }
 
 /// What protects the receivers, for the start-up line and the screen's header: "TLS, token",
-/// "plain, token", "plain, no token".
-pub fn protection(tls: bool, token: bool) -> &'static str {
-    match (tls, token) {
-        (true, true) => "TLS, token",
-        (true, false) => "TLS, no token",
-        (false, true) => "plain, token",
-        (false, false) => "plain, no token",
+/// "mTLS, no token", "plain, token", "plain, no token".
+pub fn protection(tls: bool, client_ca: bool, token: bool) -> &'static str {
+    match (tls, client_ca, token) {
+        (true, true, true) => "mTLS, token",
+        (true, true, false) => "mTLS, no token",
+        (true, false, true) => "TLS, token",
+        (true, false, false) => "TLS, no token",
+        (false, _, true) => "plain, token",
+        (false, _, false) => "plain, no token",
     }
 }
 

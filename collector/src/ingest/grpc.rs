@@ -424,7 +424,7 @@ pub(super) fn response(rejected: u64, message: String) -> ExportTraceServiceResp
 }
 
 pub(super) fn spawn(
-    listener: super::limit::LimitedListener,
+    listener: super::tls::Listener,
     shared: Arc<Shared>,
     max_body: usize,
     timeout: std::time::Duration,

@@ -45,7 +45,7 @@ struct HttpState {
 }
 
 pub(super) fn spawn(
-    listener: super::limit::LimitedListener,
+    listener: super::tls::Listener,
     shared: Arc<Shared>,
     max_body: usize,
     body_timeout: Duration,

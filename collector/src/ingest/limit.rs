@@ -283,6 +283,11 @@ impl tonic::transport::server::Connected for LimitedStream {
 }
 
 impl LimitedStream {
+    /// The connection's tag, for the requests it serves.
+    pub(super) fn tag(&self) -> ConnectionTag {
+        ConnectionTag(self.connection.clone())
+    }
+
     /// When the waiting read should look again: the connection's timeout, at most
     /// [`RECHECK`] away; `None` when it is already past it.
     fn next_look(&self) -> Option<Instant> {

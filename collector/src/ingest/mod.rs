@@ -43,6 +43,7 @@ pub mod interner;
 pub mod json;
 mod limit;
 mod protobuf;
+pub mod tls;
 pub mod utf8;
 
 use std::collections::VecDeque;
@@ -138,6 +139,9 @@ pub struct IngestConfig {
     /// `--bearer-token-file`: every request must carry `Authorization: Bearer <its token>`
     /// (see [`auth`]). Read once at start: missing or empty, the receivers do not start.
     pub bearer_token_file: Option<PathBuf>,
+    /// `--tls-cert`, `--tls-key` and `--client-ca`: both receivers speak TLS (see [`tls`]).
+    /// Read once at start: a bad file and the receivers do not start.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 impl Default for IngestConfig {
@@ -161,6 +165,7 @@ impl Default for IngestConfig {
             allow_remote: false,
             carriers: Arc::default(),
             bearer_token_file: None,
+            tls: None,
         }
     }
 }
@@ -261,6 +266,8 @@ pub struct Ingest {
     pub token_required: bool,
     /// Whether the receivers speak TLS.
     pub tls: bool,
+    /// Whether clients must present a certificate (`--client-ca`).
+    pub client_ca: bool,
     /// Whether they listen beyond loopback (`--allow-remote`).
     pub allow_remote: bool,
     /// The warning about a token file others can read, for the start-up lines.
@@ -287,7 +294,7 @@ impl Ingest {
 
     /// What protects the receivers: "TLS, token", "plain, no token"...
     pub fn protection(&self) -> &'static str {
-        auth::protection(self.tls, self.token_required)
+        auth::protection(self.tls, self.client_ca, self.token_required)
     }
 
     /// The loud warning when anyone on the network can send: `--allow-remote` with neither TLS
@@ -331,6 +338,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         None => None,
     };
     let token_required = bearer.is_some();
+    let tls = config.tls.as_ref().map(tls::Tls::load).transpose()?;
     let (tx, receiver) = mpsc::channel(config.channel_capacity.max(1));
     let stats = Arc::new(IngestStats::default());
     let shared = Arc::new(Shared {
@@ -375,7 +383,12 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = grpc_listener {
         grpc_addr = Some(listener.local_addr()?);
         grpc::spawn(
-            limit::LimitedListener::new(listener, limits, stats.clone()),
+            tls::Listener::new(
+                limit::LimitedListener::new(listener, limits, stats.clone()),
+                tls.as_ref().map(|t| t.grpc.clone()),
+                config.header_timeout,
+                token.clone(),
+            )?,
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -386,7 +399,12 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     if let Some(listener) = http_listener {
         http_addr = Some(listener.local_addr()?);
         http::spawn(
-            limit::LimitedListener::new(listener, limits, stats.clone()),
+            tls::Listener::new(
+                limit::LimitedListener::new(listener, limits, stats.clone()),
+                tls.as_ref().map(|t| t.http.clone()),
+                config.header_timeout,
+                token.clone(),
+            )?,
             shared.clone(),
             config.max_body,
             config.body_timeout,
@@ -400,7 +418,8 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         stats,
         shutdown_token: token,
         token_required,
-        tls: false,
+        tls: tls.is_some(),
+        client_ca: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
         allow_remote: config.allow_remote,
         token_warning,
     })

@@ -29,3 +29,4 @@ mod record_format;
 mod store;
 mod support;
 mod throughput;
+mod tls;
