@@ -36,7 +36,7 @@ pub fn ingest(mut request: ExportTraceServiceRequest) {
     store.insert_spans(decoded.spans.clone());
     store.analyse_dirty();
     let report = store.report();
-    let json = budget_top::commands::check::json_report(&report, None).expect("a report always serialises");
+    let json = budget_top::commands::check::json_report(&report, None, 0).expect("a report always serialises");
     assert!(json.ends_with('\n'));
 
     let direct = deadline_budget::analysis::Report::from_spans(
