@@ -7,7 +7,8 @@ mistakes budget-top exists to find:
 - py-search is a stock service that ignores budgets and works 600 ms while its caller gives up
   after 100 ms: orphaned_work;
 - py-batch gets 200 ms and spends 250 ms on its own work: its call is refused, and the
-  50 ms past its budget are work its caller no longer waited for: orphaned_work;
+  answer comes 50 ms after its budget ran out: late_answer (a root: whether its caller
+  still waited is not in the spans);
 - a request that arrives with 0 ms is shed before work starts: shed_expired (info).
 """
 
