@@ -118,6 +118,12 @@ pub struct EdgeSample {
     /// before it reached past its hop's give-up limit. An edge's timeout inferred over many
     /// chains is judged against it when a report is written (`timeout_inverted`).
     pub wait_slack: Option<WaitSlack>,
+    /// The call's attempt (`budget.attempt` on the CLIENT span), when it says: an edge whose
+    /// calls reach attempt 2 retries, and its advice checks that the attempts fit.
+    pub attempt: Option<i64>,
+    /// The calling hop's budget (what it received, else its default): what the advice's retry
+    /// check fits the attempts into.
+    pub caller_budget_ms: Option<i64>,
 }
 
 /// How much time a call that declares no timeout had before everyone above stopped waiting:

@@ -219,6 +219,10 @@ pub struct EdgeAggregate {
     pub wait_slack: Distribution,
     /// The slowest call seen: its latency, trace and span (kept while it is held).
     pub slowest: Option<(i64, TraceId, SpanId)>,
+    /// The calls' attempt numbers (`budget.attempt`): the edge retries when one is above 1.
+    pub attempts: Distribution,
+    /// The calling hops' budgets: what the advice's retry check fits the attempts into.
+    pub caller_budget: Sketch,
 }
 
 impl EdgeAggregate {
@@ -339,6 +343,7 @@ impl EdgeAggregate {
             timeout_inferred: timeout.is_some_and(|t| t.1),
             latency_p50_ms: self.latency.p50(),
             latency_p99_ms: self.latency.p99(),
+            advice: self.advice(),
             totals: EdgeTotals {
                 latency_ms: self.latency.clone(),
                 received_ms: self.received.clone(),
@@ -347,6 +352,8 @@ impl EdgeAggregate {
                 unanswered_ms: self.unanswered.clone(),
                 wait_slack_ms: self.wait_slack.clone(),
                 slowest: self.slowest,
+                attempts: self.attempts.clone(),
+                caller_budget_ms: self.caller_budget.clone(),
             },
         }
     }
@@ -368,6 +375,8 @@ impl EdgeAggregate {
             unanswered: t.unanswered_ms.clone(),
             wait_slack: t.wait_slack_ms.clone(),
             slowest: t.slowest,
+            attempts: t.attempts.clone(),
+            caller_budget: t.caller_budget_ms.clone(),
         };
         for (&kind, &n) in &edge.findings {
             e.findings.0[kind as usize] += n;
@@ -519,6 +528,12 @@ impl EdgeStats {
         if let Some(w) = s.wait_slack {
             e.wait_slack.add(w.slack_ms);
         }
+        if let Some(a) = s.attempt {
+            e.attempts.add(a);
+        }
+        if let Some(b) = s.caller_budget_ms {
+            e.caller_budget.add(b);
+        }
     }
 
     /// Un-feed one sample of the chain `trace_id` fed before.
@@ -551,6 +566,12 @@ impl EdgeStats {
         }
         if let Some(w) = s.wait_slack {
             e.wait_slack.remove(w.slack_ms);
+        }
+        if let Some(a) = s.attempt {
+            e.attempts.remove(a);
+        }
+        if let Some(b) = s.caller_budget_ms {
+            e.caller_budget.remove(b);
         }
         // The slowest call leaves with its chain; the next slowest is not known until a call
         // as slow arrives, so the edge's finding waits until then.
@@ -623,6 +644,8 @@ impl EdgeAggregate {
         self.declared_timeouts.merge(&other.declared_timeouts);
         self.unanswered.merge(&other.unanswered);
         self.wait_slack.merge(&other.wait_slack);
+        self.attempts.merge(&other.attempts);
+        self.caller_budget.merge(&other.caller_budget);
         self.slowest = slower(self.slowest, other.slowest);
     }
 }

@@ -27,6 +27,7 @@
 //! assert_eq!(report.summary.traces, 0);
 //! ```
 
+mod advice;
 mod chain;
 mod chain_analysis;
 mod clocks;
@@ -40,6 +41,7 @@ mod rules;
 mod sketch;
 mod totals;
 
+pub use advice::{ADVICE_QUANTILE, MIN_ADVICE_CALLS, round_up_two_figures};
 pub use chain::{Chain, Inserted, Link, chains_from_spans};
 pub use chain_analysis::{
     CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row, WaitSlack,

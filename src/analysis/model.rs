@@ -522,9 +522,74 @@ pub struct EdgeReport {
     pub latency_p50_ms: Option<i64>,
     /// The 99th percentile of the same.
     pub latency_p99_ms: Option<i64>,
+    /// What to set: the timeout its measured latency suggests (`CONVENTIONS.md` section 4,
+    /// "Advice"), derived from `totals`.
+    #[serde(default)]
+    pub advice: Advice,
     /// What the figures above rest on, kept so that reports merge exactly.
     #[serde(default)]
     pub totals: EdgeTotals,
+}
+
+/// An edge's advice (`CONVENTIONS.md` section 4, "Advice: from the finding to the fix"):
+/// the timeout its answered calls' p99.9 suggests, or how many more calls it needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Advice {
+    /// The timeout to set, ms: the p99.9 latency of the answered calls rounded up to two
+    /// significant figures, capped by the callee's budget p50 when budgets flow; `null` under
+    /// 100 answered calls.
+    pub timeout_ms: Option<i64>,
+    /// The p99.9 latency of the answered calls, ms (within the sketch's 1 %).
+    pub p999_ms: Option<i64>,
+    /// The callee's budget p50 when it capped the suggestion.
+    pub capped_by_budget_ms: Option<i64>,
+    /// Whether budgets flow on the edge: the timeout is then `min(remaining, timeout_ms)`.
+    pub budget_flows: bool,
+    /// The edge's current timeout (declared, else inferred).
+    pub current_timeout_ms: Option<i64>,
+    /// Whether the current timeout was inferred.
+    pub current_timeout_inferred: bool,
+    /// The answered calls the advice rests on.
+    pub calls: u64,
+    /// How many more answered calls it needs before it advises (0 when it does).
+    pub calls_needed: u64,
+    /// How many answered calls the suggestion would have cut.
+    pub would_cut: u64,
+    /// The same as a share of the answered calls (0..=1).
+    pub would_cut_share: Share,
+    /// When the edge retries: whether its attempts fit the caller's budget.
+    pub retry: Option<RetryCheck>,
+    /// One sentence a person can read.
+    pub sentence: String,
+}
+
+/// A share (0..=1), compared bit for bit so that a report stays `Eq`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Share(pub f64);
+
+impl PartialEq for Share {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for Share {}
+
+/// The advice's retry check: attempts × per-attempt timeout + backoff must fit the caller's
+/// budget p50 (the backoff is not in the spans: counted as 0).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryCheck {
+    /// The most attempts a call of the edge made (`budget.attempt`).
+    pub attempts: i64,
+    /// The per-attempt timeout checked: the current one, else the suggested one.
+    pub attempt_timeout_ms: i64,
+    /// The caller's budget p50, ms.
+    pub caller_budget_ms: i64,
+    /// Whether `attempts × attempt_timeout_ms` fits `caller_budget_ms`.
+    pub fits: bool,
+    /// How many attempts do fit.
+    pub attempts_that_fit: i64,
 }
 
 /// An edge's mergeable figures: sketches (`[[value_ms, count], ...]`, within 1 %) and exact
@@ -547,6 +612,10 @@ pub struct EdgeTotals {
     pub wait_slack_ms: Distribution,
     /// The slowest call: its latency, trace and span.
     pub slowest: Option<(i64, TraceId, SpanId)>,
+    /// The calls' attempt numbers (`budget.attempt`), exactly.
+    pub attempts: Distribution,
+    /// The calling hops' budgets.
+    pub caller_budget_ms: Sketch,
 }
 
 /// One element of the report's `services` array: one service over every judged chain.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 
+mod advice;
 mod clocks;
 mod context;
 mod point_of_view;
@@ -123,12 +124,20 @@ fn report_serialises_to_the_contract_shape() {
                      "findings": { "budget_reset": 1 }, "wasted_ms": 0,
                      "timeout_ms": null, "timeout_inferred": false,
                      "latency_p50_ms": 80, "latency_p99_ms": 80,
+                     "advice": {
+                         "timeout_ms": null, "p999_ms": null, "capped_by_budget_ms": null,
+                         "budget_flows": true, "current_timeout_ms": null,
+                         "current_timeout_inferred": false, "calls": 1, "calls_needed": 99,
+                         "would_cut": 0, "would_cut_share": 0.0, "retry": null,
+                         "sentence": "orders → inventory: no timeout, 1 answered call(s): 99 more needed before advising a timeout" },
                      "totals": {
                          "latency_ms": { "min": 80, "max": 80, "buckets": [[80, 1]] },
                          "received_ms": { "min": 3000, "max": 3000, "buckets": [[3007, 1]] },
                          "forwarded_ms": { "min": 3000, "max": 3000, "buckets": [[3007, 1]] },
                          "declared_timeouts_ms": [], "unanswered_ms": [], "wait_slack_ms": [],
-                         "slowest": [80, "07070707070707070707070707070707", "0000000000000002"] } } ],
+                         "slowest": [80, "07070707070707070707070707070707", "0000000000000002"],
+                         "attempts": [],
+                         "caller_budget_ms": { "min": 800, "max": 800, "buckets": [[803, 1]] } } } ],
         "services": [
             { "service": "inventory", "hops": 1, "work_ms": 78, "wasted_ms": 0,
               "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,

@@ -1,7 +1,7 @@
 //! A chain's edge samples, packed: what the store keeps of [`ChainAnalysis::edges`] to take
 //! them out of the edge aggregates again when the chain is analysed anew or evicted.
 //!
-//! An [`EdgeSample`] is 144 bytes (two service names, five optional figures, the call's span
+//! An [`EdgeSample`] is 176 bytes (two service names, seven optional figures, the call's span
 //! id, its findings); a chain of four hops has three, in a vector with room for four: ~590
 //! bytes a chain, more than the chain's waterfall rows. Packed, a service is named by the
 //! position of a span of the chain that has it (the caller and the callee are services of the
@@ -25,6 +25,8 @@ const CALL: u64 = 1 << 5;
 const FINDINGS: u64 = 1 << 6;
 const SLACK: u64 = 1 << 7;
 const HOP_BUDGET: u64 = 1 << 8;
+const ATTEMPT: u64 = 1 << 9;
+const CALLER_BUDGET: u64 = 1 << 10;
 
 /// The packed samples of one chain. See the module documentation.
 #[derive(Debug, Default)]
@@ -114,6 +116,8 @@ impl EdgeSamples {
                 (LATENCY, s.latency_ms.is_some()),
                 (TIMEOUT, s.timeout_ms.is_some()),
                 (UNANSWERED, s.unanswered_ms.is_some()),
+                (ATTEMPT, s.attempt.is_some()),
+                (CALLER_BUDGET, s.caller_budget_ms.is_some()),
                 (CALL, s.call.is_some()),
                 (FINDINGS, s.findings.is_some()),
                 (SLACK, s.wait_slack.is_some()),
@@ -133,6 +137,8 @@ impl EdgeSamples {
                 s.latency_ms,
                 s.timeout_ms,
                 s.unanswered_ms,
+                s.attempt,
+                s.caller_budget_ms,
             ]
             .into_iter()
             .flatten()
@@ -205,6 +211,8 @@ impl EdgeSamples {
         let latency_ms = figure(LATENCY)?;
         let timeout_ms = figure(TIMEOUT)?;
         let unanswered_ms = figure(UNANSWERED)?;
+        let attempt = figure(ATTEMPT)?;
+        let caller_budget_ms = figure(CALLER_BUDGET)?;
         let wasted_ms = unzigzag(decode_varint(buf).ok()?);
         let call = if present & CALL != 0 {
             let (id, rest) = buf.split_first_chunk::<8>()?;
@@ -250,6 +258,8 @@ impl EdgeSamples {
             unanswered_ms,
             call,
             wait_slack,
+            attempt,
+            caller_budget_ms,
         })
     }
 }
@@ -272,6 +282,8 @@ mod tests {
             unanswered_ms: None,
             call: None,
             wait_slack: None,
+            attempt: None,
+            caller_budget_ms: None,
         }
     }
 
@@ -283,6 +295,8 @@ mod tests {
         full.latency_ms = Some(i64::MIN);
         full.timeout_ms = Some(0);
         full.unanswered_ms = Some(1234);
+        full.attempt = Some(3);
+        full.caller_budget_ms = Some(1000);
         full.wasted_ms = -1;
         full.call = Some(SpanId([9; 8]));
         let mut counts = KindCounts::default();

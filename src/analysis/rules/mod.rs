@@ -94,6 +94,8 @@ mod summary;
 mod timeouts;
 mod timing;
 
+pub(crate) use pass::thousands;
+
 use pass::{PassState, RulePass};
 use timing::Timing;
 

@@ -277,6 +277,10 @@ impl RulePass<'_> {
             unanswered_ms: call.filter(|&c| self.timing.unanswered[c]).and(latency_ms),
             call: call.map(|c| spans[c].span_id),
             wait_slack: call.and_then(|c| self.state.wait_slack[c]),
+            attempt: call.and_then(|c| spans[c].budget.attempt),
+            caller_budget_ms: Some(self.timing.hop_of[p as usize])
+                .filter(|&h| h != NONE)
+                .and_then(|h| spans[h as usize].budget.budget_ms()),
         });
     }
 
@@ -299,7 +303,7 @@ impl RulePass<'_> {
 }
 
 /// `1254` as `1,254`.
-pub(super) fn thousands(v: i64) -> String {
+pub(crate) fn thousands(v: i64) -> String {
     let digits = v.unsigned_abs().to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
     if v < 0 {

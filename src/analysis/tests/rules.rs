@@ -695,6 +695,8 @@ fn an_edge_with_its_own_default_a_short_queue_and_an_uninstrumented_client_is_fi
             unanswered_ms: None,
             call: None,
             wait_slack: None,
+            attempt: None,
+            caller_budget_ms: Some(2000),
         }]
     );
 }
