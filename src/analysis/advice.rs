@@ -66,7 +66,7 @@ impl EdgeAggregate {
         if calls < MIN_ADVICE_CALLS {
             advice.calls_needed = MIN_ADVICE_CALLS - calls;
             advice.sentence = format!(
-                "{edge}: {now}, {calls} answered call(s): {} more needed before advising a timeout",
+                "{edge}: {now}, {calls} answered call(s): advice after {} more",
                 advice.calls_needed
             );
             return advice;

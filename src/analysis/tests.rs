@@ -129,7 +129,7 @@ fn report_serialises_to_the_contract_shape() {
                          "budget_flows": true, "current_timeout_ms": null,
                          "current_timeout_inferred": false, "calls": 1, "calls_needed": 99,
                          "would_cut": 0, "would_cut_share": 0.0, "retry": null,
-                         "sentence": "orders → inventory: no timeout, 1 answered call(s): 99 more needed before advising a timeout" },
+                         "sentence": "orders → inventory: no timeout, 1 answered call(s): advice after 99 more" },
                      "totals": {
                          "latency_ms": { "min": 80, "max": 80, "buckets": [[80, 1]] },
                          "received_ms": { "min": 3000, "max": 3000, "buckets": [[3007, 1]] },

@@ -211,6 +211,9 @@ pub fn render(
             );
         }
     }
+    if !edges.is_empty() {
+        out.push_str(&advice_section(edges));
+    }
     if report.findings.is_empty() {
         out.push_str("\nno findings\n");
     }
@@ -226,6 +229,17 @@ pub fn omitted_note(report: &Report) -> Option<String> {
             "{omitted} more finding(s) are counted above and not listed (--max-findings): per kind, the ones that explain the most work for nobody are listed, then the newest"
         )
     })
+}
+
+/// The ADVICE section (`CONVENTIONS.md` section 4, "Advice"): one sentence per edge, the
+/// timeout its measured latency suggests or how many more calls it needs.
+fn advice_section(edges: &[&EdgeAggregate]) -> String {
+    let mut out =
+        String::from("\nADVICE (time out at the p99.9 of answered calls, from 100 calls)\n");
+    for e in edges {
+        let _ = writeln!(out, "  {}", for_report(&e.advice().sentence));
+    }
+    out
 }
 
 fn percentiles(d: &Sketch) -> String {
@@ -282,6 +296,25 @@ mod tests {
         let out = render(&Report::default(), &HashMap::new(), &[&edge], None, false);
         assert!(
             out.contains("budget_dropped 1, timeout_oversized 1"),
+            "{out}"
+        );
+    }
+
+    /// The ADVICE section says, per edge, the timeout to set from its p99.9 latency.
+    #[test]
+    fn the_advice_section_gives_each_edge_its_sentence() {
+        let mut edge = EdgeAggregate {
+            caller: "orders".into(),
+            callee: "inventory".into(),
+            calls: 412,
+            ..EdgeAggregate::default()
+        };
+        edge.latency.add_n(400, 408);
+        edge.latency.add_n(1520, 4);
+        edge.declared_timeouts.add(3000);
+        let out = render(&Report::default(), &HashMap::new(), &[&edge], None, false);
+        assert!(
+            out.contains("\nADVICE (time out at the p99.9 of answered calls, from 100 calls)\n  orders → inventory: 3,000 ms declared, p99.9 1,520 ms over 412 calls: time out at 1,600 ms\n"),
             "{out}"
         );
     }

@@ -267,6 +267,9 @@ fn fixed_timeout_page_shows_the_reset_in_chromium() {
             "fwd 1500&gt;",
             "<line class=\"m-fwd over\"",
             "<rect class=\"m-late\"",
+            // The advice, one sentence per edge.
+            "<section id=\"advice\">",
+            "bff → orders: ",
         ],
     );
 }
@@ -488,6 +491,49 @@ fn the_page_stays_small_whatever_the_input() {
     let edges = &edges[..edges.find("</table>").unwrap()];
     assert_eq!(edges.matches("<tr>").count(), TABLE_ROWS + 1);
     assert_eq!(page.matches("<script").count(), 1);
+}
+
+/// The advice section (`CONVENTIONS.md` section 4, "Advice"): one sentence per edge, the
+/// timeout to set once an edge has 100 answered calls, how many more it needs before.
+#[test]
+fn the_page_advises_a_timeout_per_edge() {
+    let named = |spans: Vec<Span>| -> Vec<Span> {
+        spans
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut s)| {
+                s.service = Arc::from(if i < 2 { "orders" } else { "inventory" });
+                s
+            })
+            .collect()
+    };
+    let mut store = Store::new(1000);
+    for t in 0..99 {
+        store.insert_spans(named(big_chain(t, 2)));
+    }
+    let report = store.report();
+    let page = report_html::render(&store, &report, None, Severity::Warning);
+    assert!(page.contains("<li><a href=\"#advice\">advice</a></li>"));
+    let advice = &page[page
+        .find("<section id=\"advice\">")
+        .expect("an advice section")..];
+    let advice = &advice[..advice.find("</section>").unwrap()];
+    assert!(
+        advice.contains(
+            "<li>orders → inventory: no timeout, 99 answered call(s): advice after 1 more</li>"
+        ),
+        "{advice}"
+    );
+    // The 100th call: each took 1,998 ms, the callee received 3,000 ms.
+    store.insert_spans(named(big_chain(99, 2)));
+    let report = store.report();
+    assert_eq!(report.edges[0].advice.timeout_ms, Some(2000));
+    let page = report_html::render(&store, &report, None, Severity::Warning);
+    assert!(
+        page.contains("<li>orders → inventory: no timeout, p99.9 1,998 ms over 100 calls: time out at min(remaining, 2,000 ms)</li>"),
+        "{}",
+        &page[page.find("<section id=\"advice\">").unwrap()..]
+    );
 }
 
 #[test]

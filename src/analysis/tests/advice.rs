@@ -67,7 +67,7 @@ fn no_advice_under_100_answered_calls() {
     assert_eq!((a.calls, a.calls_needed), (99, 1));
     assert_eq!(
         a.sentence,
-        "orders → inventory: no timeout, 99 answered call(s): 1 more needed before advising a timeout"
+        "orders → inventory: no timeout, 99 answered call(s): advice after 1 more"
     );
     // Unanswered calls are not answered ones: 100 calls, 1 of them timed out at 3000.
     let mut e = edge(&[(80, 99), (3000, 1)]);

@@ -84,6 +84,7 @@ pub fn render(
     page.legend();
     page.findings(report);
     page.edges();
+    page.advice();
     page.services();
     page.foot();
     page.out
@@ -368,7 +369,7 @@ impl Page<'_> {
             }
         }
         self.out.push_str(
-            "<li><a href=\"#edges\">edges</a></li>\n<li><a href=\"#services\">services</a></li>\n<li><a href=\"#legend\">how to read a waterfall</a></li>\n</ul></nav>\n",
+            "<li><a href=\"#edges\">edges</a></li>\n<li><a href=\"#advice\">advice</a></li>\n<li><a href=\"#services\">services</a></li>\n<li><a href=\"#legend\">how to read a waterfall</a></li>\n</ul></nav>\n",
         );
     }
 

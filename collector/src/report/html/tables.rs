@@ -10,6 +10,7 @@ use super::{Esc, Page, TABLE_ROWS, TableName, sort_value};
 use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
 use crate::present::format::{count, ms_grouped, opt_ms_grouped, severity_glyph};
 use crate::service_figures::{ServiceStats, service_stats};
+use crate::span_text::for_report;
 
 impl Page<'_> {
     pub(super) fn edges(&mut self) {
@@ -95,6 +96,28 @@ impl Page<'_> {
         self.out.push_str(
             "<p class=\"note\">RESETS forwarded more than remained · DROPS forwarded none · LATE work after the deadline or after the caller gave up · WARN warnings · LAT the call's duration · TIMEOUT declared, ~ inferred from calls that got no answer · RCV budget received · FWD budget forwarded · WASTED dead work in the callee and below it. A click on a column head sorts.</p>\n</section>\n",
         );
+    }
+
+    /// The advice (`CONVENTIONS.md` section 4, "Advice"): one sentence per edge, in the
+    /// edges table's order, at most [`TABLE_ROWS`].
+    pub(super) fn advice(&mut self) {
+        let mut rows = self.store.edges();
+        worst_first(&mut rows);
+        self.out.push_str(
+            "<section id=\"advice\">\n<h2>Advice: what to set</h2>\n<p class=\"note\">Per edge with at least 100 answered calls: time out at their p99.9 latency (0.1 % of good calls cut), rounded up to two significant figures and capped by the callee's budget p50 when budgets flow; when the edge retries, the attempts must fit the caller's budget.</p>\n<ul class=\"advice\">\n",
+        );
+        for e in rows.iter().take(TABLE_ROWS) {
+            let _ = writeln!(
+                self.out,
+                "<li>{}</li>",
+                Esc(&for_report(&e.advice().sentence))
+            );
+        }
+        self.out.push_str("</ul>\n");
+        if rows.is_empty() {
+            self.out.push_str("<p>No calls seen.</p>\n");
+        }
+        self.out.push_str("</section>\n");
     }
 
     pub(super) fn services(&mut self) {

@@ -86,6 +86,15 @@ fn timeout_cell(e: &EdgeAggregate, theme: Theme) -> (String, ratatui::style::Sty
     }
 }
 
+/// The timeout the edge's advice suggests (`CONVENTIONS.md` section 4, "Advice"), `·` while it
+/// has fewer than 100 answered calls (the sentence under the table says how many more).
+fn advice_cell(e: &EdgeAggregate, theme: Theme) -> (String, ratatui::style::Style) {
+    match e.advice().timeout_ms {
+        Some(t) => (ms(t), theme.text()),
+        None => ("·".into(), theme.dim()),
+    }
+}
+
 /// Draw the edges view.
 pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     if area.height < 3 {
@@ -104,6 +113,7 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             ("TIMEOUT", 10),
             ("RCV p50", 9),
             ("WASTED", 9),
+            ("ADVICE", 9),
         ]
     } else {
         &[
@@ -114,6 +124,7 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             ("p99", 7),
             ("TMO", 8),
             ("WASTE", 7),
+            ("ADV", 7),
         ]
     };
     let t = Table {
@@ -159,6 +170,7 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             },
             if e.wasted_ms > 0 { err } else { theme.dim() },
         ));
+        cells.push(advice_cell(e, theme));
         t.cells(buf, area, y, &name, &cells, row_style);
     }
     if rows.is_empty() {
@@ -171,13 +183,23 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             theme.dim(),
         );
     }
+    if let Some(e) = rows.get(state.ui.edge_row) {
+        put(
+            buf,
+            area.x + 1,
+            area.y + area.height - 2,
+            &for_screen(&e.advice().sentence),
+            area.width.saturating_sub(1),
+            theme.text(),
+        );
+    }
     let note = fitting_note(
         area.width,
         &[
-            "RESETS forwarded more than remained · DROPS forwarded none · LATE work after the deadline or after the caller gave up · WARN warnings · LAT the call's duration · TIMEOUT ~ inferred · RCV budget received · WASTED dead work in the callee",
-            "RESETS fwd > left · DROPS fwd none · LATE work for nobody · LAT call duration · TIMEOUT ~ inferred · WASTED dead work",
-            "RESET fwd > left · DROP fwd none · LATE work for nobody · TMO timeout (~ inferred) · WASTE dead work",
-            "RESET fwd>left · DROP none · LATE for nobody · TMO ~inferred",
+            "RESETS forwarded more than remained · DROPS forwarded none · LATE work after the deadline or after the caller gave up · WARN warnings · LAT the call's duration · TIMEOUT ~ inferred · RCV budget received · WASTED dead work in the callee · ADVICE timeout at the p99.9",
+            "RESETS fwd > left · DROPS fwd none · LATE work for nobody · LAT call duration · TIMEOUT ~ inferred · WASTED dead work · ADVICE timeout to set",
+            "RESET fwd > left · DROP fwd none · LATE work for nobody · TMO timeout (~ inferred) · WASTE dead work · ADV advised",
+            "RESET fwd>left · DROP none · LATE for nobody · TMO ~inferred · ADV to set",
         ],
     );
     put(
