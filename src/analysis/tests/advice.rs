@@ -148,3 +148,40 @@ fn retries_must_fit_the_callers_budget() {
     }
     assert_eq!(e.advice().retry, None);
 }
+
+#[test]
+fn merged_and_read_back_edges_advise_alike() {
+    // Two shards of one edge that retries: the merge advises what one instance would have,
+    // and a report read back (what `budget-top merge` reads) advises the same.
+    let shard = |slow: u64| {
+        let mut e = edge(&[(120, 300), (900, slow)]);
+        e.received.add_n(2000, 300 + slow);
+        e.caller_budget.add_n(2500, 300 + slow);
+        e.attempts.add(1);
+        e.attempts.add(2);
+        e.declared_timeouts.add(1000);
+        e.unanswered.add(1000);
+        e.latency.add(1000);
+        e
+    };
+    let (a, b) = (shard(1), shard(2));
+    let mut merged = a.clone();
+    merged.merge(&b);
+    let mut whole = edge(&[(120, 600), (900, 3), (1000, 2)]);
+    whole.received.add_n(2000, 603);
+    whole.caller_budget.add_n(2500, 603);
+    for n in [1, 2, 1, 2] {
+        whole.attempts.add(n);
+    }
+    whole.declared_timeouts.add(1000);
+    whole.declared_timeouts.add(1000);
+    whole.unanswered.add(1000);
+    whole.unanswered.add(1000);
+    let advice = whole.advice();
+    assert_eq!(merged.advice(), advice);
+    assert_eq!(advice.calls, 603);
+    assert!(advice.retry.as_ref().is_some_and(|r| r.fits));
+    let read_back = EdgeAggregate::from_report(&merged.to_report());
+    assert_eq!(read_back.to_report().advice, advice);
+    assert_eq!(merged.to_report().advice, advice);
+}
