@@ -40,10 +40,10 @@ impl Check {
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
+            // Drained to the end even once nobody reads the lines: a closed pipe would make
+            // the check's later lines on stderr fail (and the check with them).
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
+                let _ = tx.send(line);
             }
         });
         let line = rx
