@@ -785,15 +785,7 @@ impl Store {
 
     /// Findings by severity over every judged chain, and the edges' own.
     pub fn finding_counts(&self) -> SeverityCounts {
-        let mut counts = self.verdicts.totals.severities;
-        for e in self.verdicts.totals.edges.sorted() {
-            for (kind, n) in e.edge_findings().iter() {
-                for _ in 0..n {
-                    counts.bump(kind.severity());
-                }
-            }
-        }
-        counts
+        self.verdicts.totals.finding_counts()
     }
 
     /// The judged chains' wasted ms (their hops' dead work).

@@ -66,15 +66,12 @@ impl Totals {
         }
         let mut findings = list.listed();
         let mut by_kind = self.findings;
-        let mut severities = self.severities;
+        let severities = self.finding_counts();
         let mut edges = Vec::with_capacity(self.edges.len());
         let mut edge_findings = Vec::new();
         for e in self.edges.sorted() {
             for (kind, n) in e.edge_findings().iter() {
                 by_kind.0[kind as usize] += n;
-                for _ in 0..n {
-                    severities.bump(kind.severity());
-                }
             }
             if let Some((_, n)) = e.inverted_by_inferred() {
                 let listed = on_held

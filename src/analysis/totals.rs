@@ -216,6 +216,20 @@ impl Totals {
         }
     }
 
+    /// Findings by severity: the chains' own and the edges' own (judged now from the edges'
+    /// totals), as a report counts them.
+    pub fn finding_counts(&self) -> SeverityCounts {
+        let mut counts = self.severities;
+        for e in self.edges.sorted() {
+            for (kind, n) in e.edge_findings().iter() {
+                for _ in 0..n {
+                    counts.bump(kind.severity());
+                }
+            }
+        }
+        counts
+    }
+
     /// Hops whose budget is unknown.
     pub fn hops_without_budget(&self) -> u64 {
         self.hops.saturating_sub(self.hops_with_budget)
