@@ -46,7 +46,7 @@ pub enum Scenario {
 pub enum Topology {
     /// pix-api (edge, 1200 ms) calls antifraud (SLA 400 ms), then settlement (SLA 1 s).
     Payment,
-    /// gateway (edge, 2 s) calls orders: 4 workers, 300 ms per item, a queue of 20.
+    /// gateway (edge, 2 s) calls orders: 4 workers, 350 ms per item, a queue of 20.
     Queue,
     /// gateway calls bff calls orders calls inventory, each doing local work first.
     Chain,

@@ -263,10 +263,10 @@ async fn burst_sheds_what_does_not_fit_and_never_runs_an_expired_item() {
         run.dump()
     );
     assert!(errors_beyond_transit(&run).is_empty(), "{}", run.dump());
-    // The items at orders: 16 shed at once, 16 done, and the last 8 either shed at dequeue
-    // (expired while queued) or cut at their deadline (started with time left). Which of the
-    // two depends on which reaches the front first, the deadline or a free worker: with every
-    // item arriving together those are the same instant.
+    // The items at orders: 16 shed at once, 12 done (3 rounds of 175 ms in a ~690 ms budget),
+    // and the last 12 either shed at dequeue (expired while queued) or cut at their deadline
+    // (started with time left): the 4th round is cut, the 6th shed, and the 5th either, as its
+    // deadline and a free worker come within ms of each other.
     let orders: Vec<&SinkSpan> = run
         .spans
         .iter()
@@ -280,8 +280,10 @@ async fn burst_sheds_what_does_not_fit_and_never_runs_an_expired_item() {
             .count()
     };
     assert_eq!(outcome("shed_full"), 16);
-    // 16 when the 40 land together; more when a loaded machine spreads them out.
-    assert!(outcome("ok") >= 16, "{}", outcome("ok"));
+    // 12 when the 40 land together; more when a loaded machine spreads them out.
+    assert!(outcome("ok") >= 12, "{}", outcome("ok"));
+    // The 6th round waits ~185 ms past its deadline: the dequeue check drops at least some of it.
+    assert!(outcome("shed_expired") >= 1, "{}", outcome("shed_expired"));
     assert_eq!(
         outcome("ok") + outcome("shed_expired") + outcome("deadline_exceeded"),
         24
@@ -323,7 +325,7 @@ async fn no_dequeue_check_runs_expired_items() {
         .filter_map(|f| f.wasted_ms)
         .max()
         .unwrap();
-    assert!(wasted >= 100, "an expired item runs its 150 ms: {wasted}");
+    assert!(wasted >= 100, "an expired item runs its 175 ms: {wasted}");
 }
 
 /// Jobs carry their deadline through a queue: the spans are PRODUCER (`jobs publish`, in api)
