@@ -149,31 +149,25 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         theme.text()
     };
     field(buf, rate(waste), "wasted ms/s", waste_style);
-    // A quiet screen means little when most hops carry no budget: say so.
-    let coverage = d.store.coverage();
-    if coverage.is_blind() {
-        let names: Vec<String> = coverage
-            .services_without_budget
-            .iter()
-            .take(4)
-            .map(|s| for_screen(s).into_owned())
-            .collect();
-        let text = format!(
-            "⚠ budget known on {} of {} hops: add --budget-header or the contract's attributes (none: {})",
-            count(coverage.hops_with_budget),
-            count(coverage.hops_with_budget + coverage.hops_without_budget),
-            names.join(", ")
-        );
-        // Cut with an ellipsis: a warning cut at "add" reads as finished.
+    // A quiet screen means little when most hops carry no budget: say so, whole (what to do
+    // stays on the line); on the tabs' line when the figures leave too little room here.
+    let blind = blind_warning(state);
+    let mut deferred = None;
+    if let Some(choices) = blind {
         let room = w(x);
-        put(
-            buf,
-            x,
-            y,
-            &fit(&text, room as usize),
-            room,
-            theme.severity(Severity::Warning),
-        );
+        let shortest = choices.last().map_or(0, |c| unicode_width(c));
+        if shortest <= room as usize {
+            put(
+                buf,
+                x,
+                y,
+                fitting(&choices, room),
+                room,
+                theme.severity(Severity::Warning),
+            );
+        } else {
+            deferred = Some(choices);
+        }
     }
     if area.height < 3 {
         return;
@@ -202,7 +196,54 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     if evicted > 0 {
         info.push_str(&format!("  evicted: {}", count(evicted)));
     }
-    put(buf, x, y, &info, w(x), theme.dim());
+    if let Some(choices) = deferred {
+        let room = w(x + 1);
+        x = put(
+            buf,
+            x + 1,
+            y,
+            &fit(fitting(&choices, room), room as usize),
+            room,
+            theme.severity(Severity::Warning),
+        );
+        // The order after it only whole; a filter or search, cut with an ellipsis if need be
+        // (a list that shows less than everything must say so).
+        let narrowed = state.ui.query.filter.label().is_some() || !state.ui.query.search.is_empty();
+        if unicode_width(&info) > w(x) as usize && !narrowed {
+            return;
+        }
+    }
+    put(buf, x, y, &fit(&info, w(x) as usize), w(x), theme.dim());
+}
+
+/// The warning for a screen whose hops mostly carry no budget, longest first; `None` when the
+/// budget is known well enough.
+fn blind_warning(state: &State) -> Option<[String; 4]> {
+    let coverage = state.data.store.coverage();
+    if !coverage.is_blind() {
+        return None;
+    }
+    let names: Vec<String> = coverage
+        .services_without_budget
+        .iter()
+        .take(4)
+        .map(|s| for_screen(s).into_owned())
+        .collect();
+    let (known, all) = (
+        count(coverage.hops_with_budget),
+        count(coverage.hops_with_budget + coverage.hops_without_budget),
+    );
+    Some([
+        format!(
+            "⚠ budget known on {known} of {all} hops: add --budget-header or the contract's attributes (none: {})",
+            names.join(", ")
+        ),
+        format!(
+            "⚠ budget known on {known} of {all} hops: add --budget-header or the contract's attributes"
+        ),
+        format!("⚠ budget known on {known} of {all} hops: add --budget-header"),
+        format!("⚠ budget on {known}/{all} hops: --budget-header"),
+    ])
 }
 
 /// Draw the footer: the search prompt while searching, else the message or the key hints; the
