@@ -20,10 +20,10 @@ pub struct DemoArgs {
     /// [default: -1500].
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub clock_skew: Option<i64>,
-    /// Requests per second sent to the edge service, 0.01 to 10000 (no-dequeue-check and
-    /// burst send 40 at once, message-deadline 10, every 5 s at most).
-    #[arg(long, default_value_t = 3.0, value_name = "R", value_parser = parse_rate)]
-    pub rate: f64,
+    /// Requests per second sent to the edge service, 0.01 to 10000 [default: 3; slow-dependency
+    /// 40] (no-dequeue-check and burst send 40 at once, message-deadline 10, every 5 s at most).
+    #[arg(long, value_name = "R", value_parser = parse_rate)]
+    pub rate: Option<f64>,
     /// Relative jitter of the gap between requests, 0 to 1.
     #[arg(long, default_value_t = 0.3, value_name = "F", value_parser = parse_jitter)]
     pub jitter: f64,
@@ -46,7 +46,7 @@ impl Default for DemoArgs {
             scenario: None,
             cure: false,
             clock_skew: None,
-            rate: 3.0,
+            rate: None,
             jitter: 0.3,
             requests: None,
             time_scale: 1.0,
@@ -69,7 +69,8 @@ impl DemoArgs {
             clock_skew_ms: self.clock_skew,
             otlp_endpoint: otlp_endpoint.into(),
             load: LoadPlan {
-                rate: self.rate,
+                rate: self.rate.unwrap_or(LoadPlan::default().rate),
+                scenario_rate: self.rate.is_none(),
                 jitter: self.jitter,
                 requests: self.requests,
                 duration,
@@ -163,6 +164,17 @@ mod tests {
         assert_eq!(cli.demo, DemoArgs::default());
         let config = cli.demo.config("http://127.0.0.1:4317", None);
         assert_eq!(config.load.rate, 3.0);
+        // Nobody chose the rate: slow-dependency runs at its own 40 a second.
+        assert!(config.load.scenario_rate);
+        assert_eq!(
+            crate::topology::default_rate(Scenario::SlowDependency),
+            Some(40.0)
+        );
+        assert_eq!(crate::topology::default_rate(Scenario::FixedTimeout), None);
+        let chosen = Cli::try_parse_from(["demo", "--rate", "5"]).unwrap();
+        let config = chosen.demo.config("http://127.0.0.1:4317", None);
+        assert_eq!((config.load.rate, config.load.scenario_rate), (5.0, false));
+        let config = cli.demo.config("http://127.0.0.1:4317", None);
         assert_eq!(config.timing, Timing::default());
         assert_eq!(
             config.scenario,

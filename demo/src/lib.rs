@@ -300,6 +300,9 @@ impl Running {
             .collect();
         let edge_url = edge_urls.first().cloned().unwrap_or_default();
         let mut plan = config.load.clone();
+        if plan.scenario_rate {
+            plan.rate = topology::default_rate(config.scenario).unwrap_or(plan.rate);
+        }
         plan.burst = topology::burst_size(config.scenario);
         if plan.burst > 1 {
             // A burst is followed by a pause long enough for the queue to drain.

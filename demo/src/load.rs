@@ -20,6 +20,9 @@ use crate::DemoError;
 pub struct LoadPlan {
     /// Requests per second (for bursts: bursts per second).
     pub rate: f64,
+    /// Nobody chose `rate`: each scenario runs at its own (slow-dependency's needs 100 answered
+    /// calls before payments turns slow).
+    pub scenario_rate: bool,
     /// Relative jitter of the gap between requests, 0.0..=1.0 (0.3: each gap is 70%..130%).
     pub jitter: f64,
     /// Requests sent at the same instant (1: a steady stream).
@@ -37,6 +40,7 @@ impl Default for LoadPlan {
     fn default() -> Self {
         Self {
             rate: 3.0,
+            scenario_rate: false,
             jitter: 0.3,
             burst: 1,
             requests: None,

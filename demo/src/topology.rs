@@ -35,6 +35,14 @@ use crate::{DemoConfig, DemoError, Latencies, Scenario, Timing, Topology};
 /// A handler's answer: a short text, or a status with a text naming the step that failed.
 type Answer = Result<String, (StatusCode, String)>;
 
+/// The scenario's own rate when `--rate` does not say one.
+pub(crate) fn default_rate(scenario: Scenario) -> Option<f64> {
+    // Half the requests are checkouts: 20 calls a second to payments give its advice the 100
+    // answered calls it needs before payments turns slow 6 s in, and keep orders' 4 workers
+    // under 3/4 busy in the cure (a checkout holds one for at most ~120 ms).
+    (scenario == Scenario::SlowDependency).then_some(40.0)
+}
+
 /// Requests the load generator sends at once in this scenario.
 pub(crate) fn burst_size(scenario: Scenario) -> u32 {
     match scenario.topology() {
@@ -479,7 +487,7 @@ impl Blueprint {
     /// gateway (edge, 1 s) -> orders `/checkout` -> payments, and gateway -> orders `/catalog`,
     /// which calls nothing; orders serves both on one pool of 4 workers (a queue of 20) and
     /// runs a checkout to the end when its caller hangs up. payments answers in
-    /// 80 ms, then, 3 s in, in 40 s. Broken, orders calls payments with no timeout and forwards
+    /// 80 ms, then, 6 s in, in 40 s. Broken, orders calls payments with no timeout and forwards
     /// nothing: its workers end up waiting on payments and `/catalog` queues behind them.
     /// Cured, orders times out at 100 ms (p99.9 of the 80 ms) and forwards the budget.
     fn start_shop(
@@ -491,7 +499,7 @@ impl Blueprint {
         let t = self.timing;
         let broken = self.broken(Scenario::SlowDependency);
         let mut payments = self.hop("payments", knobs);
-        payments.slowdown = Some(Slowdown::after(t.duration(3000), t.ms(40_000)));
+        payments.slowdown = Some(Slowdown::after(t.duration(6000), t.ms(40_000)));
         hosts.push(leaf(endpoint, payments, "/charge", BudgetLayer::new())?);
 
         let mut charge = self.call("payments", &hosts[0], "/charge");

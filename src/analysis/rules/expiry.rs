@@ -17,8 +17,13 @@ impl RulePass<'_> {
         let f = &s.budget;
         let budget = f.budget_ms();
         let start = ns(s.start_unix_nano);
-        // Without `remaining_at_start_ms`, a queue wait that used up the budget says the same.
+        // Without `remaining_at_start_ms`, a queue wait that used up the budget says the same,
+        // unless the item was cancelled: its caller hung up while it waited, and it never left
+        // the queue.
         let at_start = f.remaining_at_start_ms.or_else(|| {
+            if f.outcome == Some(Outcome::Cancelled) {
+                return None;
+            }
             let (q, b) = (f.queue_wait_ms?, budget?);
             Some(b.saturating_sub(q))
         });

@@ -668,6 +668,28 @@ fn ran_after_expiry_from_a_queue_wait_that_used_up_the_budget() {
 }
 
 #[test]
+fn an_item_cancelled_in_the_queue_never_ran_though_its_wait_used_up_the_budget() {
+    // orders' queue drops a read whose caller hung up: the wait is the whole budget, the outcome
+    // `cancelled`, and no `remaining_at_start_ms`, as it never started.
+    let mut s = span(1, None, "orders", SpanKind::Server, 0, 968);
+    s.budget.received_ms = Some(968);
+    s.budget.source = Some(BudgetSource::XBudgetMs);
+    s.budget.queue_wait_ms = Some(968);
+    s.budget.outcome = Some(Outcome::Cancelled);
+    let a = analyse([s.clone()]);
+    assert_eq!(kinds(&a), vec![(FindingKind::QueuePressure, sid(1))]);
+    // Had it been taken from the queue and run, it would have said so.
+    s.budget.outcome = Some(Outcome::Ok);
+    s.end_unix_nano += 150 * 1_000_000;
+    let ran = analyse([s]);
+    assert!(
+        kinds(&ran).contains(&(FindingKind::RanAfterExpiry, sid(1))),
+        "{:?}",
+        kinds(&ran)
+    );
+}
+
+#[test]
 fn an_edge_with_its_own_default_a_short_queue_and_an_uninstrumented_client_is_fine() {
     let mut edge = hop(1, None, "frontend", 0, 300, None);
     edge.budget.source = Some(BudgetSource::Default);
