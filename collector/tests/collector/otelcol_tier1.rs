@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ use crate::support::{Finished, assert_success, listen, output_within, scratch};
 const ROUNDS: usize = 8;
 
 /// `scripts/otelcol.sh`'s binary, built into this target dir (cached there).
-fn otelcol() -> String {
+pub fn otelcol() -> String {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
     let out = output_within(
@@ -34,6 +34,108 @@ fn otelcol() -> String {
     );
     assert_success("scripts/otelcol.sh", &out);
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A free port on loopback for the Collector's receivers (it cannot tell which port 0 became).
+pub fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A running Collector and what it has logged so far.
+pub struct Collector {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    log: String,
+}
+
+impl Collector {
+    /// Runs `otelcol` with `configs` (merged in order, as `--config` does) and `env`, and waits
+    /// for "Everything is ready".
+    #[track_caller]
+    pub fn start(otelcol: &str, configs: &[&Path], env: &[(&str, String)]) -> Collector {
+        let mut command = Command::new(otelcol);
+        for config in configs {
+            command.arg("--config").arg(config);
+        }
+        let mut child = command
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut collector = Collector {
+            child,
+            lines,
+            log: String::new(),
+        };
+        let ready_by = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = ready_by.saturating_duration_since(Instant::now());
+            match collector.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let ready = line.contains("Everything is ready");
+                    collector.log.push_str(&line);
+                    collector.log.push('\n');
+                    if ready {
+                        return collector;
+                    }
+                }
+                Err(_) => {
+                    let _ = collector.child.kill();
+                    let _ = collector.child.wait();
+                    panic!("the Collector did not start:\n{}", collector.log);
+                }
+            }
+        }
+    }
+
+    /// SIGTERM (a stopping Collector flushes its batch and its exporters' queues), waits for a
+    /// successful exit, and returns everything it logged.
+    #[track_caller]
+    pub fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let stop_by = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > stop_by {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the Collector did not stop within 30 s:\n{}", self.log);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(1)) {
+            self.log.push_str(&line);
+            self.log.push('\n');
+        }
+        assert!(
+            status.success(),
+            "the Collector failed ({status}):\n{}",
+            self.log
+        );
+        self.log
+    }
 }
 
 /// The shard docs/otelcol-tier1.yaml routes a trace to, by its first hex digit.
@@ -72,55 +174,19 @@ fn collector_tier1_routes_each_chain_whole_to_one_budget_top_and_the_shards_merg
         .collect();
     let whole = listen(&["check", "--for", "300s", "--format", "json"]);
 
-    // Free ports for the Collector's receivers (it cannot tell which port 0 became).
-    let free = || {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap()
-    };
-    let (tier1, tier1_http) = (free(), free());
+    let (tier1, tier1_http) = (free_port(), free_port());
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/otelcol-tier1.yaml");
-    let mut collector = Command::new(&otelcol)
-        .arg("--config")
-        .arg(&config)
-        .env("TIER1_OTLP_GRPC", tier1.to_string())
-        .env("TIER1_OTLP_HTTP", tier1_http.to_string())
-        .env("BUDGET_TOP_1", shards[0].grpc.to_string())
-        .env("BUDGET_TOP_2", shards[1].grpc.to_string())
-        .env("BUDGET_TOP_3", shards[2].grpc.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = collector.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut log = String::new();
-    let ready_by = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = ready_by.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                log.push_str(&line);
-                log.push('\n');
-                if line.contains("Everything is ready") {
-                    break;
-                }
-            }
-            Err(_) => {
-                let _ = collector.kill();
-                let _ = collector.wait();
-                panic!("the Collector did not start:\n{log}");
-            }
-        }
-    }
+    let collector = Collector::start(
+        &otelcol,
+        &[&config],
+        &[
+            ("TIER1_OTLP_GRPC", tier1.to_string()),
+            ("TIER1_OTLP_HTTP", tier1_http.to_string()),
+            ("BUDGET_TOP_1", shards[0].grpc.to_string()),
+            ("BUDGET_TOP_2", shards[1].grpc.to_string()),
+            ("BUDGET_TOP_3", shards[2].grpc.to_string()),
+        ],
+    );
 
     // The same spans through tier 1 and, for comparison, straight to one instance.
     let out = output_within(
@@ -131,31 +197,7 @@ fn collector_tier1_routes_each_chain_whole_to_one_budget_top_and_the_shards_merg
     );
     assert_success("the Go chain through the Collector", &out);
 
-    // A stopping Collector flushes its batch and its exporters' queues.
-    let pid = collector.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let stop_by = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = collector.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > stop_by {
-            let _ = collector.kill();
-            panic!("the Collector did not stop within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
-        log.push_str(&line);
-        log.push('\n');
-    }
-    assert!(status.success(), "the Collector failed ({status}):\n{log}");
+    let log = collector.stop();
     assert!(
         !log.contains("\terror\t"),
         "the Collector logged errors:\n{log}"

@@ -28,14 +28,14 @@ struct Pki {
     stranger: (String, String),
 }
 
-fn ca() -> CertifiedIssuer<'static, KeyPair> {
+pub fn ca() -> CertifiedIssuer<'static, KeyPair> {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
 }
 
 /// (certificate PEM, key PEM) signed by `issuer`.
-fn issue(
+pub fn issue(
     issuer: &CertifiedIssuer<'static, KeyPair>,
     names: &[&str],
     expired: bool,
