@@ -21,6 +21,7 @@ mod loadbalancing;
 mod node_sdk;
 mod node_stock;
 mod otelcol_tier1;
+mod pipeline;
 mod python_chain;
 mod python_sdk;
 mod python_stock;
