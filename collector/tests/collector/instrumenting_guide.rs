@@ -1,5 +1,6 @@
 //! docs/instrumenting.md quotes the Python, Node.js, Go and Java code the SDK tests run,
-//! docs/scale.md the Collector configuration the tier-1 tests run: every
+//! docs/scale.md the Collector configuration the tier-1 tests run, docs/serve.md the pipeline
+//! files of deploy/ (collector/tests/collector/pipeline.rs runs them): every
 //! code block after `<!-- file: PATH -->` is that whole file, and every block after
 //! `<!-- excerpt: PATH -->` appears in it line for line. So the guides cannot drift from the
 //! tested code.
@@ -89,4 +90,22 @@ fn the_scale_guides_collector_config_is_the_tested_one() {
     let blocks = check_quotes("docs/scale.md");
     let paths: Vec<&str> = blocks.iter().map(|(_, path, _)| path.as_str()).collect();
     assert_eq!(paths, ["docs/otelcol-tier1.yaml"]);
+}
+
+#[test]
+fn the_serve_guides_configurations_are_the_tested_ones() {
+    let blocks = check_quotes("docs/serve.md");
+    let paths: Vec<(&str, &str)> = blocks
+        .iter()
+        .map(|(kind, path, _)| (kind.as_str(), path.as_str()))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("file", "deploy/otelcol.yaml"),
+            ("file", "deploy/prometheus.yml"),
+            ("file", "deploy/budget-top.rules.yml")
+        ],
+        "docs/serve.md quotes the Collector, Prometheus and rules files the tests run, whole"
+    );
 }
