@@ -2,7 +2,8 @@
 //! `deploy/otelcol.yaml` in the real OpenTelemetry Collector (`scripts/otelcol.sh`) fanning
 //! traces out to a backend and to budget-top over TLS with the bearer token, and
 //! `deploy/prometheus.yml`, `deploy/budget-top.rules.yml` through Debian's `promtool`
-//! (`check config`, `check rules`, `test rules` with `deploy/budget-top.rules.test.yml`).
+//! (`check config`, `check rules`, `test rules` with `deploy/budget-top.rules.test.yml`), and
+//! `deploy/prometheus.yml` in the real Prometheus, reaching budget-top over TLS with the token.
 //! The Collector leg runs against `budget-top check` listening: the receivers, TLS and token are
 //! the ones `serve` has. Skips (loudly) only where Go is absent or promtool cannot be installed.
 
@@ -336,5 +337,126 @@ fn the_collector_sends_every_span_to_the_backend_and_to_budget_top_over_tls_with
         finding_names(&report).len(),
         usize::from(CHAINS),
         "one budget_reset per chain: {report:#}"
+    );
+}
+
+/// Prometheus (Debian's `prometheus`, beside promtool), the way `.ci/tools` installs it.
+fn prometheus_or_skip(test: &str) -> bool {
+    if promtool().is_some() && tool_present("prometheus", "--version") {
+        return true;
+    }
+    eprintln!(
+        "\n*** SKIPPED {test}: prometheus is not installed and `.ci/tools prometheus` could not install it ***\n"
+    );
+    false
+}
+
+#[test]
+fn prometheus_reaches_budget_top_over_tls_with_the_shipped_token_file() {
+    let test = "prometheus_reaches_budget_top_over_tls_with_the_shipped_token_file";
+    if !prometheus_or_skip(test) {
+        return;
+    }
+    // /etc/prometheus as docs/serve.md lays it out, the shipped files unchanged but for the
+    // target's address.
+    let dir = scratch("pipeline_prometheus");
+    let secrets = dir.join("budget-top");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let (_, cert, key) = certificates(&secrets);
+    let token = secrets.join("token");
+    std::fs::write(&token, "s3cret-Token_42\n").unwrap();
+    let (cert, key, token_path) = (
+        cert.display().to_string(),
+        key.display().to_string(),
+        token.display().to_string(),
+    );
+    // budget-top's receivers with the TLS and token serve's API has (CONVENTIONS §7: one TLS
+    // configuration and one token for both). They serve no /metrics: a 404 there says the
+    // certificate was trusted and the token let in, where a 401 or a TLS error would not.
+    let budget_top = listen(&[
+        "check",
+        "--for",
+        "300s",
+        "--format",
+        "json",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--bearer-token-file",
+        &token_path,
+    ]);
+    let shipped = std::fs::read_to_string(deploy("prometheus.yml")).unwrap();
+    let target = r#"- targets: ["budget-top:9464"]"#;
+    assert!(shipped.contains(target), "{shipped}");
+    let config = shipped.replace(target, &format!(r#"- targets: ["{}"]"#, budget_top.http));
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    std::fs::copy(
+        deploy("budget-top.rules.yml"),
+        dir.join("budget-top.rules.yml"),
+    )
+    .unwrap();
+
+    let web = free_port();
+    let mut prometheus = Command::new("prometheus")
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first scrape comes within one scrape_interval (15 s) of the start.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let seen = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(90);
+        let mut last = serde_json::Value::Null;
+        while tokio::time::Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let Ok(answer) = client
+                .get(format!("http://{web}/api/v1/targets"))
+                .send()
+                .await
+            else {
+                continue;
+            };
+            let Ok(body) = answer.json::<serde_json::Value>().await else {
+                continue;
+            };
+            let target = body["data"]["activeTargets"][0].clone();
+            if target["health"] != "unknown" && target["health"].is_string() {
+                return Ok(target);
+            }
+            last = body;
+        }
+        Err(last)
+    });
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    let target = seen.unwrap_or_else(|last| panic!("Prometheus never scraped:\n{last:#}"));
+    assert_eq!(target["scrapePool"], "budget-top", "{target:#}");
+    assert_eq!(
+        target["scrapeUrl"],
+        format!("https://{}/metrics", budget_top.http),
+        "{target:#}"
+    );
+    let error = target["lastError"].as_str().unwrap();
+    assert!(error.contains("404"), "TLS or the token failed: {target:#}");
+    let finished = budget_top.terminate(Duration::from_secs(30));
+    assert_eq!(
+        finished.json()["ingest"]["requests_unauthenticated"],
+        0,
+        "{finished:?}"
     );
 }
