@@ -607,9 +607,16 @@ impl EdgeStats {
         self.edges.is_empty()
     }
 
-    /// Every edge, ordered by (caller, callee).
+    /// Whether the edge `caller -> callee` is kept (perhaps emptied: see [`Totals`]).
+    ///
+    /// [`Totals`]: super::Totals
+    pub fn contains(&self, caller: &Arc<str>, callee: &Arc<str>) -> bool {
+        self.edges.contains_key(&(caller.clone(), callee.clone()))
+    }
+
+    /// Every edge with a call, ordered by (caller, callee).
     pub fn sorted(&self) -> Vec<&EdgeAggregate> {
-        let mut v: Vec<&EdgeAggregate> = self.edges.values().collect();
+        let mut v: Vec<&EdgeAggregate> = self.edges.values().filter(|e| e.calls > 0).collect();
         v.sort_unstable_by(|a, b| (&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)));
         v
     }

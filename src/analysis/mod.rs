@@ -55,7 +55,7 @@ pub use finding_kind::{FindingKind, KindCounts, KindSet, Severity, SeverityCount
 pub use finding_list::{DEFAULT_MAX_FINDINGS, FindingList};
 pub use model::*;
 pub use sketch::{SKETCH_MAX_MS, Sketch};
-pub use totals::{HopSample, ServiceTotals, Totals};
+pub use totals::{HopSample, MAX_TOTALS_KEYS, OTHER, ServiceTotals, Totals};
 
 #[cfg(test)]
 mod tests;

@@ -498,6 +498,13 @@ pub struct Summary {
     pub outcomes: OutcomeCounts,
     /// What the analysis could see.
     pub coverage: Coverage,
+    /// Calls counted on the edge `other -> other`: past 10,000 edges the totals keep no new
+    /// one apart (`CONVENTIONS.md` section 6).
+    #[serde(default)]
+    pub edge_calls_folded: u64,
+    /// Hops counted on the service `other`, past 10,000 services.
+    #[serde(default)]
+    pub service_hops_folded: u64,
 }
 
 /// One element of the report's `edges` array: one caller → callee link.

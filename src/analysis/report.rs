@@ -92,8 +92,7 @@ impl Totals {
             .sum();
         findings.extend(edge_findings);
         let services = self
-            .services
-            .iter()
+            .services()
             .map(|(service, t)| ServiceReport {
                 service: service.clone(),
                 hops: t.hops,
@@ -119,8 +118,10 @@ impl Totals {
                 coverage: Coverage {
                     hops_with_budget: self.hops_with_budget,
                     hops_without_budget: self.hops_without_budget(),
-                    services_without_budget: self.without_budget.keys().cloned().collect(),
+                    services_without_budget: self.services_without_budget(),
                 },
+                edge_calls_folded: self.edge_calls_folded,
+                service_hops_folded: self.service_hops_folded,
             },
             findings,
             edges,
@@ -140,6 +141,8 @@ impl Totals {
             wasted_ms: s.wasted_ms,
             outcomes: s.outcomes,
             hops_with_budget: s.coverage.hops_with_budget,
+            edge_calls_folded: s.edge_calls_folded,
+            service_hops_folded: s.service_hops_folded,
             ..Totals::default()
         };
         for (&kind, &n) in &s.findings_by_kind {

@@ -112,7 +112,8 @@ fn report_serialises_to_the_contract_shape() {
                      "outcomes": { "in_flight": 0, "ok": 1, "late": 0, "deadline_exceeded": 0, "shed": 0,
                                    "cancelled": 0, "error": 0 },
                      "coverage": { "hops_with_budget": 2, "hops_without_budget": 0,
-                                   "services_without_budget": [] } },
+                                   "services_without_budget": [] },
+                     "edge_calls_folded": 0, "service_hops_folded": 0 },
         "findings": [ { "kind": "budget_reset", "severity": "error",
                         "trace_id": "07070707070707070707070707070707",
                         "span_id": "0000000000000002",
@@ -575,6 +576,8 @@ fn report_orders_findings_and_edges_whatever_the_input_order() {
                 hops_without_budget: 0,
                 services_without_budget: vec![],
             },
+            edge_calls_folded: 0,
+            service_hops_folded: 0,
         }
     );
     assert!(report.summary.wasted_ms > 0);

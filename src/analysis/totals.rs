@@ -12,8 +12,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{
-    Chain, ChainAnalysis, EdgeSample, EdgeStats, KindCounts, OutcomeCounts, SeverityCounts, Sketch,
+    Chain, ChainAnalysis, EdgeAggregate, EdgeSample, EdgeStats, KindCounts, OutcomeCounts,
+    SeverityCounts, Sketch,
 };
+
+/// The most edges, and the most services, the totals keep apart (`CONVENTIONS.md` section 6,
+/// as section 7's `--max-series`): past it, a new edge is counted on the edge `other -> other`
+/// and a new service as `other`, so that 100,000 distinct service names keep memory bounded.
+/// A constant, not a flag: [`Totals::with_max_keys`] sets another for tests.
+pub const MAX_TOTALS_KEYS: usize = 10_000;
+
+/// The name the totals count edges and services past [`MAX_TOTALS_KEYS`] under.
+pub const OTHER: &str = "other";
 
 /// One hop of a judged chain, as the per-service figures see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +107,7 @@ impl ServiceTotals {
 }
 
 /// The running totals of every judged chain; see the module documentation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Totals {
     /// Chains judged.
     pub traces: u64,
@@ -121,12 +131,95 @@ pub struct Totals {
     pub edges: EdgeStats,
     /// Per-service figures.
     pub services: BTreeMap<Arc<str>, ServiceTotals>,
+    /// Calls counted on the edge `other -> other` because [`MAX_TOTALS_KEYS`] edges were
+    /// kept apart already.
+    pub edge_calls_folded: u64,
+    /// Hops counted on the service `other` for the same reason.
+    pub service_hops_folded: u64,
+    /// The earliest start and the latest end of the chains judged, Unix ns: the time the
+    /// rates (λ) are over. A chain taken out leaves them (they still hold every chain).
+    pub traffic: Option<(u64, u64)>,
+    /// Edges and services kept apart at most ([`MAX_TOTALS_KEYS`]).
+    pub(super) max_keys: usize,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Totals {
+            traces: 0,
+            spans: 0,
+            hops: 0,
+            findings: KindCounts::default(),
+            severities: SeverityCounts::default(),
+            wasted_ms: 0,
+            outcomes: OutcomeCounts::default(),
+            hops_with_budget: 0,
+            without_budget: BTreeMap::new(),
+            edges: EdgeStats::default(),
+            services: BTreeMap::new(),
+            edge_calls_folded: 0,
+            service_hops_folded: 0,
+            traffic: None,
+            max_keys: MAX_TOTALS_KEYS,
+        }
+    }
 }
 
 impl Totals {
     /// Empty totals.
     pub fn new() -> Self {
         Totals::default()
+    }
+
+    /// The same totals keeping at most `max` edges and `max` services apart (at least 1);
+    /// the rest are counted as `other`.
+    pub fn with_max_keys(mut self, max: usize) -> Self {
+        self.max_keys = max.max(1);
+        self
+    }
+
+    /// The name a service is counted under: its own while fewer than the cap are kept (or it
+    /// is kept already), else [`OTHER`].
+    fn service_key<V>(map: &BTreeMap<Arc<str>, V>, max: usize, service: &Arc<str>) -> Arc<str> {
+        if map.len() < max || map.contains_key(service) {
+            service.clone()
+        } else {
+            Arc::from(OTHER)
+        }
+    }
+
+    /// The sample as the totals count it: on its own edge while fewer than the cap are kept
+    /// (or it is kept already), else on `other -> other`.
+    fn edge_sample<'a>(&self, sample: &'a EdgeSample) -> std::borrow::Cow<'a, EdgeSample> {
+        if self.edges.len() < self.max_keys || self.edges.of_sample(sample).is_some() {
+            std::borrow::Cow::Borrowed(sample)
+        } else {
+            std::borrow::Cow::Owned(EdgeSample {
+                caller: Arc::from(OTHER),
+                callee: Arc::from(OTHER),
+                ..sample.clone()
+            })
+        }
+    }
+
+    fn widen(&mut self, span: Option<(u64, u64)>) {
+        let Some((from, to)) = span.filter(|(from, to)| from <= to) else {
+            return;
+        };
+        self.traffic = Some(match self.traffic {
+            Some((a, b)) => (a.min(from), b.max(to)),
+            None => (from, to),
+        });
+    }
+
+    /// How long the judged chains' traffic lasted, ns (0 when none was judged).
+    pub fn traffic_ns(&self) -> u64 {
+        self.traffic.map_or(0, |(from, to)| to - from)
+    }
+
+    /// Whether a name is counted as `other` (past the cap).
+    fn is_other(caller: &str, callee: &str) -> bool {
+        caller == OTHER && callee == OTHER
     }
 
     /// Fold one judged chain in: its analysis, its edge samples (`analysis.edges`, or held
@@ -143,14 +236,26 @@ impl Totals {
         self.wasted_ms = self.wasted_ms.saturating_add(s.wasted_ms);
         self.outcomes.add(s.outcome);
         self.hops_with_budget += u64::from(s.hops_with_budget);
+        self.widen(Some((s.start_unix_nano, s.end_unix_nano)));
         for service in &analysis.services_without_budget {
-            *self.without_budget.entry(service.clone()).or_insert(0) += 1;
+            let key = Self::service_key(&self.without_budget, self.max_keys, service);
+            *self.without_budget.entry(key).or_insert(0) += 1;
         }
         for sample in edges {
-            self.edges.add_sample(analysis.trace_id, sample);
+            let counted = self.edge_sample(sample);
+            if Self::is_other(&counted.caller, &counted.callee)
+                && !Self::is_other(&sample.caller, &sample.callee)
+            {
+                self.edge_calls_folded += 1;
+            }
+            self.edges.add_sample(analysis.trace_id, &counted);
         }
         for h in hops {
-            self.services.entry(h.service.clone()).or_default().add(h);
+            let key = Self::service_key(&self.services, self.max_keys, &h.service);
+            if &*key == OTHER && &*h.service != OTHER {
+                self.service_hops_folded += 1;
+            }
+            self.services.entry(key).or_default().add(h);
         }
     }
 
@@ -170,22 +275,57 @@ impl Totals {
         self.hops_with_budget = self
             .hops_with_budget
             .saturating_sub(u64::from(s.hops_with_budget));
+        // A name past the cap was counted as `other`; one kept apart stays kept while the
+        // totals are full (emptied, not removed), so that it is taken out of where it went.
+        let full = |len: usize| len >= self.max_keys;
         for service in &analysis.services_without_budget {
-            if let Some(n) = self.without_budget.get_mut(service) {
-                *n -= 1;
-                if *n == 0 {
-                    self.without_budget.remove(service);
+            let key = if self.without_budget.contains_key(service) {
+                service.clone()
+            } else {
+                Arc::from(OTHER)
+            };
+            let keep = full(self.without_budget.len());
+            if let Some(n) = self.without_budget.get_mut(&key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 && !keep {
+                    self.without_budget.remove(&key);
                 }
             }
         }
         for sample in edges {
-            self.edges.remove_sample(analysis.trace_id, sample);
+            let own = self.edges.of_sample(sample).is_some();
+            let keep = full(self.edges.len());
+            if own {
+                self.edges.remove_sample(analysis.trace_id, sample);
+                if keep && self.edges.of_sample(sample).is_none() {
+                    self.edges.insert(EdgeAggregate {
+                        caller: sample.caller.clone(),
+                        callee: sample.callee.clone(),
+                        ..EdgeAggregate::default()
+                    });
+                }
+            } else {
+                let counted = EdgeSample {
+                    caller: Arc::from(OTHER),
+                    callee: Arc::from(OTHER),
+                    ..sample.clone()
+                };
+                self.edges.remove_sample(analysis.trace_id, &counted);
+                self.edge_calls_folded = self.edge_calls_folded.saturating_sub(1);
+            }
         }
         for h in hops {
-            if let Some(t) = self.services.get_mut(&h.service) {
+            let key = if self.services.contains_key(&h.service) {
+                h.service.clone()
+            } else {
+                self.service_hops_folded = self.service_hops_folded.saturating_sub(1);
+                Arc::from(OTHER)
+            };
+            let keep = full(self.services.len());
+            if let Some(t) = self.services.get_mut(&key) {
                 t.remove(h);
-                if t.hops == 0 {
-                    self.services.remove(&h.service);
+                if t.hops == 0 && !keep {
+                    self.services.remove(&key);
                 }
             }
         }
@@ -208,11 +348,35 @@ impl Totals {
         }
         self.hops_with_budget += other.hops_with_budget;
         for (service, n) in &other.without_budget {
-            *self.without_budget.entry(service.clone()).or_insert(0) += n;
+            let key = Self::service_key(&self.without_budget, self.max_keys, service);
+            *self.without_budget.entry(key).or_insert(0) += n;
         }
-        self.edges.merge(&other.edges);
+        self.edge_calls_folded += other.edge_calls_folded;
+        self.service_hops_folded += other.service_hops_folded;
+        self.widen(other.traffic);
+        for e in other.edges.sorted() {
+            let kept =
+                self.edges.len() < self.max_keys || self.edges.contains(&e.caller, &e.callee);
+            if kept {
+                self.edges.insert(e.clone());
+            } else {
+                if !Self::is_other(&e.caller, &e.callee) {
+                    // `other`'s own calls are in `other.edge_calls_folded` already.
+                    self.edge_calls_folded += e.calls;
+                }
+                self.edges.insert(EdgeAggregate {
+                    caller: Arc::from(OTHER),
+                    callee: Arc::from(OTHER),
+                    ..e.clone()
+                });
+            }
+        }
         for (service, t) in &other.services {
-            self.services.entry(service.clone()).or_default().merge(t);
+            let key = Self::service_key(&self.services, self.max_keys, service);
+            if &*key == OTHER && &**service != OTHER {
+                self.service_hops_folded += t.hops;
+            }
+            self.services.entry(key).or_default().merge(t);
         }
     }
 
@@ -228,6 +392,20 @@ impl Totals {
             }
         }
         counts
+    }
+
+    /// The services with hops whose budget is unknown, by name.
+    pub fn services_without_budget(&self) -> Vec<Arc<str>> {
+        self.without_budget
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    /// Every service with hops, by name.
+    pub fn services(&self) -> impl Iterator<Item = (&Arc<str>, &ServiceTotals)> {
+        self.services.iter().filter(|(_, t)| t.hops > 0)
     }
 
     /// Hops whose budget is unknown.

@@ -205,3 +205,84 @@ fn an_inferred_timeout_is_judged_per_edge_on_every_call_held_or_not() {
     assert_eq!(evicted.summary.findings, one.summary.findings);
     assert_eq!(evicted.summary.findings_omitted, 0);
 }
+
+/// The totals' own size is bounded (`CONVENTIONS.md` section 6): past the cap, a new edge is
+/// counted on `other -> other` and a new service as `other`, the calls and hops so counted are
+/// said, every other figure stays exact, and a chain judged again is taken out of where it
+/// went; merged shards are capped alike.
+#[test]
+fn edges_and_services_past_the_cap_are_counted_as_other() {
+    // 200 chains, each with services of their own names: 200 x 4 services, 200 x 3 edges.
+    let renamed = |t: u8| {
+        let mut spans = chain(t, 0, 0);
+        for s in &mut spans {
+            s.service = Arc::from(format!("{}-{t}", s.service));
+        }
+        spans
+    };
+    let cap = 10;
+    let mut capped = Totals::new().with_max_keys(cap);
+    let mut whole = Totals::new();
+    let mut folded = Vec::new();
+    for t in 1..=200u8 {
+        let c = chains_from_spans(renamed(t));
+        let a = c[0].analyse(&Options::default());
+        let hops = HopSample::of(&a, &c[0]);
+        capped.fold(&a, &a.edges, &hops);
+        whole.fold(&a, &a.edges, &hops);
+        folded.push((a, hops));
+    }
+    // At most the cap apart, plus `other`.
+    assert!(capped.edges.len() <= cap + 1, "{}", capped.edges.len());
+    assert!(capped.services().count() <= cap + 1);
+    let report = capped.report(&FindingList::new(100), []);
+    let full = whole.report(&FindingList::new(100), []);
+    let other_edge = report
+        .edges
+        .iter()
+        .find(|e| &*e.caller == OTHER && &*e.callee == OTHER)
+        .expect("an other edge");
+    assert_eq!(report.summary.edge_calls_folded, other_edge.calls);
+    let other_service = report
+        .services
+        .iter()
+        .find(|s| &*s.service == OTHER)
+        .unwrap();
+    assert_eq!(report.summary.service_hops_folded, other_service.hops);
+    // Every call and hop is still counted, once.
+    let calls = |r: &Report| r.edges.iter().map(|e| e.calls).sum::<u64>();
+    let hops = |r: &Report| r.services.iter().map(|s| s.hops).sum::<u64>();
+    assert_eq!(calls(&report), calls(&full));
+    assert_eq!(hops(&report), hops(&full));
+    assert_eq!(report.summary.traces, full.summary.traces);
+    assert_eq!(report.summary.findings, full.summary.findings);
+    assert_eq!(report.summary.wasted_ms, full.summary.wasted_ms);
+    assert_eq!(full.summary.edge_calls_folded, 0);
+    // Judged again, a chain counted as `other` is taken out of `other`, one kept apart out of
+    // its own edge: unfolding everything leaves nothing.
+    for (a, h) in &folded {
+        capped.unfold(a, &a.edges, h);
+    }
+    let empty = capped.report(&FindingList::new(100), []);
+    assert_eq!(calls(&empty), 0);
+    assert_eq!(hops(&empty), 0);
+    assert_eq!(empty.summary.edge_calls_folded, 0);
+    assert_eq!(empty.summary.service_hops_folded, 0);
+    // Merged reports are capped again, and say how many calls and hops went to `other`.
+    let through_json: Report =
+        serde_json::from_str(&serde_json::to_string(&full).unwrap()).unwrap();
+    let (back, _) = Totals::from_report(&through_json, 100);
+    let mut merged = Totals::new().with_max_keys(cap);
+    merged.merge(&back);
+    let m = merged.report(&FindingList::new(100), []);
+    assert!(m.edges.len() <= cap + 1);
+    assert_eq!(calls(&m), calls(&full));
+    assert_eq!(hops(&m), hops(&full));
+    let apart: u64 = m
+        .edges
+        .iter()
+        .filter(|e| &*e.caller != OTHER)
+        .map(|e| e.calls)
+        .sum();
+    assert_eq!(m.summary.edge_calls_folded, calls(&full) - apart);
+}
