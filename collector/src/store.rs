@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use deadline_budget::analysis::{
     Chain, ChainAnalysis, ChainSummary, Coverage, DEFAULT_MAX_FINDINGS, EdgeAggregate, EdgeReport,
-    EdgeSample, FindingList, HopSample, Inserted, LostContext, Options, OutcomeCounts, Report,
-    SeverityCounts, Span, SpanId, Totals, TraceId, lost_contexts,
+    EdgeSample, FindingKind, FindingList, HopSample, Inserted, LostContext, Options, OutcomeCounts,
+    Report, SeverityCounts, Span, SpanId, Totals, TraceId, lost_contexts,
 };
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
@@ -79,6 +79,14 @@ fn roots_in_a_call(chain: &Chain) -> bool {
         .spans()
         .any(|s| s.kind.is_call() && s.parent_span_id.is_none())
 }
+
+/// Chains kept whole past their eviction per finding kind, for the HTML page (which draws as
+/// many per kind): the ones with the most dead work (`CONVENTIONS.md` section 6).
+pub const PINNED_PER_KIND: usize = 3;
+
+/// The share of `--max-spans` that chains kept for the page may hold at most (1/4): they are
+/// counted within it, and the rest of the bound keeps the newest chains.
+const PINNED_SHARE: usize = 4;
 
 /// Trace ids of evicted chains remembered, so that a span arriving for one is counted
 /// (`spans_after_verdict`) rather than judged as a new chain. Older ones are forgotten.
@@ -165,6 +173,36 @@ struct Entry {
     /// Its calls that lost their context, judged across the chains held when it was judged:
     /// folded into every analysis of it from then on.
     lost: Vec<LostContext>,
+    /// For how many finding kinds it is kept past its eviction ([`Pins`]); out of `order`
+    /// while above 0.
+    pins: u8,
+}
+
+/// The chains kept whole past their eviction for the HTML page: per finding kind, at most
+/// [`PINNED_PER_KIND`], the ones whose findings of the kind explain the most dead work (then the
+/// chain's own); all of them together within a quarter of `--max-spans`.
+#[derive(Debug)]
+struct Pins {
+    /// Per kind: (its findings' largest wasted ms, the chain's wasted ms, the chain).
+    per_kind: Vec<Vec<(i64, i64, TraceId)>>,
+}
+
+impl Default for Pins {
+    fn default() -> Self {
+        Pins {
+            per_kind: vec![Vec::new(); FindingKind::COUNT],
+        }
+    }
+}
+
+impl Pins {
+    /// The chains pinned, each once.
+    fn chains(&self) -> Vec<TraceId> {
+        let mut all: Vec<TraceId> = self.per_kind.iter().flatten().map(|p| p.2).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
 }
 
 /// What a judged chain was folded with beyond its analysis and edge samples.
@@ -172,8 +210,64 @@ struct Entry {
 struct Judged {
     /// Its fold's number (the findings list's "newest").
     fold: u64,
+    /// The second of the store's clock it was judged in (its place in [`Recent`]).
+    second: u64,
     /// Its hop samples.
     hops: Box<[HopSample]>,
+}
+
+/// The seconds [`Store::recent_totals`] covers: the screen's "last minute".
+pub const RECENT_SECONDS: u64 = 60;
+
+/// The verdicts of the last [`RECENT_SECONDS`], one [`Totals`] per second of the store's clock
+/// in which chains were judged: what every chain judged then contributed, held or evicted since
+/// (a chain judged again is taken out of its second, if still here, and folded into the
+/// current one). Bounded: at most that many seconds, each capped as the totals are.
+#[derive(Debug, Default)]
+struct Recent {
+    seconds: VecDeque<(u64, Totals)>,
+}
+
+impl Recent {
+    /// The totals of `second`, the newest: the seconds too old to be shown go.
+    fn at(&mut self, second: u64) -> &mut Totals {
+        while self
+            .seconds
+            .front()
+            .is_some_and(|(s, _)| s + RECENT_SECONDS <= second)
+        {
+            self.seconds.pop_front();
+        }
+        if self.seconds.back().is_none_or(|(s, _)| *s < second) {
+            self.seconds.push_back((second, Totals::new()));
+        }
+        // A clock that went back folds into the newest second.
+        &mut self
+            .seconds
+            .back_mut()
+            .unwrap_or_else(|| unreachable!("pushed"))
+            .1
+    }
+
+    fn of(&mut self, second: u64) -> Option<&mut Totals> {
+        self.seconds
+            .iter_mut()
+            .find(|(s, _)| *s == second)
+            .map(|(_, t)| t)
+    }
+
+    /// The verdicts of the [`RECENT_SECONDS`] up to `now` (a second), merged.
+    fn merged(&self, now: u64) -> Totals {
+        let mut out = Totals::new();
+        for (_, t) in self
+            .seconds
+            .iter()
+            .filter(|(s, _)| s + RECENT_SECONDS > now)
+        {
+            out.merge(t);
+        }
+        out
+    }
 }
 
 /// The totals every judged chain is folded into, and the findings list beside them.
@@ -182,6 +276,10 @@ struct Verdicts {
     totals: Totals,
     list: FindingList,
     folds: u64,
+    /// The last minute's verdicts, when kept ([`Store::with_recent`]: the screen's).
+    recent: Option<Recent>,
+    /// The second of the store's clock now ([`Store::set_clock`]).
+    second: u64,
 }
 
 impl Verdicts {
@@ -193,9 +291,13 @@ impl Verdicts {
         let hops = HopSample::of(analysis, &entry.chain);
         self.folds += 1;
         self.totals.fold(analysis, edges, &hops);
+        if let Some(recent) = self.recent.as_mut() {
+            recent.at(self.second).fold(analysis, edges, &hops);
+        }
         self.list.offer(&analysis.findings, self.folds);
         entry.judged = Some(Judged {
             fold: self.folds,
+            second: self.second,
             hops: hops.into(),
         });
     }
@@ -204,6 +306,9 @@ impl Verdicts {
     /// with).
     fn unfold(&mut self, judged: &Judged, old: &ChainAnalysis, old_edges: &[EdgeSample]) {
         self.totals.unfold(old, old_edges, &judged.hops);
+        if let Some(t) = self.recent.as_mut().and_then(|r| r.of(judged.second)) {
+            t.unfold(old, old_edges, &judged.hops);
+        }
         self.list.withdraw(&old.findings, judged.fold);
     }
 }
@@ -242,6 +347,8 @@ pub struct Store {
     dictionary: Dictionary,
     /// The time spans inserted now arrive at ([`Store::set_clock`]).
     clock_unix_nano: u64,
+    /// The chains kept whole past their eviction for the page.
+    pins: Pins,
 }
 
 /// The share of `--max-attribute-bytes` the dictionary of repeated attributes may take.
@@ -260,6 +367,8 @@ impl Store {
                 totals: Totals::new(),
                 list: FindingList::new(DEFAULT_MAX_FINDINGS),
                 folds: 0,
+                recent: None,
+                second: 0,
             },
             settle_ns: DEFAULT_SETTLE.as_nanos() as u64,
             unjudged: VecDeque::new(),
@@ -274,6 +383,7 @@ impl Store {
                 batch::DEFAULT_MAX_ATTRIBUTE_BYTES / DICTIONARY_SHARE,
             ),
             clock_unix_nano: 0,
+            pins: Pins::default(),
         }
     }
 
@@ -281,6 +391,19 @@ impl Store {
     /// [`ChainEntry::arrived_unix_nano`] says when it first showed up); 0 until set.
     pub fn set_clock(&mut self, now_unix_nano: u64) {
         self.clock_unix_nano = now_unix_nano;
+        self.verdicts.second = now_unix_nano / 1_000_000_000;
+    }
+
+    /// The store's clock ([`Store::set_clock`]).
+    pub fn clock(&self) -> u64 {
+        self.clock_unix_nano
+    }
+
+    /// The same store keeping the verdicts of the last minute apart too
+    /// ([`Store::recent_totals`]: the screen's `m`).
+    pub fn with_recent(mut self) -> Self {
+        self.verdicts.recent = Some(Recent::default());
+        self
     }
 
     /// The same store holding at most `bytes` of raw attributes (`--max-attribute-bytes`).
@@ -443,6 +566,7 @@ impl Store {
                 last_span_unix_nano: self.clock_unix_nano,
                 judged: None,
                 lost: Vec::new(),
+                pins: 0,
             }),
         );
         self.unjudged.push_back(trace_id);
@@ -492,6 +616,90 @@ impl Store {
             &mut self.verdicts,
             &lost,
         );
+        let released = self.pin(trace_id, &mut entry);
+        if entry.pins > 0 {
+            // Kept whole for the page, out of the eviction order.
+            self.chains.insert(trace_id, entry);
+        } else {
+            self.let_go(trace_id, &entry);
+        }
+        for id in released {
+            if let Some(e) = self.chains.remove(&id) {
+                self.let_go(id, &e);
+            }
+        }
+    }
+
+    /// Pins a chain being evicted for each of its finding kinds it is among the worst of,
+    /// within [`PINNED_SHARE`] of the bound; returns the pinned chains no kind keeps any
+    /// longer (to be let go).
+    fn pin(&mut self, trace_id: TraceId, entry: &mut Entry) -> Vec<TraceId> {
+        let Some(analysis) = entry.analysis.as_ref() else {
+            return Vec::new();
+        };
+        if analysis.findings.is_empty() {
+            return Vec::new();
+        }
+        let chain_wasted = analysis.summary.wasted_ms;
+        let mut worst = [None::<i64>; FindingKind::COUNT];
+        for f in &analysis.findings {
+            let w = f.wasted_ms.unwrap_or(0);
+            let slot = &mut worst[f.kind as usize];
+            *slot = Some(slot.map_or(w, |v| v.max(w)));
+        }
+        // The kinds it is among the worst of, and the chain each would displace.
+        let mut wins: Vec<(usize, Option<usize>)> = Vec::new();
+        for (kind, w) in worst.iter().enumerate() {
+            let Some(w) = *w else { continue };
+            let pinned = &self.pins.per_kind[kind];
+            if pinned.len() < PINNED_PER_KIND {
+                wins.push((kind, None));
+                continue;
+            }
+            let least = pinned
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| (p.0, p.1))
+                .filter(|(_, p)| (p.0, p.1) < (w, chain_wasted));
+            if let Some((i, _)) = least {
+                wins.push((kind, Some(i)));
+            }
+        }
+        if wins.is_empty() {
+            return Vec::new();
+        }
+        let pinned_spans: usize = self
+            .pins
+            .chains()
+            .iter()
+            .filter_map(|id| self.chains.get(id))
+            .map(|e| e.chain.len())
+            .sum();
+        if pinned_spans + entry.chain.len() > self.max_spans / PINNED_SHARE {
+            return Vec::new();
+        }
+        let mut released = Vec::new();
+        for (kind, displaced) in wins {
+            let Some(w) = worst[kind] else { continue };
+            let pinned = &mut self.pins.per_kind[kind];
+            if let Some(i) = displaced {
+                let (_, _, gone) = pinned.swap_remove(i);
+                if let Some(e) = self.chains.get_mut(&gone) {
+                    e.pins = e.pins.saturating_sub(1);
+                    if e.pins == 0 {
+                        released.push(gone);
+                    }
+                }
+            }
+            pinned.push((w, chain_wasted, trace_id));
+            entry.pins += 1;
+        }
+        released
+    }
+
+    /// The chain leaves memory (judged already): counted as evicted, remembered so that a span
+    /// arriving for it later is counted and not judged.
+    fn let_go(&mut self, trace_id: TraceId, entry: &Entry) {
         let n = entry.chain.len() as u64;
         self.counters.attribute_bytes -= entry.attribute_bytes as u64;
         self.counters.spans_held -= n;
@@ -506,6 +714,11 @@ impl Store {
                 self.evicted_set.remove(&old);
             }
         }
+    }
+
+    /// The chains kept whole past their eviction for the page (a few per finding kind).
+    pub fn pinned(&self) -> Vec<TraceId> {
+        self.pins.chains()
     }
 
     /// Analyses one entry now (what the screen shows of it); a judged chain is judged again:
@@ -678,13 +891,15 @@ impl Store {
         !self.dirty.is_empty()
     }
 
-    /// Chain summaries, newest chain (by first arrival) first. Chains not analysed yet are
-    /// skipped.
+    /// Chain summaries, newest chain (by first arrival) first, then the chains kept whole past
+    /// their eviction for the page. Chains not analysed yet are skipped.
     pub fn chains(&self) -> impl Iterator<Item = ChainEntry<'_>> + '_ {
         self.order
             .iter()
             .rev()
-            .filter_map(|id| ChainEntry::of(*id, self.chains.get(id)?))
+            .copied()
+            .chain(self.pins.chains())
+            .filter_map(|id| ChainEntry::of(id, self.chains.get(&id)?))
     }
 
     /// The same summaries in no particular order: one pass over the chains held, without a
@@ -804,13 +1019,22 @@ impl Store {
         Coverage {
             hops_with_budget: t.hops_with_budget,
             hops_without_budget: t.hops_without_budget(),
-            services_without_budget: t.without_budget.keys().cloned().collect(),
+            services_without_budget: t.services_without_budget(),
         }
     }
 
     /// The running totals of every judged chain.
     pub fn totals(&self) -> &Totals {
         &self.verdicts.totals
+    }
+
+    /// The totals of the chains judged in the last [`RECENT_SECONDS`] of the store's clock,
+    /// held or evicted since; empty unless the store keeps them ([`Store::with_recent`]).
+    pub fn recent_totals(&self) -> Totals {
+        self.verdicts
+            .recent
+            .as_ref()
+            .map_or_else(Totals::new, |r| r.merged(self.verdicts.second))
     }
 
     /// Store-wide counters.

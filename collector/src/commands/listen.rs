@@ -11,9 +11,15 @@ use tokio::time::Instant;
 use crate::ingest::{Ingest, IngestCounts};
 use crate::store::Store;
 
+/// How often a listening store judges the chains quiet for `--settle` (the store itself looks
+/// at most ten times a settle period).
+pub const JUDGE_TICK: Duration = Duration::from_millis(100);
+
 /// Feeds `store` from the receivers until `stop` completes or, with `idle`, once spans have
 /// arrived and none came for that long. The receivers keep running: more can follow (e.g. what
-/// services flush as they stop), until [`finish`].
+/// services flush as they stop), until [`finish`]. Meanwhile, every [`JUDGE_TICK`], the chains
+/// quiet for `--settle` are judged into the totals (`CONVENTIONS.md` section 6), as the live
+/// screen does: the store's clock is tokio's, from where the store's last left off.
 pub async fn feed_until(
     ingest: &mut Ingest,
     store: &mut Store,
@@ -22,6 +28,11 @@ pub async fn feed_until(
 ) {
     let mut stop = pin!(stop);
     let mut last_span: Option<Instant> = None;
+    let started = Instant::now();
+    let base = store.clock();
+    let clock = move || base.saturating_add(started.elapsed().as_nanos() as u64);
+    let mut tick = tokio::time::interval(JUDGE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let idle_at = match (idle, last_span) {
             (Some(idle), Some(last)) => Some(last + idle),
@@ -33,7 +44,12 @@ pub async fn feed_until(
                 if !batch.spans.is_empty() {
                     last_span = Some(Instant::now());
                 }
+                store.set_clock(clock());
                 store.insert_batch(batch);
+            }
+            _ = tick.tick() => {
+                store.set_clock(clock());
+                store.judge_settled();
             }
             () = sleep_until(idle_at) => break,
             () = &mut stop => break,

@@ -149,6 +149,15 @@ pub fn render(
 
     if !edges.is_empty() {
         out.push_str("\nEDGES\n");
+        let s = &report.summary;
+        if s.edge_calls_folded > 0 || s.service_hops_folded > 0 {
+            out.push_str(&format!(
+                "past {} edges and services, {} call(s) are counted on the edge other -> other and {} hop(s) on the service other\n",
+                deadline_budget::analysis::MAX_TOTALS_KEYS,
+                s.edge_calls_folded,
+                s.service_hops_folded
+            ));
+        }
         let mut rows = vec![[
             "CALLER".to_string(),
             "CALLEE".to_string(),

@@ -233,3 +233,218 @@ fn raw_attributes_held_stay_under_the_byte_budget_oldest_chains_dropped_first() 
         Some("attributes dropped to stay under --max-attribute-bytes (oldest chains first)")
     );
 }
+
+/// Chain `t` of a varied set, from the reset chain: as it is, its inventory slower by `slow`
+/// ms, inventory named per chain (a new edge and service each: `distinct`), or orders with no
+/// budget.
+fn varied(t: u8, variant: u8, slow: u64) -> Vec<Span> {
+    let mut chain = spans(t);
+    for s in &mut chain {
+        match variant % 4 {
+            1 if &*s.service == "inventory" => {
+                s.end_unix_nano += slow * 1_000_000;
+            }
+            2 if &*s.service == "inventory" => {
+                s.service = std::sync::Arc::from(format!("inventory-{}", t % 7));
+            }
+            3 if &*s.service == "orders" && s.kind.is_hop() => {
+                s.budget.received_ms = None;
+                s.budget.source = None;
+            }
+            _ => {}
+        }
+    }
+    chain
+}
+
+/// What must be equal between two reports of the same traffic: every count and figure, the
+/// chains' findings as a set. (The list of a per-edge finding may name calls of chains held
+/// or count them on the edge: `findings_listed` and those entries are left out.)
+fn figures(mut r: deadline_budget::analysis::Report) -> deadline_budget::analysis::Report {
+    r.findings.retain(|f| f.count.is_none());
+    r.findings.sort_by_key(|f| (f.trace_id, f.span_id, f.kind));
+    r.summary.findings_listed = 0;
+    r.summary.findings_omitted = 0;
+    r
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// `CONVENTIONS.md` section 6: any split of the chains into held and evicted (a small
+    /// `--max-spans`, at least a chain, the settle timer judging some before) gives the figures of holding them
+    /// all; and any split into shards, each reported to JSON and merged as `budget-top merge`
+    /// does, gives them too.
+    #[test]
+    fn any_split_into_held_evicted_or_shards_gives_the_same_report(
+        chains in proptest::collection::vec((0u8..4, 0u64..400, 0usize..3), 1..30),
+        max_spans in 5usize..40,
+        settled_every in 1usize..6,
+    ) {
+        let mut whole = Store::new(1_000_000);
+        let mut small = Store::new(max_spans).with_settle(std::time::Duration::ZERO);
+        let mut shards: Vec<Store> = (0..3).map(|_| Store::new(1_000_000)).collect();
+        for (i, &(variant, slow, shard)) in chains.iter().enumerate() {
+            let t = i as u8 + 1;
+            let chain = varied(t, variant, slow);
+            whole.insert_spans(chain.clone());
+            small.set_clock(i as u64 + 1);
+            small.insert_spans(chain.clone());
+            if i % settled_every == 0 {
+                small.judge_settled();
+            }
+            shards[shard].insert_spans(chain);
+        }
+        proptest::prop_assert!(small.counters().spans_held as usize <= max_spans);
+        let one = whole.report();
+        let split = small.report();
+        proptest::prop_assert_eq!(figures(split), figures(one.clone()));
+        let read: Vec<deadline_budget::analysis::Report> = shards
+            .iter_mut()
+            .map(|s| serde_json::from_str(&serde_json::to_string(&s.report()).unwrap()).unwrap())
+            .collect();
+        let merged = deadline_budget::analysis::Report::merge(&read, 10_000);
+        proptest::prop_assert_eq!(figures(merged), figures(one));
+    }
+}
+
+/// The page draws from the chains kept (`CONVENTIONS.md` section 6): past eviction, the chains
+/// whose findings explain the most dead work are kept whole, a few per kind, within the bound.
+#[test]
+fn the_worst_chains_of_each_kind_are_kept_whole_for_the_page() {
+    let max_spans = 80;
+    let mut store = Store::new(max_spans);
+    // 40 reset chains of 5 spans, inventory slower in each: chain 17 wastes the most.
+    let slow = |t: u8| if t == 17 { 900 } else { u64::from(t) };
+    for t in 1..=40u8 {
+        store.insert_spans(varied(t, 1, slow(t)));
+        assert!(store.counters().spans_held as usize <= max_spans);
+    }
+    let worst = TraceId([17; 16]);
+    assert!(
+        store.chain(worst).is_some(),
+        "the worst chain is kept whole"
+    );
+    let pinned = store.pinned();
+    assert!(pinned.contains(&worst), "{pinned:?}");
+    assert!(pinned.len() <= budget_top::store::PINNED_PER_KIND * 2);
+    assert!(store.counters().chains_evicted >= 20);
+    let report = store.report();
+    assert_eq!(report.summary.traces, 40, "every chain counted once");
+    // The page draws it first under its kind.
+    let page = budget_top::report::html::render(
+        &store,
+        &report,
+        None,
+        deadline_budget::analysis::Severity::Error,
+    );
+    assert!(page.contains(&worst.to_string()), "the page draws chain 17");
+}
+
+/// `check` listening judges the chains quiet for `--settle` as spans arrive (its totals and
+/// memory follow section 6), on tokio's clock: paused here.
+#[tokio::test(start_paused = true)]
+async fn a_listening_check_judges_chains_once_quiet_for_settle() {
+    use budget_top::commands::listen::feed_until;
+    use std::time::Duration;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut ingest = budget_top::ingest::Ingest {
+        grpc_addr: None,
+        http_addr: None,
+        receiver: rx,
+        stats: Default::default(),
+        shutdown_token: Default::default(),
+        token_required: false,
+        tls: false,
+        client_ca: false,
+        allow_remote: false,
+        token_warning: None,
+    };
+    let mut store = budget_top::store::Retention {
+        settle: Duration::from_secs(5),
+        ..Default::default()
+    }
+    .store();
+    let batch = |t| budget_top::batch::Batch {
+        spans: spans(t),
+        attributes: Vec::new(),
+        raw: None,
+    };
+    tx.send(batch(1)).await.unwrap();
+    feed_until(
+        &mut ingest,
+        &mut store,
+        None,
+        tokio::time::sleep(Duration::from_secs(3)),
+    )
+    .await;
+    assert_eq!(
+        store.totals().traces,
+        0,
+        "quiet for 3 s of 5: not judged yet"
+    );
+    tx.send(batch(2)).await.unwrap();
+    feed_until(
+        &mut ingest,
+        &mut store,
+        None,
+        tokio::time::sleep(Duration::from_secs(3)),
+    )
+    .await;
+    assert_eq!(store.totals().traces, 1, "chain 1 quiet for 6 s: judged");
+    assert_eq!(store.totals().findings.total(), 1);
+    feed_until(
+        &mut ingest,
+        &mut store,
+        None,
+        tokio::time::sleep(Duration::from_secs(3)),
+    )
+    .await;
+    assert_eq!(store.totals().traces, 2, "chain 2 too, 6 s after it came");
+    drop(tx);
+}
+
+/// The totals' own size is bounded (`CONVENTIONS.md` section 6): 100,000 distinct service
+/// names, under a small `--max-spans`, keep at most 10,000 edges and services apart; the rest
+/// are counted as `other`, the report says how many calls and hops, and no count is lost.
+#[test]
+fn a_hundred_thousand_service_names_keep_the_totals_bounded() {
+    use deadline_budget::analysis::{MAX_TOTALS_KEYS, OTHER};
+    let mut store = Store::new(1_000);
+    let chains: u32 = 50_000;
+    for n in 0..chains {
+        let mut chain = spans(1);
+        for s in &mut chain {
+            let mut id = [0u8; 16];
+            id[..4].copy_from_slice(&n.to_be_bytes());
+            id[15] = 1;
+            s.trace_id = TraceId(id);
+            // orders and inventory named per chain: 100,000 names, 100,000 edges.
+            if &*s.service != "frontend" {
+                s.service = std::sync::Arc::from(format!("{}-{n}", s.service));
+            }
+        }
+        store.insert_spans(chain);
+    }
+    let totals = store.totals();
+    assert!(
+        totals.edges.len() <= MAX_TOTALS_KEYS + 1,
+        "{}",
+        totals.edges.len()
+    );
+    assert!(totals.services().count() <= MAX_TOTALS_KEYS + 1);
+    let report = store.report();
+    assert_eq!(report.summary.traces, u64::from(chains));
+    let calls: u64 = report.edges.iter().map(|e| e.calls).sum();
+    assert_eq!(calls, 2 * u64::from(chains), "every call counted");
+    let other = report
+        .edges
+        .iter()
+        .find(|e| &*e.caller == OTHER)
+        .expect("an other edge");
+    assert_eq!(report.summary.edge_calls_folded, other.calls);
+    assert!(other.calls > u64::from(chains), "{}", other.calls);
+    let hops: u64 = report.services.iter().map(|s| s.hops).sum();
+    assert_eq!(hops, 3 * u64::from(chains));
+    assert!(report.summary.service_hops_folded > 0);
+}
