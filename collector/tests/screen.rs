@@ -161,10 +161,7 @@ fn narrow_screens_mark_or_leave_out_what_does_not_fit() {
     assert!(text.contains("TMO ~inferred"), "{text}");
     key(&mut state, KeyCode::Tab);
     let text = screen_text(&draw(&state, 80, 24));
-    assert!(
-        text.contains("DEAD = work for callers who gave up"),
-        "{text}"
-    );
+    assert!(text.contains("DEAD work for nobody"), "{text}");
 }
 
 /// The chain list's preview skips a newest chain whose callee's (late) hop has not arrived
@@ -1091,7 +1088,12 @@ fn the_list_the_services_and_the_edges_count_the_same_waste() {
             .map(|(row, _)| i64::from(row.dead_ms))
             .sum::<i64>();
     }
-    let services: i64 = state.data.services.iter().map(|(_, s)| s.wasted_ms).sum();
+    let services: i64 = state
+        .data
+        .services
+        .iter()
+        .map(|(_, s)| s.totals.wasted_ms)
+        .sum();
     let edges: i64 = state.data.store.edges().iter().map(|e| e.wasted_ms).sum();
     assert!(chains > 0);
     assert_eq!(services, chains);
@@ -1456,4 +1458,144 @@ fn lines_cut_at_80_columns_say_so() {
         }
         key(&mut state, KeyCode::Esc);
     }
+}
+
+/// A chain of three spans, gateway calling `callee`, for the tables' tests.
+fn call_to(trace: u64, callee: &str) -> Vec<deadline_budget::analysis::Span> {
+    let mut c = ChainBuilder::new(trace, 0);
+    c.edge(1, "gateway", "GET /", 0, 100, 1000);
+    c.call(2, 1, "gateway", "GET x", 5, 95, 995, Some(990));
+    c.hop(3, Some(2), callee, "GET /x", 8, 90, Some(990));
+    c.spans
+}
+
+/// The Edges and Services tables are the store's totals (`CONVENTIONS.md` section 6): every
+/// chain judged, evicted ones included; `m` switches both to the chains judged in the last
+/// minute, and back; the header says so.
+#[test]
+fn m_shows_the_tables_over_the_last_minute_evicted_chains_counted() {
+    use budget_top::screen::ScreenData;
+    use budget_top::store::Store;
+    let s = 1_000_000_000;
+    let store = Store::new(6).with_settle(std::time::Duration::ZERO);
+    let mut state = State::new(ScreenData::new(store), screen::Mode::Live);
+    state.ui.view = View::Edges;
+    state.now_unix_nano = NOW_NS;
+    state.data.add_spans(call_to(1, "orders"), NOW_NS);
+    state.data.add_spans(call_to(2, "orders"), NOW_NS);
+    state.settle();
+    // 90 s later: two chains to payments; the orders chains leave memory (6 spans at most).
+    state.now_unix_nano = NOW_NS + 90 * s;
+    state
+        .data
+        .add_spans(call_to(3, "payments"), NOW_NS + 90 * s);
+    state
+        .data
+        .add_spans(call_to(4, "payments"), NOW_NS + 90 * s);
+    state.settle();
+    assert_eq!(state.data.store.counters().chains_evicted, 2);
+    let calls = |state: &State| -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = state
+            .data
+            .table_totals()
+            .edges
+            .sorted()
+            .iter()
+            .map(|e| (e.callee.to_string(), e.calls))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        calls(&state),
+        [("orders".into(), 2), ("payments".into(), 2)],
+        "since start, the evicted chains counted"
+    );
+    assert!(key(&mut state, KeyCode::Char('m')));
+    assert_eq!(calls(&state), [("payments".into(), 2)], "the last minute");
+    let text = screen_text(&draw(&state, 120, 30));
+    assert!(text.contains("tables: last minute"), "{text}");
+    assert!(text.contains("m minute/all"), "{text}");
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Services);
+    let services: Vec<&str> = state.data.services.iter().map(|(n, _)| &**n).collect();
+    assert!(!services.contains(&"orders"), "{services:?}");
+    assert!(services.contains(&"payments"), "{services:?}");
+    let text = screen_text(&draw(&state, 120, 30));
+    assert!(text.contains("last minute (m: since start)"), "{text}");
+    assert!(key(&mut state, KeyCode::Char('m')));
+    let services: Vec<&str> = state.data.services.iter().map(|(n, _)| &**n).collect();
+    assert!(services.contains(&"orders"), "{services:?}");
+    assert_eq!(calls(&state).len(), 2, "since start again");
+}
+
+/// The live screen judges a chain once it has been quiet for `--settle` (5 s here), on the
+/// loop's clock (tokio's, paused): the header's totals count it then, not before.
+#[tokio::test(start_paused = true)]
+async fn the_screen_judges_a_chain_once_quiet_for_settle() {
+    use crossterm::event::Event;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use std::time::Duration;
+
+    let started = tokio::time::Instant::now();
+    let clock = move || NOW_NS + started.elapsed().as_nanos() as u64;
+    let store = budget_top::store::Store::new(1000).with_settle(Duration::from_secs(5));
+    let mut state = State::new(screen::ScreenData::new(store), screen::Mode::Live);
+    let (batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let controls = screen::Controls {
+        clock: Box::new(clock),
+        ..screen::Controls::default()
+    };
+    let task = tokio::spawn(async move {
+        let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+        screen::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        (terminal, state)
+    });
+    batches
+        .send(budget_top::batch::Batch {
+            spans: call_to(1, "orders"),
+            attributes: Vec::new(),
+            raw: None,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let (_, mut state) = task.await.unwrap();
+    assert_eq!(state.data.store.totals().traces, 0, "quiet for 3 s of 5");
+    assert_eq!(state.data.store.counters().chains_held, 1);
+
+    // The same screen again, 4 s on: the chain is judged.
+    state.ui.quit = false;
+    let (_batches, rx) = tokio::sync::mpsc::channel(4);
+    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let controls = screen::Controls {
+        clock: Box::new(clock),
+        ..screen::Controls::default()
+    };
+    let task = tokio::spawn(async move {
+        let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+        screen::run(&mut terminal, &mut state, rx, events, controls)
+            .await
+            .unwrap();
+        (terminal, state)
+    });
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+    ))))
+    .unwrap();
+    let (terminal, state) = task.await.unwrap();
+    assert_eq!(state.data.store.totals().traces, 1, "quiet for 7 s: judged");
+    let text = screen_text(&terminal);
+    assert!(text.contains("1 chains judged"), "{text}");
 }

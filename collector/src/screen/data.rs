@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::Batch;
 use crate::store::Store;
-use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, TraceId};
+use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, Totals, TraceId};
 
 /// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
 pub const RATE_WINDOW_SECS: u64 = 10;
@@ -182,8 +182,15 @@ pub struct ScreenData {
     pub store: Store,
     /// The chain list: trace ids in the order and filter of the last query.
     pub visible: Vec<TraceId>,
-    /// The services, worst dead-work share first (recomputed while the services view is open).
+    /// The services, worst dead-work share first, from the totals the tables show
+    /// (recomputed once a second while a table is open).
     pub services: Vec<(Arc<str>, ServiceStats)>,
+    /// The tables show the last minute (`m`): [`ScreenData::minute`], not the totals since
+    /// start.
+    pub last_minute: bool,
+    /// The totals of the chains judged in the last minute (the store's
+    /// [`Store::recent_totals`]), recomputed once a second while a table shows them.
+    pub minute: Totals,
     /// Spans per second.
     pub span_rate: RateWindow,
     /// Newly found wasted ms per second.
@@ -208,12 +215,14 @@ pub const ANALYSIS_SLICE: Duration = Duration::from_millis(40);
 const CHEAP_REBUILD: Duration = Duration::from_millis(2);
 
 impl ScreenData {
-    /// Wrap a store.
+    /// Wrap a store (which keeps the last minute's verdicts apart from then on).
     pub fn new(store: Store) -> Self {
         ScreenData {
-            store,
+            store: store.with_recent(),
             visible: Vec::new(),
             services: Vec::new(),
+            last_minute: false,
+            minute: Totals::new(),
             span_rate: RateWindow::default(),
             waste_rate: RateWindow::default(),
             wasted_total: 0,
@@ -259,9 +268,24 @@ impl ScreenData {
         self.store.insert_spans(spans);
     }
 
-    /// Analyse what changed, rebuild the list (and the services table when `services` is
-    /// wanted, at most once a second). Returns whether the screen changed.
-    pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, services: bool) -> bool {
+    /// The totals the Edges and Services tables show: since start, or of the last minute.
+    pub fn table_totals(&self) -> &Totals {
+        if self.last_minute {
+            &self.minute
+        } else {
+            self.store.totals()
+        }
+    }
+
+    /// Show the tables over the last minute, or since start; recomputed at the next settle.
+    pub fn set_last_minute(&mut self, last_minute: bool) {
+        self.last_minute = last_minute;
+        self.services_second = None;
+    }
+
+    /// Analyse what changed, rebuild the list (and the tables' figures when `tables` are
+    /// shown, at most once a second). Returns whether the screen changed.
+    pub fn settle(&mut self, query: &ListQuery, now_unix_nano: u64, tables: bool) -> bool {
         let analysed = self.store.analyse_dirty_for(ANALYSIS_SLICE);
         // Chains quiet for --settle are judged into the totals the header and tables read.
         self.store.set_clock(now_unix_nano);
@@ -283,8 +307,8 @@ impl ScreenData {
             changed = true;
         }
         let second = now_unix_nano / 1_000_000_000;
-        if services && (self.services_second != Some(second) || self.services.is_empty()) {
-            self.rebuild_services(now_unix_nano);
+        if tables && (self.services_second != Some(second) || (judged > 0 && !self.last_minute)) {
+            self.rebuild_tables();
             self.services_second = Some(second);
             changed = true;
         }
@@ -353,8 +377,10 @@ impl ScreenData {
         })
     }
 
-    fn rebuild_services(&mut self, now_unix_nano: u64) {
-        let from = now_unix_nano.saturating_sub(RATE_WINDOW_SECS * 1_000_000_000);
-        self.services = crate::service_figures::service_stats(&self.store, from..now_unix_nano);
+    fn rebuild_tables(&mut self) {
+        if self.last_minute {
+            self.minute = self.store.recent_totals();
+        }
+        self.services = crate::service_figures::service_stats(self.table_totals());
     }
 }

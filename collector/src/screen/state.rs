@@ -409,7 +409,7 @@ impl State {
         let needs = self.ui.view.needs();
         let changed = self
             .data
-            .settle(&self.ui.query, self.now_unix_nano, needs.service_figures);
+            .settle(&self.ui.query, self.now_unix_nano, needs.table_figures);
         if changed {
             self.follow_selection();
         }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use deadline_budget::analysis::{Distribution, FindingKind, Severity};
+use deadline_budget::analysis::{FindingKind, Severity};
 
 use super::{Esc, Page, TABLE_ROWS, TableName, sort_value};
 use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
@@ -121,16 +121,10 @@ impl Page<'_> {
     }
 
     pub(super) fn services(&mut self) {
-        // Rates over the whole run: from the first chain's start to the last one's end.
-        let (from, to) = self.store.chains().fold((u64::MAX, 0u64), |(a, b), c| {
-            (
-                a.min(c.summary.start_unix_nano),
-                b.max(c.summary.end_unix_nano),
-            )
-        });
-        let window = if from < to { from..to + 1 } else { 0..0 };
-        let seconds = (window.end - window.start) as f64 / 1e9;
-        let rows = service_stats(self.store, window);
+        // Rates over the whole run: from the first judged chain's start to the last one's end.
+        let totals = self.store.totals();
+        let seconds = totals.traffic_ns() as f64 / 1e9;
+        let rows = service_stats(totals);
         self.out.push_str(
             "<section id=\"services\">\n<h2>Services</h2>\n<table class=\"data sortable\" id=\"services-table\"><thead><tr><th>SERVICE</th><th>HOPS</th><th>λ /s</th><th>W</th><th>L = λW</th><th>QUEUE p50</th><th>QUEUE p99</th><th>DEAD WORK</th><th>DEAD SHARE</th></tr></thead><tbody>\n",
         );
@@ -183,17 +177,17 @@ fn service_row(out: &mut String, name: &Arc<str>, s: &ServiceStats) {
         out,
         "<tr><td class=\"t\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{lambda:.3}\">{lambda:.1}</td><td data-v=\"{w:.1}\">{} ms</td><td data-v=\"{l:.3}\">{l:.1}</td>",
         TableName(name),
-        s.hops,
-        count(s.hops),
+        s.totals.hops,
+        count(s.totals.hops),
         w.round() as i64,
     );
-    percentile_cell(out, &s.queue_wait, 0.5);
-    percentile_cell(out, &s.queue_wait, 0.99);
+    ms_cell(out, s.totals.queue_wait.p50());
+    ms_cell(out, s.totals.queue_wait.p99());
     let _ = writeln!(
         out,
         "<td data-v=\"{}\">{}</td><td data-v=\"{dead:.4}\"{}><span class=\"share\" aria-hidden=\"true\">{}{}</span> {:.0}%</td></tr>",
-        s.wasted_ms,
-        ms_grouped(s.wasted_ms),
+        s.totals.wasted_ms,
+        ms_grouped(s.totals.wasted_ms),
         if dead > 0.0 {
             " class=\"late-text\""
         } else {
@@ -203,8 +197,4 @@ fn service_row(out: &mut String, name: &Arc<str>, s: &ServiceStats) {
         "░".repeat(20 - filled.min(20)),
         dead * 100.0,
     );
-}
-
-fn percentile_cell(out: &mut String, d: &Distribution, q: f64) {
-    ms_cell(out, d.percentile(q));
 }

@@ -8,7 +8,7 @@ use ratatui::layout::{Position, Rect};
 use super::keys::Key;
 use super::table::{self, Table, first_width, fitting_note};
 use super::theme::Theme;
-use super::{Pane, ScreenLayout, put, step};
+use super::{Needs, Pane, ScreenLayout, put, step};
 use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
 use crate::present::format::{count, ms, opt_ms};
 use crate::screen::State;
@@ -18,7 +18,7 @@ use crate::span_text::for_screen;
 #[derive(Debug)]
 pub(crate) struct Edges;
 
-const KEYS: [Key; 7] = table::keys(enter);
+const KEYS: [Key; 8] = table::keys(enter);
 
 /// Enter: the chains through the selected edge's callee.
 fn enter(state: &mut State, _key: KeyCode) -> bool {
@@ -37,6 +37,13 @@ impl Pane for Edges {
         &KEYS
     }
 
+    fn needs(&self) -> Needs {
+        Needs {
+            table_figures: true,
+            ..Needs::default()
+        }
+    }
+
     fn enter(&self, state: &mut State) {
         state.ui.edge_row = 0;
     }
@@ -46,11 +53,12 @@ impl Pane for Edges {
     }
 
     fn move_by(&self, state: &mut State, delta: isize) {
-        state.ui.edge_row = step(state.ui.edge_row, state.data.store.edges().len(), delta);
+        let len = state.data.table_totals().edges.sorted().len();
+        state.ui.edge_row = step(state.ui.edge_row, len, delta);
     }
 
     fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
-        let len = state.data.store.edges().len();
+        let len = state.data.table_totals().edges.sorted().len();
         match table::clicked(layout, pos, state.ui.edge_row, len) {
             Some(i) => {
                 state.ui.edge_row = i;
@@ -61,10 +69,10 @@ impl Pane for Edges {
     }
 }
 
-/// The edges, worst first (most error findings, then most dead work, then most calls), names
-/// breaking ties.
+/// The edges of the totals shown (since start, or the last minute: `m`), worst first (most
+/// error findings, then most dead work, then most calls), names breaking ties.
 pub fn edge_rows(state: &State) -> Vec<&EdgeAggregate> {
-    let mut rows = state.data.store.edges();
+    let mut rows = state.data.table_totals().edges.sorted();
     worst_first(&mut rows);
     rows
 }
@@ -178,7 +186,11 @@ pub fn render_edges(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             buf,
             area.x + 2,
             area.y + 1,
-            "no calls seen yet",
+            if state.data.last_minute {
+                "no call judged in the last minute (m: since start)"
+            } else {
+                "no calls seen yet"
+            },
             area.width,
             theme.dim(),
         );

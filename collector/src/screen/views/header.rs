@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use super::theme::Theme;
 use super::{put, unicode_width};
-use crate::present::format::{count, fit, rate, severity_glyph};
+use crate::present::format::{count, fit, ms, rate, severity_glyph};
 use crate::screen::{Mode, State, View};
 use crate::span_text::for_screen;
 
@@ -142,16 +142,32 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             style,
         );
     }
+    // Since start: the work for nobody of every chain judged, held or evicted (CONVENTIONS.md
+    // section 6), beside the rate at which it is found now.
+    let wide = area.width >= 100;
+    let totals = d.store.totals();
+    let wasted_style = if totals.wasted_ms > 0 {
+        theme.severity(Severity::Error)
+    } else {
+        theme.text()
+    };
+    let label = if wide { "wasted in all" } else { "wasted" };
+    field(buf, ms(totals.wasted_ms), label, wasted_style);
     let waste = d.waste_rate.per_second(now);
     let waste_style = if waste > 0.0 {
         theme.severity(Severity::Error)
     } else {
         theme.text()
     };
-    field(buf, rate(waste), "wasted ms/s", waste_style);
+    let label = if wide { "wasted ms/s" } else { "ms/s" };
+    field(buf, rate(waste), label, waste_style);
     // A quiet screen means little when most hops carry no budget: say so, whole (what to do
-    // stays on the line); on the tabs' line when the figures leave too little room here.
+    // stays on the line; in place of the chains judged); on the tabs' line when the figures
+    // leave too little room here.
     let blind = blind_warning(state);
+    if wide && blind.is_none() {
+        field(buf, count(totals.traces), "chains judged", theme.dim());
+    }
     let mut deferred = None;
     if let Some(choices) = blind {
         let room = w(x);
@@ -186,6 +202,9 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         x = put(buf, x, y, "│", w(x), theme.dim());
     }
     let mut info = format!(" sort: {}", state.ui.query.sort.label());
+    if state.data.last_minute {
+        info.push_str("  tables: last minute");
+    }
     if let Some(filter) = state.ui.query.filter.label() {
         info.push_str(&format!("  filter: {filter}"));
     }

@@ -92,6 +92,7 @@ pub(super) fn lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         "Tab next view · Shift-Tab previous view · n/N next/previous finding of the selected chain · / search",
         "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
+        "m in Edges and Services: both tables over the chains judged in the last minute, or since start",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
         "budget-top demo: 1-9 0 ! @ scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",

@@ -30,8 +30,9 @@ pub use theme::Theme;
 /// views that show it ask for).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Needs {
-    /// The per-service figures (`ScreenData::services`).
-    pub service_figures: bool,
+    /// The Edges and Services tables' figures (`ScreenData::services`, and
+    /// `ScreenData::minute` when they show the last minute).
+    pub table_figures: bool,
     /// The view shows the chain list with the selected chain's preview: the selection follows
     /// the newest chain (or the demo's lesson) and the preview its chosen row.
     pub chain_preview: bool,

@@ -1,5 +1,6 @@
-//! The services view: per service over the last 10 s, λ, W and L = λW by Little's law, the
-//! queue wait, and the share of work done for callers who had given up.
+//! The services view: per service over every chain judged since start (or in the last minute:
+//! `m`), λ, W and L = λW by Little's law, the queue wait, and the share of work done for
+//! callers who had given up; read from the store's totals.
 
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use crate::span_text::for_screen;
 #[derive(Debug)]
 pub(crate) struct Services;
 
-const KEYS: [Key; 7] = table::keys(enter);
+const KEYS: [Key; 8] = table::keys(enter);
 
 /// Enter: the chains through the selected service.
 fn enter(state: &mut State, _key: KeyCode) -> bool {
@@ -42,7 +43,7 @@ impl Pane for Services {
 
     fn needs(&self) -> Needs {
         Needs {
-            service_figures: true,
+            table_figures: true,
             ..Needs::default()
         }
     }
@@ -124,11 +125,11 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
             (rate(lambda), theme.text()),
             (format!("{}ms", w.round() as i64), theme.text()),
             (format!("{l:.1}"), theme.accent()),
-            (opt_ms(s.queue_wait.p50()), theme.text()),
-            (opt_ms(s.queue_wait.p99()), theme.text()),
+            (opt_ms(s.totals.queue_wait.p50()), theme.text()),
+            (opt_ms(s.totals.queue_wait.p99()), theme.text()),
         ];
         if wide {
-            cells.push((count(s.hops), theme.text()));
+            cells.push((count(s.totals.hops), theme.text()));
         }
         cells.push((format!("{:.0}%", dead * 100.0), dead_style));
         if wide {
@@ -140,14 +141,20 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
         }
         t.cells(buf, area, y, &for_screen(name), &cells, row_style);
     }
-    let note = fitting_note(
-        area.width,
-        &[
-            "last 10 s: λ arrivals/s · W mean time in the service, queue included (a shed request ~0 ms) · L = λ×W in flight (Little's law) · QUEUE wait of those that queued · DEAD WORK for nobody",
-            "last 10 s: λ arrivals/s · W mean time inside, queue included (sheds ~0 ms) · L = λ×W (Little's law) · QUEUE wait of those queued · DEAD WORK for nobody",
-            "L = λ×W (Little's law), last 10 s · DEAD = work for callers who gave up",
-        ],
-    );
+    let notes: [&str; 3] = if state.data.last_minute {
+        [
+            "last minute (m: since start): λ arrivals/s · W mean time in the service, queue included (a shed request ~0 ms) · L = λ×W in flight (Little's law) · QUEUE wait of those that queued · DEAD WORK for nobody",
+            "last minute (m: since start): λ arrivals/s · W mean time inside · L = λ×W (Little's law) · QUEUE wait of those queued · DEAD WORK for nobody",
+            "last minute (m: since start) · L = λ×W (Little's law) · DEAD work for nobody",
+        ]
+    } else {
+        [
+            "since start (m: last minute): λ arrivals/s · W mean time in the service, queue included (a shed request ~0 ms) · L = λ×W in flight (Little's law) · QUEUE wait of those that queued · DEAD WORK for nobody",
+            "since start (m: last minute): λ arrivals/s · W mean time inside · L = λ×W (Little's law) · QUEUE wait of those queued · DEAD WORK for nobody",
+            "since start (m: last minute) · L = λ×W (Little's law) · DEAD work for nobody",
+        ]
+    };
+    let note = fitting_note(area.width, &notes);
     put(
         buf,
         area.x + 1,

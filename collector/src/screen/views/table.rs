@@ -11,8 +11,25 @@ use super::theme::Theme;
 use super::{ScreenLayout, put, put_right, scroll_offset, unicode_width};
 use crate::screen::{State, View};
 
+/// `m`: both tables over the last minute, or since start again.
+pub(super) const MINUTE: Key = Key {
+    codes: &[KeyCode::Char('m')],
+    long: "m",
+    short: "m",
+    does: "minute/all",
+    shown: 2,
+    answer: |state, _| {
+        let minute = !state.data.last_minute;
+        state.data.set_last_minute(minute);
+        state.ui.edge_row = 0;
+        state.ui.service_row = 0;
+        state.settle();
+        true
+    },
+};
+
 /// The tables' keys; `enter` is the pane's Enter (the chains through its selected row).
-pub(super) const fn keys(enter: super::keys::Answer) -> [Key; 7] {
+pub(super) const fn keys(enter: super::keys::Answer) -> [Key; 8] {
     [
         keys::MOVE.shown_in(2),
         Key {
@@ -23,6 +40,7 @@ pub(super) const fn keys(enter: super::keys::Answer) -> [Key; 7] {
             shown: 2,
             answer: enter,
         },
+        MINUTE,
         keys::TAB.shown_in(2),
         keys::BACK.shown_in(2),
         keys::PAUSE.shown_in(1),
