@@ -1529,72 +1529,61 @@ fn m_shows_the_tables_over_the_last_minute_evicted_chains_counted() {
     assert_eq!(calls(&state).len(), 2, "since start again");
 }
 
-/// The live screen judges a chain once it has been quiet for `--settle` (5 s here), on the
-/// loop's clock (tokio's, paused): the header's totals count it then, not before.
-#[tokio::test(start_paused = true)]
-async fn the_screen_judges_a_chain_once_quiet_for_settle() {
+/// Runs the screen loop on `state` for `time` of tokio's (paused) clock, `batch` sent first,
+/// then `q`; gives the state back with the screen drawn.
+async fn run_for(
+    state: State,
+    clock: impl Fn() -> u64 + Send + 'static,
+    batch: Option<budget_top::batch::Batch>,
+    time: std::time::Duration,
+) -> (ratatui::Terminal<ratatui::backend::TestBackend>, State) {
     use crossterm::event::Event;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
-    use std::time::Duration;
-
-    let started = tokio::time::Instant::now();
-    let clock = move || NOW_NS + started.elapsed().as_nanos() as u64;
-    let store = budget_top::store::Store::new(1000).with_settle(Duration::from_secs(5));
-    let mut state = State::new(screen::ScreenData::new(store), screen::Mode::Live);
     let (batches, rx) = tokio::sync::mpsc::channel(4);
     let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
     let controls = screen::Controls {
         clock: Box::new(clock),
         ..screen::Controls::default()
     };
+    let mut state = state;
     let task = tokio::spawn(async move {
-        let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+        let backend = ratatui::backend::TestBackend::new(120, 30);
+        let mut terminal = ratatui::Terminal::new(backend).unwrap();
         screen::run(&mut terminal, &mut state, rx, events, controls)
             .await
             .unwrap();
         (terminal, state)
     });
-    batches
-        .send(budget_top::batch::Batch {
-            spans: call_to(1, "orders"),
-            attributes: Vec::new(),
-            raw: None,
-        })
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
-        KeyCode::Char('q'),
-        KeyModifiers::NONE,
-    ))))
-    .unwrap();
-    let (_, mut state) = task.await.unwrap();
+    if let Some(batch) = batch {
+        batches.send(batch).await.unwrap();
+    }
+    tokio::time::sleep(time).await;
+    let q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    keys.unbounded_send(Ok(Event::Key(q))).unwrap();
+    task.await.unwrap()
+}
+
+/// The live screen judges a chain once it has been quiet for `--settle` (5 s here), on the
+/// loop's clock (tokio's, paused): the header's totals count it then, not before.
+#[tokio::test(start_paused = true)]
+async fn the_screen_judges_a_chain_once_quiet_for_settle() {
+    use std::time::Duration;
+
+    let started = tokio::time::Instant::now();
+    let clock = move || NOW_NS + started.elapsed().as_nanos() as u64;
+    let store = budget_top::store::Store::new(1000).with_settle(Duration::from_secs(5));
+    let state = State::new(screen::ScreenData::new(store), screen::Mode::Live);
+    let batch = budget_top::batch::Batch {
+        spans: call_to(1, "orders"),
+        attributes: Vec::new(),
+        raw: None,
+    };
+    let (_, mut state) = run_for(state, clock, Some(batch), Duration::from_secs(3)).await;
     assert_eq!(state.data.store.totals().traces, 0, "quiet for 3 s of 5");
     assert_eq!(state.data.store.counters().chains_held, 1);
 
     // The same screen again, 4 s on: the chain is judged.
     state.ui.quit = false;
-    let (_batches, rx) = tokio::sync::mpsc::channel(4);
-    let (keys, events) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
-    let controls = screen::Controls {
-        clock: Box::new(clock),
-        ..screen::Controls::default()
-    };
-    let task = tokio::spawn(async move {
-        let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
-        screen::run(&mut terminal, &mut state, rx, events, controls)
-            .await
-            .unwrap();
-        (terminal, state)
-    });
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    keys.unbounded_send(Ok(Event::Key(KeyEvent::new(
-        KeyCode::Char('q'),
-        KeyModifiers::NONE,
-    ))))
-    .unwrap();
-    let (terminal, state) = task.await.unwrap();
+    let (terminal, state) = run_for(state, clock, None, Duration::from_secs(4)).await;
     assert_eq!(state.data.store.totals().traces, 1, "quiet for 7 s: judged");
     let text = screen_text(&terminal);
     assert!(text.contains("1 chains judged"), "{text}");

@@ -14,7 +14,7 @@ use crate::batch::Batch;
 use crate::store::Store;
 use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, Totals, TraceId};
 
-/// How many seconds the rate windows (spans/s, wasted ms/s, λ) cover.
+/// How many seconds the header's rate windows (spans/s, wasted ms/s) cover.
 pub const RATE_WINDOW_SECS: u64 = 10;
 
 /// The order of the chain list.
@@ -277,10 +277,11 @@ impl ScreenData {
         }
     }
 
-    /// Show the tables over the last minute, or since start; recomputed at the next settle.
+    /// Show the tables over the last minute, or since start: recomputed now (also while
+    /// paused), then once a second.
     pub fn set_last_minute(&mut self, last_minute: bool) {
         self.last_minute = last_minute;
-        self.services_second = None;
+        self.rebuild_tables();
     }
 
     /// Analyse what changed, rebuild the list (and the tables' figures when `tables` are

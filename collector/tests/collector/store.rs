@@ -365,41 +365,28 @@ async fn a_listening_check_judges_chains_once_quiet_for_settle() {
         ..Default::default()
     }
     .store();
+    // Listening for 3 s, as a check with --for 3s does.
+    async fn three_seconds(ingest: &mut budget_top::ingest::Ingest, store: &mut Store) {
+        let stop = tokio::time::sleep(Duration::from_secs(3));
+        feed_until(ingest, store, None, stop).await;
+    }
     let batch = |t| budget_top::batch::Batch {
         spans: spans(t),
         attributes: Vec::new(),
         raw: None,
     };
     tx.send(batch(1)).await.unwrap();
-    feed_until(
-        &mut ingest,
-        &mut store,
-        None,
-        tokio::time::sleep(Duration::from_secs(3)),
-    )
-    .await;
+    three_seconds(&mut ingest, &mut store).await;
     assert_eq!(
         store.totals().traces,
         0,
         "quiet for 3 s of 5: not judged yet"
     );
     tx.send(batch(2)).await.unwrap();
-    feed_until(
-        &mut ingest,
-        &mut store,
-        None,
-        tokio::time::sleep(Duration::from_secs(3)),
-    )
-    .await;
+    three_seconds(&mut ingest, &mut store).await;
     assert_eq!(store.totals().traces, 1, "chain 1 quiet for 6 s: judged");
     assert_eq!(store.totals().findings.total(), 1);
-    feed_until(
-        &mut ingest,
-        &mut store,
-        None,
-        tokio::time::sleep(Duration::from_secs(3)),
-    )
-    .await;
+    three_seconds(&mut ingest, &mut store).await;
     assert_eq!(store.totals().traces, 2, "chain 2 too, 6 s after it came");
     drop(tx);
 }

@@ -23,7 +23,6 @@ pub(super) const MINUTE: Key = Key {
         state.data.set_last_minute(minute);
         state.ui.edge_row = 0;
         state.ui.service_row = 0;
-        state.settle();
         true
     },
 };
