@@ -75,6 +75,9 @@ fn at_line(line: usize) -> String {
     }
 }
 
+/// Bytes read from the file (and inflated from gzip) at a time.
+const READ_BUFFER: usize = 256 * 1024;
+
 /// Reads a recording a request at a time.
 pub struct Reader {
     lines: Box<dyn BufRead + Send>,
@@ -136,7 +139,8 @@ impl Reader {
                 source,
             })?)
         };
-        let mut reader = BufReader::new(source);
+        // Large reads: a recording is read whole, often hundreds of megabytes.
+        let mut reader = BufReader::with_capacity(READ_BUFFER, source);
         let magic = reader.fill_buf().map_err(|source| RecordingError::Read {
             path: path.to_owned(),
             line: 0,
@@ -144,7 +148,7 @@ impl Reader {
         })?;
         let lines: Box<dyn BufRead + Send> = if magic.starts_with(&[0x1f, 0x8b]) {
             let decoder = flate2::bufread::MultiGzDecoder::new(reader);
-            Box::new(BufReader::new(decoder))
+            Box::new(BufReader::with_capacity(READ_BUFFER, decoder))
         } else {
             Box::new(reader)
         };
@@ -168,6 +172,41 @@ impl Reader {
         &self.path
     }
 
+    /// The next line as text, blank or not (`None` at the end), with its number: what a reader
+    /// that parses lines elsewhere (`check --input`'s decoders) takes. Invalid UTF-8 is
+    /// repaired and told as [`Reader::next_request`] tells it. A line cut short is for the
+    /// caller to recognise ([`cut_short`], and whether a line that is not blank follows).
+    pub fn next_text(
+        &mut self,
+        mut repaired: impl FnMut(usize, &str),
+    ) -> Result<Option<(usize, String)>, RecordingError> {
+        self.number += 1;
+        let mut bytes = Vec::new();
+        let n =
+            self.lines
+                .read_until(b'\n', &mut bytes)
+                .map_err(|source| RecordingError::Read {
+                    path: self.path.clone(),
+                    line: self.number,
+                    source,
+                })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(invalid) => {
+                let bytes = invalid.into_bytes();
+                let (text, repairs) = ingest::utf8::repair_json(&bytes);
+                if let Some(message) = repairs.message() {
+                    repaired(self.number, &message);
+                }
+                String::from_utf8_lossy(&text).into_owned()
+            }
+        };
+        Ok(Some((self.number, text)))
+    }
+
     /// The next request, skipping blank lines; `None` at the end. A line that was not valid
     /// UTF-8 is kept with U+FFFD in place of the bad bytes (the receivers' rule), and
     /// `repaired` is told its number and what was repaired before the line is parsed.
@@ -177,6 +216,10 @@ impl Reader {
     ) -> Result<Option<Request>, RecordingError> {
         loop {
             self.number += 1;
+            // The buffer of the line before, whichever of the two holds it.
+            if self.bytes.capacity() < self.text.capacity() {
+                self.bytes = std::mem::take(&mut self.text).into_bytes();
+            }
             self.bytes.clear();
             self.text.clear();
             let n = self
@@ -190,10 +233,17 @@ impl Reader {
             if n == 0 {
                 return Ok(None);
             }
-            let (text, repairs) = ingest::utf8::repair_json(&self.bytes);
-            self.text.push_str(&String::from_utf8_lossy(&text));
-            if let Some(message) = repairs.message() {
-                repaired(self.number, &message);
+            // Checked once: valid UTF-8 (nearly always) becomes the text without a copy.
+            match String::from_utf8(std::mem::take(&mut self.bytes)) {
+                Ok(text) => self.text = text,
+                Err(invalid) => {
+                    self.bytes = invalid.into_bytes();
+                    let (text, repairs) = ingest::utf8::repair_json(&self.bytes);
+                    self.text.push_str(&String::from_utf8_lossy(&text));
+                    if let Some(message) = repairs.message() {
+                        repaired(self.number, &message);
+                    }
+                }
             }
             match parse_line(&self.path, self.number, &self.text) {
                 Ok(Some(request)) => {
@@ -242,7 +292,7 @@ impl Reader {
 
 /// Whether `line` is the beginning of a JSON value that ended too early: what a writer stopped
 /// mid-line leaves behind (as opposed to a line that is wrong).
-fn cut_short(line: &str) -> bool {
+pub fn cut_short(line: &str) -> bool {
     let line = line.trim().trim_start_matches('\u{feff}');
     serde_json::from_str::<serde::de::IgnoredAny>(line).is_err_and(|e| e.is_eof())
 }
@@ -259,7 +309,7 @@ pub fn parse_line(
     if json.is_empty() {
         return Ok(None);
     }
-    ingest::json::parse_request(json.as_bytes())
+    ingest::json::parse_request_str(json)
         .map(Some)
         .map_err(|e| {
             // The column in the file's line, counted in characters from 1.

@@ -36,6 +36,27 @@ enum Command {
     List,
     /// Flood an OTLP receiver with realistic traces and report spans per second.
     Load(LoadArgs),
+    /// Write a recording of generated chains (OTLP/JSON lines, as `budget-top record` writes and
+    /// `budget-top check --input` reads) for benchmarks: the same file for the same flags.
+    Recording(RecordingArgs),
+}
+
+/// `budget-demo recording`: a large input for `budget-top check --input`, streamed to disk.
+#[derive(Debug, clap::Args)]
+struct RecordingArgs {
+    /// Where to write it (`-` for standard output); not compressed (pipe it through gzip for a
+    /// `.gz`, which `check --input` reads as well).
+    #[arg(long, short, value_name = "FILE")]
+    output: std::path::PathBuf,
+    /// Spans in all, rounded up to whole lines of whole chains.
+    #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = at_least_one::<u64>)]
+    spans: u64,
+    /// Spans per line (one export request), at most (rounded up to whole chains).
+    #[arg(long, default_value_t = 512, value_name = "N", value_parser = at_least_one::<usize>)]
+    batch: usize,
+    /// Hops per chain (each a SERVER and a CLIENT span).
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = at_least_one::<usize>)]
+    depth: usize,
 }
 
 /// `budget-demo load`: a receiver benchmark's traffic (loopback only).
@@ -179,8 +200,37 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Load(args)) => load(args).await.map(|()| ExitCode::SUCCESS),
+        Some(Command::Recording(args)) => recording(&args).map(|()| ExitCode::SUCCESS),
         None => run(cli.run).await,
     }
+}
+
+fn recording(args: &RecordingArgs) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let out: Box<dyn std::io::Write> = if args.output == std::path::Path::new("-") {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::File::create(&args.output)
+                .with_context(|| format!("cannot create {}", args.output.display()))?,
+        )
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+    let per_line = budget_demo::otlp_load::Template::spans_per_request(args.batch, args.depth);
+    let lines = args.spans.div_ceil(per_line);
+    for n in 0..lines {
+        let request = budget_demo::otlp_load::recording_request(n, args.batch, args.depth);
+        serde_json::to_writer(&mut out, &request)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    eprintln!(
+        "wrote {} spans in {lines} lines of {per_line} (chains of {} hops)",
+        lines * per_line,
+        args.depth
+    );
+    Ok(())
 }
 
 async fn load(args: LoadArgs) -> anyhow::Result<()> {

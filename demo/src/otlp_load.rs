@@ -27,7 +27,10 @@ use opentelemetry_proto::tonic::common::v1::{
     AnyValue, InstrumentationScope, KeyValue, any_value::Value,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span::SpanKind};
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+use opentelemetry_proto::tonic::trace::v1::{
+    ResourceSpans, ScopeSpans, Span, Status, span::SpanKind,
+};
 use prost::Message as _;
 
 /// The gRPC method of OTLP trace export.
@@ -224,30 +227,7 @@ impl Template {
             trace_id.extend_from_slice(&(chain as u32).to_be_bytes());
             hops(&trace_id, depth, now, &mut by_service);
         }
-        let request = ExportTraceServiceRequest {
-            resource_spans: by_service
-                .into_iter()
-                .enumerate()
-                .map(|(hop, spans)| ResourceSpans {
-                    resource: Some(Resource {
-                        attributes: vec![
-                            text("service.name", service(hop)),
-                            text("telemetry.sdk.language", "rust"),
-                        ],
-                        ..Resource::default()
-                    }),
-                    scope_spans: vec![ScopeSpans {
-                        scope: Some(InstrumentationScope {
-                            name: "budget-demo-load".into(),
-                            ..InstrumentationScope::default()
-                        }),
-                        spans,
-                        ..ScopeSpans::default()
-                    }],
-                    ..ResourceSpans::default()
-                })
-                .collect(),
-        };
+        let request = request_of(by_service);
         let bytes = request.encode_to_vec();
         let trace_id_offsets = bytes
             .windows(MARKER.len())
@@ -303,18 +283,46 @@ fn int(key: &str, value: i64) -> KeyValue {
     }
 }
 
+/// How one chain differs from the template's: its work per hop, and the mistakes in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    /// Milliseconds of work at each hop before it calls the next.
+    work_ms: u64,
+    /// Hop 1 receives more budget than hop 0 forwarded (`budget_reset`).
+    reset: bool,
+    /// The last call of the chain gives up after 5 ms while its callee works on
+    /// (`orphaned_work`).
+    give_up: bool,
+}
+
+/// The template's chain: 20 ms of work per hop, correctly propagated.
+const RIGHT: Shape = Shape {
+    work_ms: 20,
+    reset: false,
+    give_up: false,
+};
+
 /// The spans of one chain: every hop a SERVER span and a CLIENT span to the next hop, with a
 /// budget that is correctly propagated (1200 ms at the edge, 20 ms of work per hop).
 fn hops(trace_id: &[u8], depth: usize, now: u64, out: &mut [Vec<Span>]) {
+    shaped_hops(trace_id, depth, now, RIGHT, out);
+}
+
+/// The spans of one chain of `shape`.
+fn shaped_hops(trace_id: &[u8], depth: usize, now: u64, shape: Shape, out: &mut [Vec<Span>]) {
     const MS: u64 = 1_000_000;
+    let step = shape.work_ms + 1;
     let mut parent: Vec<u8> = Vec::new();
     let mut budget: i64 = 1200;
     for (hop, spans) in out.iter_mut().enumerate().take(depth) {
         let server_id = ((hop as u64) * 2 + 1).to_be_bytes().to_vec();
         let client_id = ((hop as u64) * 2 + 2).to_be_bytes().to_vec();
-        let start = now + (hop as u64) * 21 * MS;
-        let end = now + (2 * depth as u64 - hop as u64) * 21 * MS;
+        let start = now + (hop as u64) * step * MS;
+        let end = now + (2 * depth as u64 - hop as u64) * step * MS;
         let path = format!("/{}", service(hop));
+        if hop == 1 && shape.reset {
+            budget += 500;
+        }
         let mut server_attrs = vec![
             text("http.request.method", "GET"),
             text("url.path", &path),
@@ -343,8 +351,19 @@ fn hops(trace_id: &[u8], depth: usize, now: u64, out: &mut [Vec<Span>]) {
             attributes: server_attrs,
             ..Span::default()
         });
-        let remaining = budget - 20;
-        let forwarded = remaining - 10;
+        let remaining = budget - shape.work_ms as i64;
+        let mut forwarded = remaining - 10;
+        let give_up = shape.give_up && hop + 2 == depth;
+        let (client_end, status, code) = if give_up {
+            forwarded = 5;
+            let status = Status {
+                code: StatusCode::Error as i32,
+                message: "deadline exceeded".into(),
+            };
+            (start + (shape.work_ms + 5) * MS, Some(status), 504)
+        } else {
+            (end - MS, None, 200)
+        };
         let callee = format!("/{}", service(hop + 1));
         spans.push(Span {
             trace_id: trace_id.to_vec(),
@@ -352,24 +371,85 @@ fn hops(trace_id: &[u8], depth: usize, now: u64, out: &mut [Vec<Span>]) {
             parent_span_id: server_id,
             name: format!("GET {}", service(hop + 1)),
             kind: SpanKind::Client as i32,
-            start_time_unix_nano: start + 20 * MS,
-            end_time_unix_nano: end - MS,
+            start_time_unix_nano: start + shape.work_ms * MS,
+            end_time_unix_nano: client_end,
             attributes: vec![
                 text("http.request.method", "GET"),
                 text("url.full", &format!("http://127.0.0.1:8080{callee}")),
                 text("server.address", "127.0.0.1"),
                 int("server.port", 8080),
-                int("http.response.status_code", 200),
+                int("http.response.status_code", code),
                 int("budget.remaining_ms", remaining),
                 int("budget.forwarded_ms", forwarded),
                 int("budget.timeout_ms", forwarded),
                 int("budget.sla_ms", 2000),
                 int("budget.attempt", 1),
             ],
+            status,
             ..Span::default()
         });
         parent = client_id;
         budget = forwarded;
+    }
+}
+
+/// Request number `n` of a recording of chains of `depth` hops, `batch` spans at most (whole
+/// chains): what `budget-demo recording` writes, one line each. Every chain differs a little
+/// (its work per hop, 5 to 41 ms; its start, a millisecond after the one before), one in ten
+/// resets its budget at hop 1 and one in thirteen gives up on its last call while the callee
+/// works on, so the report has latencies, findings and wasted time to total. The same `n`
+/// gives the same request.
+pub fn recording_request(n: u64, batch: usize, depth: usize) -> ExportTraceServiceRequest {
+    const START: u64 = 1_764_547_200_000_000_000; // 2025-12-01T00:00:00Z
+    let depth = depth.max(1);
+    let chains = batch.div_ceil(2 * depth).max(1) as u64;
+    let mut by_service: Vec<Vec<Span>> = vec![Vec::new(); depth];
+    for chain in 0..chains {
+        let number = n * chains + chain;
+        let mut trace_id = MARKER[..4].to_vec();
+        trace_id.extend_from_slice(&number.to_be_bytes());
+        trace_id.extend_from_slice(&[0; 4]);
+        let shape = Shape {
+            work_ms: 5 + number % 37,
+            reset: number % 10 == 3,
+            give_up: depth >= 2 && number % 13 == 7,
+        };
+        shaped_hops(
+            &trace_id,
+            depth,
+            START + number * 1_000_000,
+            shape,
+            &mut by_service,
+        );
+    }
+    request_of(by_service)
+}
+
+/// One export request: a `ResourceSpans` per hop's service, holding its spans.
+fn request_of(by_service: Vec<Vec<Span>>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: by_service
+            .into_iter()
+            .enumerate()
+            .map(|(hop, spans)| ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![
+                        text("service.name", service(hop)),
+                        text("telemetry.sdk.language", "rust"),
+                    ],
+                    ..Resource::default()
+                }),
+                scope_spans: vec![ScopeSpans {
+                    scope: Some(InstrumentationScope {
+                        name: "budget-demo-load".into(),
+                        ..InstrumentationScope::default()
+                    }),
+                    spans,
+                    ..ScopeSpans::default()
+                }],
+                ..ResourceSpans::default()
+            })
+            .collect(),
     }
 }
 

@@ -16,11 +16,12 @@ use deadline_budget::analysis::{Report, TraceId};
 use deadline_budget::carrier::Carriers;
 use tokio::time::Instant;
 
+mod file_input;
+
 use super::listen::{Signals, feed_until, finish, sleep_until};
-use crate::batch::Batch;
 use crate::cli::{CheckArgs, FailOn, Format};
-use crate::ingest::{self, IngestCounts, decode, interner};
-use crate::otlp_lines::{Reader, RecordingError};
+use crate::ingest::{self, IngestCounts};
+use crate::otlp_lines::RecordingError;
 use crate::report::{html as report_html, text as report_text};
 use crate::store::{Retention, Store};
 
@@ -208,42 +209,23 @@ fn with_store_counts(json: &str, counters: &crate::store::StoreCounters) -> anyh
 /// Reads every line of `path` into the store (with each span's attributes when
 /// `keep_attributes`). Spans with bad ids are skipped with a warning on stderr; a line that is
 /// not OTLP/JSON stops the check with its line number, except a last line cut short, which is
-/// skipped with a warning. Returns how many lines were skipped so (0 or 1).
+/// skipped with a warning. Returns how many lines were skipped so (0 or 1). The lines are
+/// decoded on other threads, beside the store (`file_input`).
 pub fn read_file(
     path: &Path,
     store: &mut Store,
     carriers: Arc<Carriers>,
     keep_attributes: bool,
 ) -> Result<u64, RecordingError> {
-    let mut reader = Reader::open(path)?;
-    let mut interner = interner::Interner::with_carriers(carriers);
-    let warn = |number: usize, message: &str| {
-        eprintln!("warning: {}: line {number}: {message}", path.display());
-    };
-    while let Some(mut line) = reader.next_request(warn)? {
-        let decoded = decode::decode_request(&mut line.request, &mut interner, keep_attributes);
-        if decoded.rejected > 0 {
-            eprintln!(
-                "warning: {}: line {}: {} span(s) skipped: {}",
-                path.display(),
-                line.line,
-                decoded.rejected,
-                decoded.first_error.unwrap_or_default()
-            );
-        }
-        store.insert_batch(Batch {
-            spans: decoded.spans,
-            attributes: decoded.attributes,
-            raw: None,
-        });
-    }
-    Ok(match reader.torn() {
-        Some(torn) => {
-            eprintln!("warning: {}", torn.warning(path));
-            1
-        }
-        None => 0,
-    })
+    Ok(
+        match file_input::read_into(path, store, &carriers, keep_attributes)? {
+            Some(torn) => {
+                eprintln!("warning: {}", torn.warning(path));
+                1
+            }
+            None => 0,
+        },
+    )
 }
 
 /// How a listening `check` ends, for the line under "listening: ...".

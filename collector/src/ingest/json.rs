@@ -25,6 +25,31 @@ use serde::de::{self, Deserializer, Visitor};
 /// Reads one OTLP/JSON `ExportTraceServiceRequest`. The error names the field that is wrong
 /// (as it is spelled in the input) and where.
 pub fn parse_request(json: &[u8]) -> Result<ExportTraceServiceRequest, JsonError> {
+    // Tracking the path costs on every value; only a request that fails needs it, so it is
+    // read again with the tracking then.
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    if let Ok(request) = Request::deserialize(&mut deserializer)
+        && deserializer.end().is_ok()
+    {
+        return Ok(request.into());
+    }
+    parse_tracking_path(json)
+}
+
+/// [`parse_request`] of text already known to be UTF-8 (a line of a recording): its strings are
+/// not checked again.
+pub fn parse_request_str(json: &str) -> Result<ExportTraceServiceRequest, JsonError> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    if let Ok(request) = Request::deserialize(&mut deserializer)
+        && deserializer.end().is_ok()
+    {
+        return Ok(request.into());
+    }
+    parse_tracking_path(json.as_bytes())
+}
+
+/// The slow read that names the field in its error.
+fn parse_tracking_path(json: &[u8]) -> Result<ExportTraceServiceRequest, JsonError> {
     let mut deserializer = serde_json::Deserializer::from_slice(json);
     let request: Request = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let path = e.path().to_string();

@@ -1,0 +1,241 @@
+//! `check --input`: a recording read into the store on every core, in bounded memory.
+//!
+//! Enters: an OTLP/JSON-lines file (gzip or not). Leaves: its spans in the store, in the order
+//! of the lines, with the warnings on stderr in that order too.
+//!
+//! Three stages, each on its own thread, joined by bounded channels: a reader reads lines (and
+//! inflates gzip), [`DECODERS`] decoders parse and decode them (line `i` goes to decoder
+//! `i % DECODERS`), and the caller's thread takes the decoded batches in line order (the same
+//! round) into the store, which judges and evicts as they come. Decoding the JSON is most of the
+//! work, so it runs beside the store instead of before it; at most a few lines wait at each
+//! step, so the file path holds little beyond the store.
+//!
+//! A line that does not parse stops the read with its line number, except the last line that
+//! is not blank when it is cut short: skipped, with a warning (`CONVENTIONS.md` section 4). The
+//! reader holds each line until it has seen whether another line that is not blank follows, so
+//! a decoder knows whether a line that fails is that last one.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use deadline_budget::carrier::Carriers;
+
+use crate::batch::Batch;
+use crate::ingest::{decode, interner::Interner};
+use crate::otlp_lines::{self, Reader, RecordingError, Torn};
+use crate::store::Store;
+
+/// Threads that parse and decode lines: the JSON is most of the work.
+const DECODERS: usize = 2;
+/// Lines waiting for each decoder, and decoded lines waiting for the store, at most.
+const AHEAD: usize = 2;
+
+/// A line for a decoder.
+enum Line {
+    Text {
+        number: usize,
+        text: String,
+        /// No line that is not blank follows it.
+        last: bool,
+        /// Warnings about this line (UTF-8 repaired), printed when it is stored.
+        warnings: Vec<String>,
+    },
+    /// Reading failed here: nothing follows.
+    Failed(RecordingError),
+}
+
+/// A line decoded, for the store.
+enum Decoded {
+    Batch {
+        batch: Option<Batch>,
+        warnings: Vec<String>,
+    },
+    /// The last line, cut short: skipped.
+    Torn(Torn),
+    Failed(RecordingError),
+}
+
+/// Reads every line of `path` into `store` (with each span's attributes when
+/// `keep_attributes`), warnings on stderr; the last line when it was cut short and skipped.
+pub fn read_into(
+    path: &Path,
+    store: &mut Store,
+    carriers: &Arc<Carriers>,
+    keep_attributes: bool,
+) -> Result<Option<Torn>, RecordingError> {
+    let reader = Reader::open(path)?;
+    std::thread::scope(|scope| {
+        let mut to_decoders = Vec::with_capacity(DECODERS);
+        let mut from_decoders = Vec::with_capacity(DECODERS);
+        for i in 0..DECODERS {
+            let (lines, lines_in) = sync_channel(AHEAD);
+            let (decoded_out, decoded) = sync_channel(AHEAD);
+            let carriers = carriers.clone();
+            spawn(scope, path, format!("check-decode-{i}"), move || {
+                decode_lines(path, &lines_in, &decoded_out, carriers, keep_attributes);
+            })?;
+            to_decoders.push(lines);
+            from_decoders.push(decoded);
+        }
+        spawn(scope, path, "check-read".into(), move || {
+            read_lines(reader, &to_decoders);
+        })?;
+        store_in_order(path, &from_decoders, store)
+    })
+}
+
+fn spawn<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    path: &Path,
+    name: String,
+    work: impl FnOnce() + Send + 'scope,
+) -> Result<(), RecordingError> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn_scoped(scope, work)
+        .map(drop)
+        .map_err(|source| RecordingError::Read {
+            path: path.to_owned(),
+            line: 0,
+            source,
+        })
+}
+
+/// The reader: each line to its decoder, once it is known whether a line that is not blank
+/// follows (blank lines in between are held with it). Stops at the end, on an error, or when
+/// the store stops taking.
+fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
+    let mut next = 0;
+    let mut send = |line: Line| {
+        let sent = decoders[next % decoders.len()].send(line).is_ok();
+        next += 1;
+        sent
+    };
+    let mut held: Vec<Line> = Vec::new();
+    loop {
+        let mut warnings = Vec::new();
+        let read = reader.next_text(|_, message| warnings.push(message.to_owned()));
+        let (number, text) = match read {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(error) => {
+                held.push(Line::Failed(error));
+                break;
+            }
+        };
+        let blank = text.bytes().all(|b| b.is_ascii_whitespace());
+        if !blank {
+            for line in held.drain(..) {
+                if !send(line) {
+                    return;
+                }
+            }
+        }
+        let warnings = warnings
+            .into_iter()
+            .map(|message| format!("line {number}: {message}"))
+            .collect();
+        held.push(Line::Text {
+            number,
+            text: if blank { String::new() } else { text },
+            last: false,
+            warnings,
+        });
+    }
+    for mut line in held {
+        if let Line::Text { last, .. } = &mut line {
+            *last = true;
+        }
+        if !send(line) {
+            return;
+        }
+    }
+}
+
+/// A decoder: each line parsed and decoded into a batch, in the order received.
+fn decode_lines(
+    path: &Path,
+    lines: &Receiver<Line>,
+    decoded: &SyncSender<Decoded>,
+    carriers: Arc<Carriers>,
+    keep_attributes: bool,
+) {
+    let mut interner = Interner::with_carriers(carriers);
+    for line in lines {
+        let out = match line {
+            Line::Failed(error) => Decoded::Failed(error),
+            Line::Text {
+                number,
+                text,
+                last,
+                mut warnings,
+            } => match otlp_lines::parse_line(path, number, &text) {
+                Ok(None) => Decoded::Batch {
+                    batch: None,
+                    warnings,
+                },
+                Ok(Some(mut request)) => {
+                    drop(text);
+                    let out = decode::decode_request(&mut request, &mut interner, keep_attributes);
+                    drop(request);
+                    if out.rejected > 0 {
+                        warnings.push(format!(
+                            "line {number}: {} span(s) skipped: {}",
+                            out.rejected,
+                            out.first_error.unwrap_or_default()
+                        ));
+                    }
+                    Decoded::Batch {
+                        batch: Some(Batch {
+                            spans: out.spans,
+                            attributes: out.attributes,
+                            raw: None,
+                        }),
+                        warnings,
+                    }
+                }
+                Err(RecordingError::Parse { message, .. })
+                    if last && otlp_lines::cut_short(&text) =>
+                {
+                    Decoded::Torn(Torn {
+                        line: number,
+                        message,
+                    })
+                }
+                Err(error) => Decoded::Failed(error),
+            },
+        };
+        if decoded.send(out).is_err() {
+            return;
+        }
+    }
+}
+
+/// The store's side: decoded lines taken round the decoders in turn (the order of the lines).
+fn store_in_order(
+    path: &Path,
+    decoders: &[Receiver<Decoded>],
+    store: &mut Store,
+) -> Result<Option<Torn>, RecordingError> {
+    let mut torn = None;
+    for next in 0.. {
+        // A decoder that has nothing more means the reader sent no further line.
+        let Ok(decoded) = decoders[next % decoders.len()].recv() else {
+            break;
+        };
+        match decoded {
+            Decoded::Batch { batch, warnings } => {
+                for warning in warnings {
+                    eprintln!("warning: {}: {warning}", path.display());
+                }
+                if let Some(batch) = batch {
+                    store.insert_batch(batch);
+                }
+            }
+            Decoded::Torn(cut) => torn = Some(cut),
+            Decoded::Failed(error) => return Err(error),
+        }
+    }
+    Ok(torn)
+}
