@@ -779,6 +779,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_recording_line_is_the_same_each_time_and_no_two_lines_share_a_chain() {
+        let spans = |r: &ExportTraceServiceRequest| -> Vec<Span> {
+            r.resource_spans
+                .iter()
+                .flat_map(|rs| rs.scope_spans.iter().flat_map(|s| s.spans.clone()))
+                .collect()
+        };
+        assert_eq!(recording_request(3, 512, 4), recording_request(3, 512, 4));
+        let (a, b) = (
+            spans(&recording_request(0, 512, 4)),
+            spans(&recording_request(1, 512, 4)),
+        );
+        assert_eq!(a.len() as u64, Template::spans_per_request(512, 4));
+        let ids = |s: &[Span]| -> std::collections::BTreeSet<Vec<u8>> {
+            s.iter().map(|s| s.trace_id.clone()).collect()
+        };
+        assert_eq!(ids(&a).len(), 64, "64 chains of 8 spans");
+        assert!(ids(&a).is_disjoint(&ids(&b)));
+        // Some chains give up on their last call (an error status), the others answer.
+        let errors = a.iter().filter(|s| s.status.is_some()).count();
+        assert!(errors > 0 && errors < 64, "{errors}");
+    }
+
     #[tokio::test]
     async fn refuses_to_send_off_this_machine() {
         let plan = FloodPlan {

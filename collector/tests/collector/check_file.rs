@@ -275,6 +275,43 @@ fn spans_with_bad_ids_in_a_file_are_skipped_with_a_warning() {
     );
 }
 
+/// The lines are decoded on several threads: what is said about them still comes in the order
+/// of the lines, blank lines and a cut last line included.
+#[test]
+fn warnings_about_many_lines_come_in_the_order_of_the_lines() {
+    let dir = scratch("check_warning_order");
+    let mut lines = Vec::new();
+    for i in 0..9u8 {
+        let mut req = reset_chain(10 + i);
+        req.resource_spans[0].scope_spans[0].spans[0].trace_id = vec![1; 5];
+        lines.push(json_line(&req));
+        lines.push(String::new());
+    }
+    let cut = json_line(&reset_chain(30));
+    lines.push(cut[..cut.len() / 2].to_owned());
+    let file = write(&dir, "order.jsonl", &lines);
+    let out = run(&["check", "--input", &file, "--format", "json"]);
+    assert_eq!(out.json()["summary"]["spans"], 9 * 4, "{}", out.stderr);
+    let told: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.split(": line ").nth(1))
+        .filter_map(|l| l.split(':').next())
+        .collect();
+    assert_eq!(
+        told,
+        ["1", "3", "5", "7", "9", "11", "13", "15", "17", "19"],
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("order.jsonl: line 19: the last line is cut short"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn collector_style_batches_with_many_resources_and_scopes_are_read() {
     use opentelemetry_proto::tonic::trace::v1::ScopeSpans;
