@@ -21,5 +21,6 @@ pub mod report;
 pub mod screen;
 pub mod service_figures;
 pub mod span_text;
+pub mod stderr;
 pub mod store;
 pub mod wire;

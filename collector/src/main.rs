@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("budget-top: cannot start the async runtime: {error}");
+            budget_top::stderr_line!("budget-top: cannot start the async runtime: {error}");
             return ExitCode::from(check::EXIT_USAGE);
         }
     };
@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("budget-top: {}", causes(&error));
+            budget_top::stderr_line!("budget-top: {}", causes(&error));
             ExitCode::from(check::EXIT_USAGE)
         }
     }

@@ -203,7 +203,7 @@ fn run<F>(
         })
     });
     if let Err(e) = served {
-        eprintln!("budget-demo: service {name} stopped with an error: {e}");
+        crate::stderr_line!("budget-demo: service {name} stopped with an error: {e}");
     }
     // Flush while the runtime still drives the exporter's channel: the blocking shutdown runs
     // on a blocking thread, this thread keeps the runtime turning. Tasks still finishing record

@@ -7,6 +7,7 @@
 
 pub mod antifraud;
 mod args;
+pub mod console;
 mod host;
 mod latency;
 mod load;

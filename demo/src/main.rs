@@ -175,14 +175,14 @@ without a screen or a report. `budget-top demo {flag}` runs the same demo into b
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("budget-demo: cannot start the async runtime: {error}");
+            budget_demo::stderr_line!("budget-demo: cannot start the async runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("Error: {error:#}");
+            budget_demo::stderr_line!("Error: {error:#}");
             ExitCode::FAILURE
         }
     }
@@ -192,9 +192,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::List) => {
             for scenario in Scenario::ALL {
-                println!("{:<17} {}", scenario.name(), scenario.lesson());
+                budget_demo::stdout_line!("{:<17} {}", scenario.name(), scenario.lesson());
                 if scenario.has_cure() {
-                    println!("{:<17} --cure: {}", "", scenario.cured_lesson());
+                    budget_demo::stdout_line!("{:<17} --cure: {}", "", scenario.cured_lesson());
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -257,7 +257,7 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
     };
     let to_send = plan.spans_to_send();
     if to_send != args.spans {
-        eprintln!(
+        budget_demo::stderr_line!(
             "sending {to_send} spans, not {}: requests of {} spans, whole chains of {} hops",
             args.spans,
             plan.spans_per_request(),
@@ -267,14 +267,14 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
     let r = flood(plan).await?;
     // Line 1 is what scripts have parsed since issue 6 ("spans sent" = accepted); lines 2 and 3
     // count every answer by kind, as key=value pairs.
-    println!(
+    budget_demo::stdout_line!(
         "spans sent: {}  seconds: {:.3}  spans/s: {:.0}  failed requests: {}",
         r.spans_sent,
         r.seconds,
         r.spans_per_second(),
         r.requests_throttled + r.requests_failed
     );
-    println!(
+    budget_demo::stdout_line!(
         "spans offered={} accepted={} throttled={} failed={} unsent={}",
         r.spans_offered(),
         r.spans_sent,
@@ -282,7 +282,7 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
         r.spans_failed,
         r.spans_unsent
     );
-    println!(
+    budget_demo::stdout_line!(
         "requests offered={} accepted={} throttled={} failed={} unsent={}",
         r.requests_offered(),
         r.requests_accepted,
@@ -327,14 +327,16 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("starting the demo services (exporting to {endpoint})"))?;
     let cured = if demo.cured() { " (cured)" } else { "" };
-    eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
+    budget_demo::stderr_line!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     for service in demo.services() {
-        eprintln!(
+        budget_demo::stderr_line!(
             "  {:<11} http://{}  work {} ms",
-            service.name, service.addr, service.latency_ms
+            service.name,
+            service.addr,
+            service.latency_ms
         );
     }
-    eprintln!("  load -> {}   spans -> {endpoint}", demo.edge_url());
+    budget_demo::stderr_line!("  load -> {}   spans -> {endpoint}", demo.edge_url());
     let bounded = args.demo.requests.is_some() || args.run_for.is_some();
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -352,7 +354,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 let exports = demo.exports().snapshot();
                 if !warned && exports.failed > 0 {
                     warned = true;
-                    eprintln!(
+                    budget_demo::stderr_line!(
                         "warning: spans are not reaching {endpoint}: {}",
                         exports.last_error.as_deref().unwrap_or("export failed")
                     );
@@ -365,7 +367,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     demo.shutdown().await;
     // Every request sent is accounted for: those without an answer when the load stopped
     // were abandoned in flight.
-    eprintln!(
+    budget_demo::stderr_line!(
         "sent {}: {} ok, {} shed (503), {} timed out (504), {} other, {} failed, {} abandoned in flight when the load stopped",
         counts.sent,
         counts.ok,
@@ -378,19 +380,20 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let exports = exports.snapshot();
     let why = exports.last_error.as_deref().unwrap_or("export failed");
     if exports.exported == 0 && exports.failed > 0 {
-        eprintln!(
+        budget_demo::stderr_line!(
             "no span reached {endpoint}: all {} were lost ({why}). Start budget-top (it listens on 127.0.0.1:4317) or another OTLP/gRPC receiver there, or give --endpoint",
             exports.failed
         );
         return Ok(ExitCode::FAILURE);
     }
     if exports.failed > 0 {
-        eprintln!(
+        budget_demo::stderr_line!(
             "spans: {} exported to {endpoint}, {} lost ({why})",
-            exports.exported, exports.failed
+            exports.exported,
+            exports.failed
         );
     } else {
-        eprintln!("spans: {} exported to {endpoint}", exports.exported);
+        budget_demo::stderr_line!("spans: {} exported to {endpoint}", exports.exported);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -50,12 +50,14 @@ pub async fn run(
     let empty = store.counters().spans_held == 0 && store.counters().chains_evicted == 0;
     if empty {
         match &args.input {
-            Some(path) => eprintln!(
+            Some(path) => crate::stderr_line!(
                 "warning: {}: no span was read (the input is empty or has no valid span); the report covers nothing",
                 path.display()
             ),
             None => {
-                eprintln!("warning: no span arrived while listening; the report covers nothing")
+                crate::stderr_line!(
+                    "warning: no span arrived while listening; the report covers nothing"
+                )
             }
         }
     }
@@ -95,19 +97,21 @@ pub fn print_report(
     let report = store.report();
     let counters = store.counters();
     if counters.chains_evicted > 0 {
-        eprintln!(
+        crate::stderr_line!(
             "note: {} chain(s) ({} spans) were judged and let go to stay under --max-spans {max_spans}: the counts cover them, the findings list names what they found, their waterfalls are not kept",
-            counters.chains_evicted, counters.spans_evicted
+            counters.chains_evicted,
+            counters.spans_evicted
         );
     }
     if counters.spans_after_verdict > 0 || counters.spans_over_limit > 0 {
-        eprintln!(
+        crate::stderr_line!(
             "warning: {} span(s) arrived after their chain was judged and let go, and {} span(s) did not fit a chain already holding --max-spans {max_spans}: they are counted, not judged (a larger --max-spans keeps them)",
-            counters.spans_after_verdict, counters.spans_over_limit
+            counters.spans_after_verdict,
+            counters.spans_over_limit
         );
     }
     if counters.spans_conflicting > 0 {
-        eprintln!(
+        crate::stderr_line!(
             "warning: {} span(s) arrived again with the same id and different contents; the copy kept is the one that ends later, then has more budget facts (the same whatever the order they came in)",
             counters.spans_conflicting
         );
@@ -220,7 +224,7 @@ pub fn read_file(
     Ok(
         match file_input::read_into(path, store, &carriers, keep_attributes)? {
             Some(torn) => {
-                eprintln!("warning: {}", torn.warning(path));
+                crate::stderr_line!("warning: {}", torn.warning(path));
                 1
             }
             None => 0,
@@ -277,12 +281,12 @@ async fn listen(
     config.carriers = carriers;
     config.keep_attributes = keep_attributes;
     let mut ingest = ingest::start(config).await?;
-    eprintln!("listening: {}", ingest.describe());
+    crate::stderr_line!("listening: {}", ingest.describe());
     for line in ingest.protection_lines() {
-        eprintln!("{line}");
+        crate::stderr_line!("{line}");
     }
     // Without this line a listening check looks hung: say how it ends.
-    eprintln!("{}", how_it_ends(args));
+    crate::stderr_line!("{}", how_it_ends(args));
     let stop_at = args.for_.map(|d| Instant::now() + d);
     let stop = async {
         tokio::select! {

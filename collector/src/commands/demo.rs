@@ -86,12 +86,12 @@ async fn headless(
     let demo = Demo::start(config)
         .await
         .context("cannot start the demo services")?;
-    eprintln!("listening: {}", ingest.describe());
+    crate::stderr_line!("listening: {}", ingest.describe());
     for line in ingest.protection_lines() {
-        eprintln!("{line}");
+        crate::stderr_line!("{line}");
     }
     let cured = if demo.cured() { " (cured)" } else { "" };
-    eprintln!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
+    crate::stderr_line!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     let mut store = retention.store();
     // The load stops sending after --for (or --requests), then finishes once every request in
     // flight is answered. Waiting for that (a little past --for) keeps requests from being
@@ -118,7 +118,7 @@ async fn headless(
     let ingest_counts = listen::finish(ingest, &mut store).await;
     // Every request sent is accounted for: those without an answer when the load stopped
     // were abandoned in flight.
-    eprintln!(
+    crate::stderr_line!(
         "load: {} sent, {} ok, {} shed (503), {} timed out (504), {} other status, {} failed, {} abandoned in flight when the load stopped",
         counts.sent,
         counts.ok,
@@ -135,7 +135,7 @@ async fn headless(
     };
     let empty = store.counters().spans_held == 0 && store.counters().chains_evicted == 0;
     if empty {
-        eprintln!("warning: no span arrived from the demo; the report covers nothing");
+        crate::stderr_line!("warning: no span arrived from the demo; the report covers nothing");
     }
     let status = check::print_report(
         &mut store,

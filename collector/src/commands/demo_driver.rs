@@ -94,7 +94,7 @@ impl Driver {
     pub async fn stop(self) {
         if self.link.snapshot().scenario.is_some() {
             // The screen is gone; the drain of in-flight requests can take a second or two.
-            eprintln!("budget-top: stopping the demo services...");
+            crate::stderr_line!("budget-top: stopping the demo services...");
         }
         self.stop.cancel();
         let _ = self.task.await;

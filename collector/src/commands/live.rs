@@ -52,7 +52,7 @@ pub async fn run(
     // the terminal under the screen, and are there when it closes.
     for line in ingest.protection_lines() {
         if line.starts_with("warning:") {
-            eprintln!("budget-top: {line}");
+            crate::stderr_line!("budget-top: {line}");
         }
     }
     let result = run_live(config, ingest.receiver, controls).await;

@@ -57,7 +57,7 @@ pub fn run(args: &MergeArgs, max_findings: usize) -> anyhow::Result<u8> {
     }
     let empty = report.summary.traces == 0;
     if empty {
-        eprintln!("warning: the reports hold no chain; the merged report covers nothing");
+        crate::stderr_line!("warning: the reports hold no chain; the merged report covers nothing");
     }
     Ok(u8::from(
         report.fails(fail) || (empty && args.fail_on.contains(&FailOn::Empty)),

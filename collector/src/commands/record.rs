@@ -23,11 +23,11 @@ pub async fn run(
     config.keep_attributes = false;
     config.carriers = carriers;
     let mut ingest = ingest::start(config).await?;
-    eprintln!("listening: {}", ingest.describe());
+    crate::stderr_line!("listening: {}", ingest.describe());
     for line in ingest.protection_lines() {
-        eprintln!("{line}");
+        crate::stderr_line!("{line}");
     }
-    eprintln!("recording to {} (stop with Ctrl-C)", path.display());
+    crate::stderr_line!("recording to {} (stop with Ctrl-C)", path.display());
     let mut requests = 0u64;
     loop {
         tokio::select! {
@@ -45,7 +45,7 @@ pub async fn run(
     }
     file.sync()?;
     let stats = ingest.stats.snapshot();
-    eprintln!(
+    crate::stderr_line!(
         "recorded {requests} request(s), {} span(s) to {}; {} span(s) refused",
         stats.spans_accepted,
         path.display(),

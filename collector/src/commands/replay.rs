@@ -81,7 +81,7 @@ pub async fn run(
     let result = run_live(config, rx, controls).await;
     // The screen was stderr: the warning comes once it has given the terminal back.
     if let Some(torn) = torn.lock().ok().and_then(|t| t.clone()) {
-        eprintln!("warning: {}", torn.warning(&file));
+        crate::stderr_line!("warning: {}", torn.warning(&file));
     }
     // A recording that stopped on bad input ends the replay as `check` ends on it: with the
     // reason on stderr (the terminal restored) and exit status 2.

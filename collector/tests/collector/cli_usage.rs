@@ -201,3 +201,48 @@ fn record_writes_gzip_when_the_name_ends_in_gz() {
     recorder.terminate(Duration::from_secs(30));
     assert!(std::fs::read(&plain).unwrap().is_empty());
 }
+
+/// Runs budget-top with a stderr pipe whose reading end is already closed, as
+/// `budget-top check ... 2> >(head -c 0)` gives it (stdout read by nobody); the exit status.
+fn run_with_closed_stderr(args: &[&str]) -> Option<i32> {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(crate::support::bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap()
+        .code()
+}
+
+#[test]
+fn a_closed_stderr_never_turns_a_run_into_a_panic() {
+    let dir = scratch("cli_usage_closed_stderr");
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    // The refusal nobody can read still exits 2 (it panicked: 101).
+    assert_eq!(
+        run_with_closed_stderr(&["check", "--input", "/nonexistent/spans.jsonl"]),
+        Some(2)
+    );
+    // The warning that nothing was read, then the report: exit 0 as with a reader.
+    assert_eq!(
+        run_with_closed_stderr(&["check", "--input", empty.to_str().unwrap()]),
+        Some(0)
+    );
+    // A listening check's start-up lines and its warning at the end.
+    assert_eq!(
+        run_with_closed_stderr(&[
+            "check",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--for",
+            "200ms"
+        ]),
+        Some(0)
+    );
+}

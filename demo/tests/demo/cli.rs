@@ -246,3 +246,50 @@ async fn load_says_when_it_sends_more_than_asked() {
     assert!(stdout.starts_with("spans sent: 104 "), "{stdout}");
     assert_eq!(received, 104);
 }
+
+#[test]
+fn list_into_a_closed_pipe_is_no_panic() {
+    // `budget-demo list | head -0`: println! panicked (exit 101) on the closed pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_budget-demo"))
+        .arg("list")
+        .stdout(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_stdout_and_stderr_closed_ends_as_it_would_with_readers() {
+    let sink = Sink::start().await;
+    let (err_reader, err_writer) = std::io::pipe().unwrap();
+    let (out_reader, out_writer) = std::io::pipe().unwrap();
+    drop(err_reader);
+    drop(out_reader);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_budget-demo"))
+        .args(["--for", "1s", "--rate", "5", "--time-scale", "0.25"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint())
+        .stdin(Stdio::null())
+        .stdout(out_writer)
+        .stderr(err_writer)
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("budget-demo did not stop within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the scenario, the summary: unread, no panic"
+    );
+}
