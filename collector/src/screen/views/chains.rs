@@ -231,16 +231,24 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let head = theme.title();
     let mut x = area.x + 2;
     let y = area.y;
+    // A head too long for its column ends with `…` rather than a word cut short.
     let mut col = |buf: &mut Buffer, s: &str, w: u16, right: bool| {
+        let room = w.saturating_sub(1);
+        let s = fit(s, room as usize);
         if right {
-            put_right(buf, x, y, s, w - 1, head);
+            put_right(buf, x, y, &s, room, head);
         } else {
-            put(buf, x, y, s, w.saturating_sub(1), head);
+            put(buf, x, y, &s, room, head);
         }
         x += w;
     };
     col(buf, "START", c.start, false);
-    col(buf, "ROOT SERVICE / OPERATION", c.root, false);
+    // At 80 columns the root column has 19 cells: the head drops ROOT, whose rows say it.
+    let root_head = ["ROOT SERVICE / OPERATION", "SERVICE / OPERATION"]
+        .into_iter()
+        .find(|h| unicode_width(h) < c.root as usize)
+        .unwrap_or("SERVICE / OPERATION");
+    col(buf, root_head, c.root, false);
     col(buf, "BUDGET", c.budget, true);
     col(buf, "USED", c.used, true);
     col(buf, "HOPS", c.hops, true);

@@ -9,6 +9,7 @@ use ratatui::layout::{Position, Rect};
 use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{ScreenLayout, put, put_right, scroll_offset, unicode_width};
+use crate::present::format::fit;
 use crate::screen::{State, View};
 
 /// `m`: both tables over the last minute, or since start again.
@@ -120,7 +121,15 @@ impl Table<'_> {
     }
 
     pub fn head(&self, buf: &mut Buffer, area: Rect, first: &str, theme: Theme) {
-        put(buf, area.x + 2, area.y, first, self.first_w, theme.title());
+        let room = self.first_w.saturating_sub(1);
+        put(
+            buf,
+            area.x + 2,
+            area.y,
+            &fit(first, room as usize),
+            room,
+            theme.title(),
+        );
         let mut x = area.x + 2 + self.first_w;
         for (h, w) in self.heads {
             put_right(buf, x, area.y, h, w - 1, theme.title());
@@ -136,12 +145,14 @@ impl Table<'_> {
         cells: &[(String, ratatui::style::Style)],
         row_style: ratatui::style::Style,
     ) {
+        // A caller → callee or service name too long for the column ends with `…`.
+        let room = self.first_w.saturating_sub(1);
         put(
             buf,
             area.x + 2,
             y,
-            first,
-            self.first_w.saturating_sub(1),
+            &fit(first, room as usize),
+            room,
             row_style,
         );
         let mut x = area.x + 2 + self.first_w;
@@ -178,4 +189,47 @@ pub(super) fn fitting_note(width: u16, notes: &[&'static str]) -> &'static str {
         .or(notes.last())
         .copied()
         .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(buf: &Buffer, y: u16) -> String {
+        (0..buf.area.width)
+            .map(|x| buf[(x, y)].symbol())
+            .collect::<String>()
+    }
+
+    #[test]
+    fn a_name_too_long_for_the_first_column_ends_with_an_ellipsis() {
+        let area = Rect::new(0, 0, 40, 3);
+        let mut buf = Buffer::empty(area);
+        let t = Table {
+            heads: &[("CALLS", 6)],
+            first_w: 14,
+        };
+        let theme = Theme { color: false };
+        t.head(&mut buf, area, "CALLER → CALLEE LONG", theme);
+        let style = ratatui::style::Style::default();
+        t.cells(
+            &mut buf,
+            area,
+            1,
+            "checkout-frontend → payments",
+            &[("12".into(), style)],
+            style,
+        );
+        t.cells(
+            &mut buf,
+            area,
+            2,
+            "bff → orders",
+            &[("3".into(), style)],
+            style,
+        );
+        assert_eq!(row(&buf, 0).trim_end(), "  CALLER → CAL… CALLS");
+        assert_eq!(row(&buf, 1).trim_end(), "  checkout-fro…    12");
+        assert_eq!(row(&buf, 2).trim_end(), "  bff → orders      3");
+    }
 }
