@@ -165,8 +165,10 @@ impl DemoControl for Controller {
                 ..DemoStatus::default()
             },
         };
-        if self.workshop.is_some() && cure {
-            // The step's words are about the mistake; the cure has its own.
+        if cure && self.workshop.as_ref().is_some_and(Workshop::watching) {
+            // The step's words are about the mistake; the cure has its own. Not once the next
+            // step is announced: it starts broken, and its words say what is coming (they
+            // read "next: drop-header (cured)" over the cured step's lesson).
             status.scenario = format!("{} (cured)", status.scenario);
             status.lesson = lesson(running, cure).to_owned();
         }
@@ -474,6 +476,11 @@ impl Workshop {
         (step.scenario, latencies)
     }
 
+    /// Whether the current step runs (not yet announcing the next, nor done).
+    fn watching(&self) -> bool {
+        matches!(self.phase, Phase::Watch)
+    }
+
     fn status(&self) -> DemoStatus {
         let n = self.steps.len();
         let step = &self.steps[self.step];
@@ -718,5 +725,31 @@ mod tests {
                 .scenario
                 .starts_with("step 3/13 slow-dependency")
         );
+    }
+
+    #[test]
+    fn the_next_step_is_announced_in_its_own_words_after_a_cured_one() {
+        let (link, _orders) = link();
+        let workshop = Workshop::starting_at(Scenario::FixedTimeout, Timing::default());
+        let mut control = Controller::new(link.clone(), Some(workshop));
+        {
+            let mut s = link.snapshot();
+            s.scenario = Some(Scenario::FixedTimeout);
+            s.cure = true;
+            s.published = 1;
+        }
+        let status = control.status();
+        assert!(
+            status.scenario.ends_with("fixed-timeout (cured)"),
+            "{status:?}"
+        );
+        assert_eq!(status.lesson, Scenario::FixedTimeout.cured_lesson());
+        // w announces drop-header, which starts broken: no "(cured)", its coming words.
+        assert!(control.key('w'));
+        let status = control.status();
+        assert!(status.scenario.contains("next: drop-header"), "{status:?}");
+        assert!(!status.scenario.contains("cured"), "{status:?}");
+        let step = first_step_of(&steps(), Scenario::DropHeader);
+        assert_eq!(status.lesson, steps()[step].words.coming);
     }
 }
