@@ -121,14 +121,22 @@ pub fn parse_budget_header(value: &str) -> Result<Carrier, String> {
     Carrier::own(name, form).map_err(|_| format!("{name:?} is not a valid header name"))
 }
 
+/// A listen address, `IP:PORT`: clap's own refusal said only "invalid socket address syntax",
+/// and `localhost:4317` looks right to a newcomer but is not an address (nothing is looked up).
+pub fn parse_listen_addr(value: &str) -> Result<SocketAddr, String> {
+    value.parse().map_err(|_| {
+        "expected IP:PORT, such as 127.0.0.1:4317 or [::1]:4317 (port 0 picks a free one; a host name such as localhost is not looked up)".to_owned()
+    })
+}
+
 /// Where to receive OTLP.
 #[derive(Clone, Debug, Args)]
 pub struct Listen {
-    /// OTLP/gRPC listen address (port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = ingest::DEFAULT_GRPC)]
+    /// OTLP/gRPC listen address, IP:PORT (port 0 picks a free port; a host name is refused).
+    #[arg(long, value_name = "ADDR", default_value = ingest::DEFAULT_GRPC, value_parser = parse_listen_addr)]
     pub grpc: SocketAddr,
-    /// OTLP/HTTP listen address (port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = ingest::DEFAULT_HTTP)]
+    /// OTLP/HTTP listen address, IP:PORT (port 0 picks a free port; a host name is refused).
+    #[arg(long, value_name = "ADDR", default_value = ingest::DEFAULT_HTTP, value_parser = parse_listen_addr)]
     pub http: SocketAddr,
     /// Largest request body accepted, in bytes, before and after decompression (at least 1).
     #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_BODY, value_parser = at_least_one)]

@@ -17,8 +17,13 @@ pub struct DemoArgs {
     #[arg(long)]
     pub cure: bool,
     /// absolute-deadline: how far ledger's clock runs ahead, in ms (negative: behind)
-    /// [default: -1500].
-    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    /// [default: -1500]; with --check (and in budget-demo) refused for another scenario.
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        value_parser = parse_clock_skew
+    )]
     pub clock_skew: Option<i64>,
     /// Requests per second sent to the edge service, 0.01 to 10000 [default: 3; slow-dependency
     /// 40] (no-dequeue-check and burst send 40 at once, message-deadline 10, every 5 s at most).
@@ -124,6 +129,12 @@ fn parse_rate(text: &str) -> Result<f64, String> {
 
 fn parse_jitter(text: &str) -> Result<f64, String> {
     number_in(text, 0.0, 1.0, "a fraction of the gap between requests")
+}
+
+fn parse_clock_skew(text: &str) -> Result<i64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| "must be whole milliseconds, e.g. 2000 ahead or -1500 behind".to_owned())
 }
 
 fn parse_time_scale(text: &str) -> Result<f64, String> {

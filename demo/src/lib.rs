@@ -45,6 +45,14 @@ pub enum DemoError {
     /// A service thread ended before it was listening.
     #[error("service {0} stopped while starting")]
     ServiceDied(&'static str),
+    /// `--clock-skew` given for a run of one scenario that has no skewed clock.
+    #[error(
+        "--clock-skew sets ledger's clock in absolute-deadline, and scenario {scenario} has no such clock: add --scenario absolute-deadline, or drop --clock-skew"
+    )]
+    ClockSkewUnused {
+        /// The scenario that runs.
+        scenario: Scenario,
+    },
     /// `set_latency` named a service this scenario does not run.
     #[error("no service {service:?} in this scenario; it runs: {running}")]
     UnknownService {
@@ -94,6 +102,18 @@ impl DemoConfig {
             timing: Timing::default(),
             latencies: Vec::new(),
         }
+    }
+
+    /// Refuses `--clock-skew` for a run that stays on one scenario (`--check`, `budget-demo`)
+    /// other than `absolute-deadline`, the only one whose clocks it moves: it was accepted
+    /// and did nothing. The screen, which can switch to `absolute-deadline`, keeps it.
+    pub fn check_clock_skew(&self) -> Result<(), DemoError> {
+        if self.clock_skew_ms.is_some() && self.scenario != Scenario::AbsoluteDeadline {
+            return Err(DemoError::ClockSkewUnused {
+                scenario: self.scenario,
+            });
+        }
+        Ok(())
     }
 
     /// Refuses a work time set for a service the scenario does not run (a typo, or a service

@@ -64,10 +64,10 @@ struct RecordingArgs {
 #[command(group(clap::ArgGroup::new("target").required(true).args(["grpc", "http"])))]
 struct LoadArgs {
     /// Send OTLP/gRPC to this address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_target_addr)]
     grpc: Option<SocketAddr>,
     /// Send OTLP/HTTP protobuf (POST /v1/traces) to this address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_target_addr)]
     http: Option<SocketAddr>,
     /// Spans to send in all, rounded up to whole requests of whole chains (the first line of
     /// the output says how many were sent).
@@ -156,6 +156,15 @@ impl BudgetTopOnly {
 }
 
 /// Exits with a usage error (status 2, as clap's own).
+/// The receiver `load` sends to, `IP:PORT`: clap's own refusal said only "invalid socket
+/// address syntax", and `localhost:4317` is not an address (nothing is looked up).
+fn parse_target_addr(value: &str) -> Result<SocketAddr, String> {
+    value.parse().map_err(|_| {
+        "expected IP:PORT, such as 127.0.0.1:4317 (a host name such as localhost is not looked up)"
+            .to_owned()
+    })
+}
+
 fn refuse(kind: ErrorKind, message: String) -> ! {
     Cli::command().error(kind, message).exit()
 }
@@ -323,10 +332,13 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             format!("--latency, scenario {}: {error}", config.scenario),
         );
     }
+    if let Err(error) = config.check_clock_skew() {
+        refuse(ErrorKind::ArgumentConflict, error.to_string());
+    }
     let demo = Demo::start(config)
         .await
         .with_context(|| format!("starting the demo services (exporting to {endpoint})"))?;
-    let cured = if demo.cured() { " (cured)" } else { "" };
+    let cured = demo.scenario().cure_note(demo.cured());
     budget_demo::stderr_line!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
     for service in demo.services() {
         budget_demo::stderr_line!(

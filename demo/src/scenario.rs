@@ -188,6 +188,17 @@ impl Scenario {
         !matches!(self, Scenario::Propagate | Scenario::Burst)
     }
 
+    /// What the start-up line says after the scenario's name: ` (cured)` when `cure` changes
+    /// it, and that it changes nothing for a scenario that is right already (it said
+    /// `propagate (cured)`, as though there had been something to cure).
+    pub fn cure_note(self, cure: bool) -> &'static str {
+        match (cure, self.has_cure()) {
+            (false, _) => "",
+            (true, true) => " (cured)",
+            (true, false) => " (right already: --cure changes nothing)",
+        }
+    }
+
     /// The finding kinds this scenario exists to show (empty for `propagate`: no findings).
     /// The first is the one the screen opens on.
     pub fn shows(self) -> &'static [FindingKind] {

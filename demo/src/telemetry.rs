@@ -80,11 +80,25 @@ impl ExportCounts {
                     .0
                     .last_error
                     .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error.to_string());
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                    Some(said_once(&error.to_string()));
                 self.0.failed.fetch_add(spans as u64, Ordering::Relaxed)
             }
         };
     }
+}
+
+/// `text` with a cause repeated right after itself said once: the exporter's errors nest
+/// tonic's, which nest hyper's, and read `tcp connect error: tcp connect error: Connection
+/// refused`.
+fn said_once(text: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
 }
 
 /// The OTLP exporter, counting what each export did.
@@ -217,5 +231,21 @@ impl Telemetry {
         // An export error at shutdown (collector already gone) loses spans but must not stop
         // the other services from shutting down.
         let _ = self.provider.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[test]
+    fn a_cause_repeated_by_the_layers_below_is_said_once() {
+        assert_eq!(
+            said_once(
+                "Operation failed: TonicTracesClient export failed with gRPC code: Unavailable: transport error: tcp connect error: tcp connect error: Connection refused (os error 111)"
+            ),
+            "Operation failed: TonicTracesClient export failed with gRPC code: Unavailable: transport error: tcp connect error: Connection refused (os error 111)"
+        );
+        assert_eq!(said_once("timed out"), "timed out");
     }
 }

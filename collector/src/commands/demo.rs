@@ -64,6 +64,35 @@ fn endpoint(ingest: &Ingest) -> anyhow::Result<String> {
     Ok(format!("http://{grpc}"))
 }
 
+/// What `demo --check` says under its scenario line, so that 15 quiet seconds do not look
+/// hung: how long the load runs, and that the report follows.
+fn how_the_load_ends(run_for: Option<Duration>, requests: Option<u64>) -> String {
+    let seconds = |d: Duration| {
+        if d.subsec_millis() == 0 {
+            format!("{}s", d.as_secs())
+        } else {
+            format!("{}ms", d.as_millis())
+        }
+    };
+    let load = match (run_for, requests) {
+        (Some(d), None) => format!("sends load for {}", seconds(d)),
+        (None, Some(n)) => format!("sends {n} request(s)"),
+        (Some(d), Some(n)) => format!(
+            "sends {n} request(s), or load for {} if that ends first",
+            seconds(d)
+        ),
+        (None, None) => "sends load".to_owned(),
+    };
+    let grace = if run_for.is_some() {
+        format!(" (at most {} more)", seconds(ANSWER_GRACE))
+    } else {
+        String::new()
+    };
+    format!(
+        "{load}, then prints the report once the requests in flight are answered{grace}; Ctrl-C ends it early and still reports"
+    )
+}
+
 /// `demo --check`: services and load without the screen, then the `check` report. The demo is
 /// stopped (its exporters flushed into the receivers) before the report is printed.
 async fn headless(
@@ -83,6 +112,10 @@ async fn headless(
         ingest.shutdown();
         anyhow::bail!("--latency, scenario {}: {error}", config.scenario);
     }
+    if let Err(error) = config.check_clock_skew() {
+        ingest.shutdown();
+        anyhow::bail!(error);
+    }
     let demo = Demo::start(config)
         .await
         .context("cannot start the demo services")?;
@@ -90,8 +123,9 @@ async fn headless(
     for line in ingest.protection_lines() {
         crate::stderr_line!("{line}");
     }
-    let cured = if demo.cured() { " (cured)" } else { "" };
+    let cured = demo.scenario().cure_note(demo.cured());
     crate::stderr_line!("scenario {}{cured}: {}", demo.scenario(), demo.lesson());
+    crate::stderr_line!("{}", how_the_load_ends(run_for, args.run.requests));
     let mut store = retention.store();
     // The load stops sending after --for (or --requests), then finishes once every request in
     // flight is answered. Waiting for that (a little past --for) keeps requests from being
@@ -247,6 +281,23 @@ pub fn for_live_screen(grpc: Option<SocketAddr>) -> Option<LiveDemo> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn demo_check_says_how_its_load_ends() {
+        use std::time::Duration;
+        assert_eq!(
+            super::how_the_load_ends(Some(super::DEFAULT_CHECK_FOR), None),
+            "sends load for 15s, then prints the report once the requests in flight are answered (at most 10s more); Ctrl-C ends it early and still reports"
+        );
+        assert_eq!(
+            super::how_the_load_ends(None, Some(10)),
+            "sends 10 request(s), then prints the report once the requests in flight are answered; Ctrl-C ends it early and still reports"
+        );
+        assert!(
+            super::how_the_load_ends(Some(Duration::from_millis(1500)), Some(3))
+                .starts_with("sends 3 request(s), or load for 1500ms if that ends first, then")
+        );
+    }
+
     use super::*;
     use std::time::Duration;
 

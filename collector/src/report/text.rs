@@ -128,12 +128,16 @@ pub fn render(
             w3 = widths[3],
         );
     };
-    if !by_chain.is_empty() {
+    // With every finding left out (`--max-findings 0`) the section still says how many.
+    let omitted = omitted_note(report);
+    if !by_chain.is_empty() || omitted.is_some() {
         out.push_str("\nFINDINGS\n");
-        if let Some(note) = omitted_note(report) {
+        if let Some(note) = omitted {
             out.push_str(&note);
             out.push('\n');
         }
+    }
+    if !by_chain.is_empty() {
         line(&mut out, &header, None);
     }
     for (trace_id, findings) in &by_chain {
@@ -223,10 +227,16 @@ pub fn render(
     if !edges.is_empty() {
         out.push_str(&advice_section(edges));
     }
-    if report.findings.is_empty() {
+    if none_found(report) {
         out.push_str("\nno findings\n");
     }
     out
+}
+
+/// Whether the report found nothing at all: none listed and none left out of the list
+/// (`--max-findings 0` lists none of the findings it counts, which is not "no findings").
+pub fn none_found(report: &Report) -> bool {
+    report.findings.is_empty() && report.summary.findings_omitted == 0
 }
 
 /// "12,345 more findings are counted above and not listed (--max-findings): per kind, the ones

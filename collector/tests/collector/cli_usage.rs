@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use prost::Message as _;
 
-use crate::support::{listen, reset_chain, run, scratch};
+use crate::support::{json_line, listen, reset_chain, run, scratch};
 
 #[track_caller]
 fn refused(args: &[&str], sentence: &str) {
@@ -54,6 +54,34 @@ fn zero_limits_and_durations_are_refused_with_their_range() {
     // The values that mean something still run.
     let out = run(&["check", "--input", input, "--max-spans", "1"]);
     assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn demo_check_refuses_a_clock_skew_its_scenario_has_no_clock_for() {
+    // Accepted and ignored before: only absolute-deadline has a skewed clock.
+    refused(
+        &[
+            "demo",
+            "--check",
+            "--scenario",
+            "fixed-timeout",
+            "--clock-skew",
+            "500",
+        ],
+        "--clock-skew sets ledger's clock in absolute-deadline, and scenario fixed-timeout has no such clock",
+    );
+    refused(
+        &["check", "--grpc", "localhost:4317"],
+        "expected IP:PORT, such as 127.0.0.1:4317 or [::1]:4317",
+    );
+    refused(
+        &["--http", "4318"],
+        "a host name such as localhost is not looked up",
+    );
+    refused(
+        &["demo", "--clock-skew", "ahead"],
+        "must be whole milliseconds",
+    );
 }
 
 #[test]
@@ -244,5 +272,50 @@ fn a_closed_stderr_never_turns_a_run_into_a_panic() {
             "200ms"
         ]),
         Some(0)
+    );
+}
+
+#[test]
+fn max_findings_0_says_how_many_it_left_out_never_no_findings() {
+    let dir = scratch("cli_usage_max_findings_0");
+    let file = dir.join("resets.jsonl");
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n{}\n",
+            json_line(&reset_chain(1)),
+            json_line(&reset_chain(2))
+        ),
+    )
+    .unwrap();
+    let page = dir.join("page.html");
+    let out = run(&[
+        "check",
+        "--input",
+        file.to_str().unwrap(),
+        "--max-findings",
+        "0",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    // Two budget_reset errors counted, none listed: the gate fails, and nothing says
+    // "no findings" (the text and the page both did).
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.contains("findings: 2 error"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("FINDINGS\n2 more finding(s) are counted above and not listed"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("no findings"), "{}", out.stdout);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("id=\"omitted\""),
+        "the page says what it left out"
+    );
+    assert!(
+        !html.contains("id=\"no-findings\""),
+        "the page says no findings"
     );
 }

@@ -171,6 +171,19 @@ fn bad_values_are_refused_with_their_range() {
             "no service \"nosuch\" in this scenario; it runs: bff, gateway, inventory, orders",
         ),
         (
+            &["--clock-skew", "abc"],
+            "must be whole milliseconds, e.g. 2000 ahead or -1500 behind",
+        ),
+        // Only absolute-deadline has a skewed clock: elsewhere the flag did nothing.
+        (
+            &["--scenario", "fixed-timeout", "--clock-skew", "500"],
+            "scenario fixed-timeout has no such clock: add --scenario absolute-deadline",
+        ),
+        (
+            &["load", "--grpc", "localhost:4317"],
+            "expected IP:PORT, such as 127.0.0.1:4317 (a host name such as localhost is not looked up)",
+        ),
+        (
             &["load", "--grpc", "127.0.0.1:1", "--spans", "0"],
             "must be at least 1",
         ),
@@ -220,6 +233,12 @@ async fn with_nothing_listening_it_says_the_spans_went_nowhere() {
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains(&format!("no span reached {endpoint}")),
+        "{stderr}"
+    );
+    // The exporter's layers each add the cause: it is said once.
+    assert!(
+        stderr.contains("Connection refused")
+            && !stderr.contains("tcp connect error: tcp connect error"),
         "{stderr}"
     );
 }
@@ -291,5 +310,31 @@ async fn a_run_with_stdout_and_stderr_closed_ends_as_it_would_with_readers() {
         status.code(),
         Some(0),
         "the scenario, the summary: unread, no panic"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cure_on_a_scenario_right_already_says_it_changes_nothing() {
+    let sink = Sink::start().await;
+    let child = demo(
+        &[
+            "--scenario",
+            "propagate",
+            "--cure",
+            "--requests",
+            "1",
+            "--for",
+            "1s",
+            "--time-scale",
+            "0.25",
+        ],
+        &sink.endpoint(),
+    );
+    let (code, stderr) = wait(child, Duration::from_secs(30)).await;
+    assert_eq!(code, 0, "{stderr}");
+    // It said `propagate (cured)`, as though there had been something to cure.
+    assert!(
+        stderr.contains("scenario propagate (right already: --cure changes nothing): "),
+        "{stderr}"
     );
 }

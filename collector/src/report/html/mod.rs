@@ -417,7 +417,7 @@ impl Page<'_> {
             let _ = writeln!(self.out, "<p class=\"caps\" id=\"omitted\">{note}.</p>");
         }
         let per_kind = rank(self.store, report);
-        if report.findings.is_empty() {
+        if crate::report::text::none_found(report) {
             self.out.push_str(
                 "<p id=\"no-findings\">No findings: every hop kept within the budget it was given; nothing was reset, dropped or wasted.</p>\n",
             );
