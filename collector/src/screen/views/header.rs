@@ -71,7 +71,19 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     let now = state.now_unix_nano;
     let d = &state.data;
     let mut x = area.x;
+    // A figure is drawn whole or not at all, and none after one that did not fit: at 120
+    // columns "653 chains judged" was cut to "653 chains", which read as the held count.
+    let mut full = false;
     let mut field = |buf: &mut Buffer, value: String, label: &str, style: Style| {
+        let label_w = if label.is_empty() {
+            0
+        } else {
+            1 + unicode_width(label)
+        };
+        if full || unicode_width(&value) + label_w > w(x) as usize {
+            full = true;
+            return;
+        }
         x = put(buf, x, y, &value, w(x), style);
         if !label.is_empty() {
             x = put(buf, x + 1, y, label, w(x + 1), theme.dim());
@@ -431,6 +443,44 @@ mod tests {
         // The longest shows where it fits: nothing is dropped for no reason.
         let chains = super::super::pane(crate::screen::View::Chains).hints();
         assert_eq!(fitting(&chains, 200), chains[0]);
+    }
+
+    #[test]
+    fn a_figure_of_the_second_line_is_drawn_whole_or_not_at_all() {
+        let labels = [
+            "spans/s",
+            "chains",
+            "dropped",
+            "requests refused",
+            "unauthenticated",
+            "ignored (metrics/logs)",
+            "error",
+            "warning",
+            "info",
+            "wasted in all",
+            "wasted ms/s",
+            "chains judged",
+        ];
+        for width in 100..=170 {
+            let mut state = State::new(ScreenData::new(Store::new(1000)), Mode::Live);
+            state.requests_refused_unread = 123_456;
+            state.requests_unauthenticated = 7_890;
+            state.requests_ignored = 45_678;
+            let area = Rect::new(0, 0, width, 3);
+            let mut buf = Buffer::empty(area);
+            render(&state, Theme { color: false }, area, &mut buf);
+            let line: String = (0..width).map(|x| buf[(x, 1)].symbol()).collect();
+            let line = line.trim_end();
+            assert!(
+                labels.iter().any(|l| line.ends_with(l)),
+                "at {width}, a label cut: {line}"
+            );
+            // "0 chains judged" cut to "0 chains" read as the chains held.
+            assert!(
+                !(line.contains("wasted ms/s") && line.ends_with(" chains")),
+                "at {width}: {line}"
+            );
+        }
     }
 
     #[test]
