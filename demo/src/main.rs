@@ -234,7 +234,7 @@ fn recording(args: &RecordingArgs) -> anyhow::Result<()> {
     }
     out.flush()
         .with_context(|| format!("cannot write {}", args.output.display()))?;
-    eprintln!(
+    budget_demo::stderr_line!(
         "wrote {} spans in {lines} lines of {per_line} (chains of {} hops)",
         lines * per_line,
         args.depth

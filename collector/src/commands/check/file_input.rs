@@ -227,7 +227,7 @@ fn store_in_order(
         match decoded {
             Decoded::Batch { batch, warnings } => {
                 for warning in warnings {
-                    eprintln!("warning: {}: {warning}", path.display());
+                    crate::stderr_line!("warning: {}: {warning}", path.display());
                 }
                 if let Some(batch) = batch {
                     store.insert_batch(batch);
