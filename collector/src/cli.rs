@@ -12,6 +12,7 @@ use deadline_budget::analysis::Severity;
 use deadline_budget::carrier::{Carrier, Carriers, Form};
 use deadline_budget::duration::parse_duration;
 
+use crate::api;
 use crate::batch;
 use crate::ingest;
 use crate::store;
@@ -217,6 +218,9 @@ pub enum Command {
     /// Merge the JSON reports of several instances into the report one instance would have
     /// written had it received everything.
     Merge(MergeArgs),
+    /// Run headless for days beside a team's Collector: the receivers, the judging, and an
+    /// HTTP API with Prometheus metrics, the report and the chains of a finding.
+    Serve(ServeArgs),
     /// Run the demo services into budget-top: live, as a workshop, or headless (--check).
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
@@ -286,6 +290,36 @@ pub struct MergeArgs {
     pub fail_on: Vec<FailOn>,
     /// Also write the merged report as an HTML page to FILE (the figures and findings; no
     /// waterfalls: the reports carry no spans).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// `budget-top serve`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "The API answers GET /metrics (Prometheus text, or OpenMetrics when asked for), \
+/api/report (the JSON report of the chains judged so far), /api/chains?kind=K&limit=N (the newest \
+judged chains with that finding, as OTLP/JSON lines), /healthz and /readyz (these two need no \
+token). SIGTERM or Ctrl-C closes the listeners, judges every chain held, writes --report and \
+--html, and exits 0; a second signal exits at once."
+)]
+pub struct ServeArgs {
+    /// Where to listen for OTLP.
+    #[command(flatten)]
+    pub listen: Listen,
+    /// The HTTP API's address (loopback unless --allow-remote; the receivers' TLS and token;
+    /// port 0 picks a free port)
+    #[arg(long, value_name = "ADDR", default_value = api::DEFAULT_API)]
+    pub api: SocketAddr,
+    /// Label sets each metric family holds at most; past it a new set is recorded with every
+    /// label `other`, counted in budget_top_series_overflow_total (at least 1)
+    #[arg(long, value_name = "N", default_value_t = api::metrics::DEFAULT_MAX_SERIES, value_parser = at_least_one)]
+    pub max_series: usize,
+    /// At SIGTERM or Ctrl-C, write the JSON report of everything received to FILE (checked
+    /// at start: a path that cannot be written is refused then)
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// At SIGTERM or Ctrl-C, also write the report as one self-contained HTML page to FILE
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 }

@@ -10,6 +10,7 @@
 //! binary (`main.rs`) only parses the command line and dispatches to [`commands`]; the tests
 //! and benches use the same modules.
 
+pub mod api;
 pub mod batch;
 pub mod chain_export;
 pub mod cli;

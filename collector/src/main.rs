@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use budget_top::cli::{Cli, Command};
-use budget_top::commands::{check, live, merge, record, replay};
+use budget_top::commands::{check, live, merge, record, replay, serve};
 use clap::{CommandFactory as _, Parser as _};
 
 fn main() -> ExitCode {
@@ -40,6 +40,7 @@ fn main() -> ExitCode {
             Some(Command::Check(args)) => check::run(args, retention, carriers).await,
             Some(Command::Record(args)) => record::run(args, carriers).await.map(|()| 0),
             Some(Command::Merge(args)) => merge::run(&args, retention.max_findings),
+            Some(Command::Serve(args)) => serve::run(args, retention, carriers).await,
             // The demo's services exporting to our own receivers: screen, workshop or --check.
             #[cfg(feature = "demo")]
             Some(Command::Demo(args)) => {

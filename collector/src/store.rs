@@ -936,6 +936,13 @@ impl Store {
         self.chains.get(&trace_id)?.analysis.as_deref()
     }
 
+    /// Whether a chain held has been judged (folded into the totals).
+    pub fn is_judged(&self, trace_id: TraceId) -> bool {
+        self.chains
+            .get(&trace_id)
+            .is_some_and(|e| e.judged.is_some())
+    }
+
     /// The raw attributes of one span, when ingest kept them (decoded now).
     pub fn attributes(&self, trace_id: TraceId, span_id: SpanId) -> Option<Vec<KeyValue>> {
         self.chains

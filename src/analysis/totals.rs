@@ -141,6 +141,9 @@ pub struct Totals {
     pub traffic: Option<(u64, u64)>,
     /// Edges and services kept apart at most ([`MAX_TOTALS_KEYS`]).
     pub(super) max_keys: usize,
+    /// The chains' own findings by the service each names (past [`MAX_TOTALS_KEYS`]
+    /// services, `other`), by kind: the metrics' `budget_top_findings_total{kind,severity,service}`.
+    pub findings_by_service: BTreeMap<Arc<str>, KindCounts>,
 }
 
 impl Default for Totals {
@@ -161,6 +164,7 @@ impl Default for Totals {
             service_hops_folded: 0,
             traffic: None,
             max_keys: MAX_TOTALS_KEYS,
+            findings_by_service: BTreeMap::new(),
         }
     }
 }
@@ -231,6 +235,11 @@ impl Totals {
         self.hops += u64::from(s.hops);
         for f in &analysis.findings {
             self.findings.bump(f.kind);
+            let key = Self::service_key(&self.findings_by_service, self.max_keys, &f.service);
+            self.findings_by_service
+                .entry(key)
+                .or_default()
+                .bump(f.kind);
         }
         self.severities.add(s.findings);
         self.wasted_ms = self.wasted_ms.saturating_add(s.wasted_ms);
@@ -268,6 +277,19 @@ impl Totals {
         for f in &analysis.findings {
             let n = &mut self.findings.0[f.kind as usize];
             *n = n.saturating_sub(1);
+            let key = if self.findings_by_service.contains_key(&f.service) {
+                f.service.clone()
+            } else {
+                Arc::from(OTHER)
+            };
+            let keep = self.findings_by_service.len() >= self.max_keys;
+            if let Some(counts) = self.findings_by_service.get_mut(&key) {
+                let n = &mut counts.0[f.kind as usize];
+                *n = n.saturating_sub(1);
+                if counts.total() == 0 && !keep {
+                    self.findings_by_service.remove(&key);
+                }
+            }
         }
         self.severities.subtract(s.findings);
         self.wasted_ms = self.wasted_ms.saturating_sub(s.wasted_ms);
@@ -338,6 +360,13 @@ impl Totals {
         self.hops += other.hops;
         for (n, o) in self.findings.0.iter_mut().zip(other.findings.0) {
             *n += o;
+        }
+        for (service, counts) in &other.findings_by_service {
+            let key = Self::service_key(&self.findings_by_service, self.max_keys, service);
+            let mine = self.findings_by_service.entry(key).or_default();
+            for (n, o) in mine.0.iter_mut().zip(counts.0) {
+                *n += o;
+            }
         }
         self.severities.add(other.severities);
         self.wasted_ms = self.wasted_ms.saturating_add(other.wasted_ms);

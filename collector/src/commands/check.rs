@@ -191,7 +191,10 @@ pub fn json_report(
 /// The report with what the store counted beside it: in the `ingest` object,
 /// `spans_after_verdict` (spans for a chain already judged and let go, counted and not judged)
 /// and `chains_evicted` (chains judged and let go to stay under `--max-spans`).
-fn with_store_counts(json: &str, counters: &crate::store::StoreCounters) -> anyhow::Result<String> {
+pub fn with_store_counts(
+    json: &str,
+    counters: &crate::store::StoreCounters,
+) -> anyhow::Result<String> {
     let mut value: serde_json::Value = serde_json::from_str(json)?;
     if let Some(object) = value.as_object_mut() {
         let ingest = object

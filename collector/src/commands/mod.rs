@@ -7,6 +7,7 @@
 //! - [`record`]: what arrives, written as OTLP/JSON lines ([`crate::otlp_lines`]);
 //! - [`replay`]: a recording played into the screen;
 //! - [`merge`]: the JSON reports of several instances merged into one;
+//! - [`serve`]: the receivers and the judging for days, with the HTTP API ([`crate::api`]);
 //! - `demo`: the demo services exporting to our own receivers (feature `demo`), driven by
 //!   `demo_driver`, with the screen's keys and the guided workshop in `workshop`;
 //! - [`listen`]: listening until told to stop, what `check`, `record` and `demo --check` share.
@@ -21,5 +22,6 @@ pub mod live;
 pub mod merge;
 pub mod record;
 pub mod replay;
+pub mod serve;
 #[cfg(feature = "demo")]
 mod workshop;

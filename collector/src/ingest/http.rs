@@ -67,6 +67,26 @@ pub(super) fn spawn(
     });
 }
 
+/// Serves another HTTP app (`serve`'s API) on `listener` as the OTLP/HTTP receiver is served:
+/// each request marks its connection busy, and the server stops accepting once `token` is
+/// cancelled, then answers the requests in progress before its task ends.
+pub(super) fn spawn_app(
+    listener: super::tls::Listener,
+    app: axum::Router,
+    token: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let app = app.layer(axum::middleware::from_fn(busy));
+    tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<ConnectionTag>();
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await;
+        if let Err(error) = result {
+            tracing::error!(%error, "HTTP server stopped");
+        }
+    })
+}
+
 fn router(state: HttpState) -> axum::Router {
     let auth = axum::middleware::from_fn_with_state(state.clone(), require_token);
     axum::Router::new()

@@ -425,6 +425,37 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     })
 }
 
+/// Serves another HTTP app of budget-top (`serve`'s API, on `addr`, given by `flag`) as the
+/// receivers are served: loopback unless `config.allow_remote`, the receivers' connection cap
+/// and timeouts (its connections counted apart from theirs), and TLS with the same files. The
+/// server stops accepting once `shutdown` is cancelled; its task ends when the requests in
+/// progress are answered. Returns the bound address and that task.
+pub async fn serve_app(
+    app: axum::Router,
+    addr: SocketAddr,
+    flag: &str,
+    config: &IngestConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    check_loopback(addr, flag, config.allow_remote)?;
+    let tls = config.tls.as_ref().map(tls::Tls::load).transpose()?;
+    let listener = bind(addr, flag).await?;
+    let local = listener.local_addr()?;
+    let limits = limit::Limits {
+        max: config.max_connections,
+        header: config.header_timeout,
+        idle: config.idle_timeout,
+        idle_near_cap: config.idle_timeout_near_cap,
+    };
+    let listener = tls::Listener::new(
+        limit::LimitedListener::new(listener, limits, Arc::new(IngestStats::default())),
+        tls.map(|t| t.http),
+        config.header_timeout,
+        shutdown.clone(),
+    )?;
+    Ok((local, http::spawn_app(listener, app, shutdown)))
+}
+
 async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr} (change it with {flag} ADDR, port 0 picks a free one)")

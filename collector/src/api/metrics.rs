@@ -1,0 +1,694 @@
+//! `GET /metrics` (CONVENTIONS §7): the totals of section 6 and the receivers' counters as
+//! Prometheus metrics, with the `prometheus-client` crate (the Prometheus project's Rust
+//! client: one registry, typed families, its text and OpenMetrics encoders).
+//!
+//! In: the store's [`Totals`] and the receivers' [`IngestCounts`], given to [`Metrics::publish`]
+//! by the loop that owns the store. Out: [`Metrics::encode`], called by the API's request
+//! task. The figures are absolute totals; a counter only grows, so each series is raised to
+//! the figure and never lowered (a chain judged again can take a count back: the series then
+//! waits until the totals pass it again). Each family holds at most `--max-series` label sets
+//! of its own; a set first seen past that is recorded under every label `other`, and
+//! `budget_top_series_overflow_total{family}` says how many sets it holds.
+//!
+//! `budget_top_edge_latency_seconds` is a histogram read from each edge's latency sketch: its
+//! buckets ([`LATENCY_BUCKETS_MS`]) fall where the sketch is exact (below 256 ms) or within its
+//! 1 % (above), and its `_sum` adds each sketch bucket's highest value times its count (within
+//! the same 1 %).
+
+use std::collections::{BTreeMap, HashSet};
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+use deadline_budget::analysis::{ChainOutcome, FindingKind, Sketch, Totals};
+use prometheus_client::encoding::{
+    EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet, prometheus_text, text,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
+
+use crate::ingest::IngestCounts;
+
+/// The default for `--max-series`.
+pub const DEFAULT_MAX_SERIES: usize = 10_000;
+
+/// The label value every label of a set past `--max-series` takes.
+pub const OTHER: &str = "other";
+
+/// The histogram's upper bounds, ms (`+Inf` follows): exact in the sketch up to 250 ms.
+pub const LATENCY_BUCKETS_MS: [i64; 15] = [
+    1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000,
+];
+
+/// The content type of the OpenMetrics text format.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabel {
+    budget: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    kind: String,
+    severity: String,
+    service: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EdgeLabels {
+    caller: String,
+    callee: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct TimeoutLabels {
+    caller: String,
+    callee: String,
+    inferred: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FamilyLabel {
+    family: &'static str,
+}
+
+/// A set of labels that can stand for every set past `--max-series`.
+trait Labels: Clone + Hash + Eq {
+    /// The same labels, each `other`.
+    fn other() -> Self;
+}
+
+impl Labels for FindingLabels {
+    fn other() -> Self {
+        FindingLabels {
+            kind: OTHER.into(),
+            severity: OTHER.into(),
+            service: OTHER.into(),
+        }
+    }
+}
+
+impl Labels for EdgeLabels {
+    fn other() -> Self {
+        EdgeLabels {
+            caller: OTHER.into(),
+            callee: OTHER.into(),
+        }
+    }
+}
+
+impl Labels for TimeoutLabels {
+    fn other() -> Self {
+        TimeoutLabels {
+            caller: OTHER.into(),
+            callee: OTHER.into(),
+            inferred: OTHER.into(),
+        }
+    }
+}
+
+/// The label sets a family has given a series of their own: at most `max`, the first seen.
+#[derive(Debug)]
+struct Admitted<L> {
+    sets: HashSet<L>,
+    max: usize,
+}
+
+impl<L: Labels> Admitted<L> {
+    fn new(max: usize) -> Self {
+        Admitted {
+            sets: HashSet::new(),
+            max,
+        }
+    }
+
+    /// The labels a figure of `labels` is recorded under: its own, or `other`'s past `max`.
+    fn place(&mut self, labels: L) -> Option<L> {
+        if self.sets.contains(&labels) {
+            return Some(labels);
+        }
+        if self.sets.len() < self.max {
+            self.sets.insert(labels.clone());
+            return Some(labels);
+        }
+        None
+    }
+}
+
+/// Raises a counter to `value` (never lowers it).
+fn raise(counter: &Counter, value: u64) {
+    let current = counter.get();
+    if value > current {
+        counter.inc_by(value - current);
+    }
+}
+
+fn raise_f64(counter: &Counter<f64, AtomicU64>, value: f64) {
+    let current = counter.get();
+    if value > current {
+        counter.inc_by(value - current);
+    }
+}
+
+/// A histogram whose buckets are set from a sketch (see the module doc): cumulative counts per
+/// bound, each only raised.
+#[derive(Debug, Default)]
+struct SketchHistogram {
+    values: Mutex<HistogramValues>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct HistogramValues {
+    /// Values at or below each bound of [`LATENCY_BUCKETS_MS`], cumulative.
+    at_or_below: [u64; LATENCY_BUCKETS_MS.len()],
+    count: u64,
+    sum_seconds: f64,
+}
+
+impl HistogramValues {
+    fn of(sketch: &Sketch) -> Self {
+        let count = sketch.len();
+        let mut at_or_below = [0; LATENCY_BUCKETS_MS.len()];
+        for (slot, bound) in at_or_below.iter_mut().zip(LATENCY_BUCKETS_MS) {
+            *slot = count.saturating_sub(sketch.count_above(bound));
+        }
+        let sum_ms: f64 = sketch.buckets().map(|(ms, n)| ms as f64 * n as f64).sum();
+        HistogramValues {
+            at_or_below,
+            count,
+            sum_seconds: sum_ms / 1000.0,
+        }
+    }
+
+    fn add(&mut self, other: &HistogramValues) {
+        for (a, b) in self.at_or_below.iter_mut().zip(other.at_or_below) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum_seconds += other.sum_seconds;
+    }
+}
+
+impl SketchHistogram {
+    fn raise(&self, to: &HistogramValues) {
+        let mut values = match self.values.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for (a, b) in values.at_or_below.iter_mut().zip(to.at_or_below) {
+            *a = (*a).max(b);
+        }
+        values.count = values.count.max(to.count);
+        values.sum_seconds = values.sum_seconds.max(to.sum_seconds);
+    }
+}
+
+impl TypedMetric for SketchHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for SketchHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let values = match self.values.lock() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        // The encoder wants each bucket's own count; the +Inf bucket is the rest.
+        let mut buckets = Vec::with_capacity(LATENCY_BUCKETS_MS.len() + 1);
+        let mut below = 0;
+        for (bound, at_or_below) in LATENCY_BUCKETS_MS.iter().zip(values.at_or_below) {
+            buckets.push((*bound as f64 / 1000.0, at_or_below.saturating_sub(below)));
+            below = below.max(at_or_below);
+        }
+        buckets.push((f64::INFINITY, values.count.saturating_sub(below)));
+        encoder.encode_histogram::<NoLabelSet>(
+            values.sum_seconds,
+            values.count.max(below),
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+/// The registry and its families; see the module documentation.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    spans: Family<ResultLabel, Counter>,
+    requests: Family<ResultLabel, Counter>,
+    chains: Family<OutcomeLabel, Counter>,
+    hops: Family<BudgetLabel, Counter>,
+    findings: Family<FindingLabels, Counter>,
+    wasted: Family<EdgeLabels, Counter<f64, AtomicU64>>,
+    edge_calls: Family<EdgeLabels, Counter>,
+    latency: Family<EdgeLabels, SketchHistogram>,
+    timeouts: Family<TimeoutLabels, Gauge<f64, AtomicU64>>,
+    overflow: Family<FamilyLabel, Counter>,
+    admitted_findings: Mutex<Admitted<FindingLabels>>,
+    admitted_wasted: Mutex<Admitted<EdgeLabels>>,
+    admitted_calls: Mutex<Admitted<EdgeLabels>>,
+    admitted_latency: Mutex<Admitted<EdgeLabels>>,
+    admitted_timeouts: Mutex<Admitted<TimeoutLabels>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+impl Metrics {
+    /// The families of CONVENTIONS §7, each holding at most `max_series` label sets of its
+    /// own (at least 1).
+    pub fn new(max_series: usize) -> Self {
+        let max_series = max_series.max(1);
+        let mut registry = Registry::default();
+        let metrics = Metrics {
+            spans: Family::default(),
+            requests: Family::default(),
+            chains: Family::default(),
+            hops: Family::default(),
+            findings: Family::default(),
+            wasted: Family::default(),
+            edge_calls: Family::default(),
+            latency: Family::default(),
+            timeouts: Family::default(),
+            overflow: Family::default(),
+            admitted_findings: Mutex::new(Admitted::new(max_series)),
+            admitted_wasted: Mutex::new(Admitted::new(max_series)),
+            admitted_calls: Mutex::new(Admitted::new(max_series)),
+            admitted_latency: Mutex::new(Admitted::new(max_series)),
+            admitted_timeouts: Mutex::new(Admitted::new(max_series)),
+            registry: Registry::default(),
+        };
+        // Counters are registered without `_total`: the encoders add it.
+        registry.register(
+            "budget_top_spans",
+            "Spans sent to the receivers: accepted (judged), refused under load (retryable), rejected as malformed",
+            metrics.spans.clone(),
+        );
+        registry.register(
+            "budget_top_requests",
+            "OTLP export requests: accepted, refused under load, rejected, unauthenticated (a refused body is never read)",
+            metrics.requests.clone(),
+        );
+        registry.register(
+            "budget_top_chains",
+            "Request chains judged, by how they ended for their user",
+            metrics.chains.clone(),
+        );
+        registry.register(
+            "budget_top_findings",
+            "Findings of the judged chains (and the edges' own), by kind, severity and the service each names",
+            metrics.findings.clone(),
+        );
+        registry.register(
+            "budget_top_wasted_seconds",
+            "Dead work in the callee (work for callers who had given up), by the edge into it",
+            metrics.wasted.clone(),
+        );
+        registry.register(
+            "budget_top_edge_calls",
+            "Calls seen on each caller -> callee edge",
+            metrics.edge_calls.clone(),
+        );
+        registry.register(
+            "budget_top_edge_latency_seconds",
+            "Each edge's call latency (the caller's CLIENT span), from its sketch (within 1 %)",
+            metrics.latency.clone(),
+        );
+        registry.register(
+            "budget_top_edge_timeout_seconds",
+            "Each edge's timeout: the largest declared, or inferred from the calls that got no answer",
+            metrics.timeouts.clone(),
+        );
+        registry.register(
+            "budget_top_hops",
+            "Hops judged, by whether their budget is known",
+            metrics.hops.clone(),
+        );
+        registry.register(
+            "budget_top_series_overflow",
+            "Label sets recorded under `other` because their family already held --max-series sets",
+            metrics.overflow.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// Brings every family up to the receivers' counters and the totals.
+    pub fn publish(&self, totals: &Totals, ingest: &IngestCounts) {
+        self.publish_ingest(ingest);
+        self.publish_totals(totals);
+    }
+
+    /// The receivers' counters (cheap: a scrape always reads them fresh).
+    pub fn publish_ingest(&self, ingest: &IngestCounts) {
+        let spans = [
+            ("accepted", ingest.spans_accepted),
+            ("refused", ingest.spans_refused),
+            ("rejected", ingest.spans_rejected),
+        ];
+        for (result, n) in spans {
+            raise(&self.spans.get_or_create(&ResultLabel { result }), n);
+        }
+        let requests = [
+            ("accepted", ingest.requests_accepted),
+            ("refused", ingest.requests_refused),
+            ("rejected", ingest.requests_rejected),
+            ("unauthenticated", ingest.requests_unauthenticated),
+        ];
+        for (result, n) in requests {
+            raise(&self.requests.get_or_create(&ResultLabel { result }), n);
+        }
+    }
+
+    /// The judged chains' totals.
+    pub fn publish_totals(&self, totals: &Totals) {
+        for outcome in ChainOutcome::ALL {
+            let labels = OutcomeLabel {
+                outcome: outcome.as_str(),
+            };
+            raise(
+                &self.chains.get_or_create(&labels),
+                totals.outcomes.get(outcome),
+            );
+        }
+        raise(
+            &self.hops.get_or_create(&BudgetLabel { budget: "known" }),
+            totals.hops_with_budget,
+        );
+        raise(
+            &self.hops.get_or_create(&BudgetLabel { budget: "unknown" }),
+            totals.hops_without_budget(),
+        );
+        self.publish_findings(totals);
+        let edges = totals.edges.sorted();
+        let edge = |caller: &str, callee: &str| EdgeLabels {
+            caller: caller.to_owned(),
+            callee: callee.to_owned(),
+        };
+        let overflow = bounded(
+            &self.admitted_wasted,
+            edges.iter().map(|e| {
+                (
+                    edge(&e.caller, &e.callee),
+                    e.wasted_ms.max(0) as f64 / 1000.0,
+                )
+            }),
+            |labels, value| raise_f64(&self.wasted.get_or_create(labels), value),
+        );
+        self.overflowed("budget_top_wasted_seconds_total", overflow);
+        let overflow = bounded(
+            &self.admitted_calls,
+            edges.iter().map(|e| (edge(&e.caller, &e.callee), e.calls)),
+            |labels, value| raise(&self.edge_calls.get_or_create(labels), value),
+        );
+        self.overflowed("budget_top_edge_calls_total", overflow);
+        let overflow = bounded(
+            &self.admitted_latency,
+            edges
+                .iter()
+                .map(|e| (edge(&e.caller, &e.callee), HistogramValues::of(&e.latency))),
+            |labels, value| self.latency.get_or_create(labels).raise(&value),
+        );
+        self.overflowed("budget_top_edge_latency_seconds", overflow);
+        self.publish_timeouts(totals);
+    }
+
+    fn publish_findings(&self, totals: &Totals) {
+        // The chains' own findings by the service each names, and the edges' own (judged from
+        // their totals now), which name the caller.
+        let mut counts: BTreeMap<(FindingKind, &str), u64> = BTreeMap::new();
+        for (service, kinds) in &totals.findings_by_service {
+            for (kind, n) in kinds.iter() {
+                *counts.entry((kind, service)).or_default() += n;
+            }
+        }
+        let edges = totals.edges.sorted();
+        for e in &edges {
+            for (kind, n) in e.edge_findings().iter() {
+                *counts.entry((kind, &e.caller)).or_default() += n;
+            }
+        }
+        let overflow = bounded(
+            &self.admitted_findings,
+            counts.into_iter().map(|((kind, service), n)| {
+                let labels = FindingLabels {
+                    kind: kind.as_str().to_owned(),
+                    severity: kind.severity().as_str().to_owned(),
+                    service: service.to_owned(),
+                };
+                (labels, n)
+            }),
+            |labels, value| raise(&self.findings.get_or_create(labels), value),
+        );
+        self.overflowed("budget_top_findings_total", overflow);
+    }
+
+    fn publish_timeouts(&self, totals: &Totals) {
+        let mut now: BTreeMap<TimeoutLabels, f64> = BTreeMap::new();
+        let mut admitted = lock(&self.admitted_timeouts);
+        let mut overflow = 0;
+        for e in totals.edges.sorted() {
+            let Some((ms, inferred)) = e.timeout() else {
+                continue;
+            };
+            let labels = TimeoutLabels {
+                caller: e.caller.to_string(),
+                callee: e.callee.to_string(),
+                inferred: inferred.to_string(),
+            };
+            let seconds = ms as f64 / 1000.0;
+            let labels = admitted.place(labels).unwrap_or_else(|| {
+                overflow += 1;
+                TimeoutLabels::other()
+            });
+            // `other` shows the longest timeout among the sets it holds.
+            let slot = now.entry(labels).or_insert(0.0);
+            *slot = slot.max(seconds);
+        }
+        // A gauge: an edge whose timeout went from inferred to declared (or away) loses its
+        // old series.
+        let gone: Vec<TimeoutLabels> = admitted
+            .sets
+            .iter()
+            .filter(|l| !now.contains_key(*l))
+            .cloned()
+            .collect();
+        for labels in gone {
+            self.timeouts.remove(&labels);
+            admitted.sets.remove(&labels);
+        }
+        drop(admitted);
+        for (labels, seconds) in &now {
+            self.timeouts.get_or_create(labels).set(*seconds);
+        }
+        self.overflowed("budget_top_edge_timeout_seconds", overflow);
+    }
+
+    fn overflowed(&self, family: &'static str, sets: u64) {
+        raise(&self.overflow.get_or_create(&FamilyLabel { family }), sets);
+    }
+
+    /// The exposition: OpenMetrics text when `openmetrics`, else the Prometheus text format
+    /// (0.0.4). Returns it and its content type.
+    pub fn encode(&self, openmetrics: bool) -> (String, &'static str) {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        if openmetrics {
+            let _ = text::encode(&mut out, &self.registry);
+            (out, OPENMETRICS)
+        } else {
+            let _ = prometheus_text::encode(&mut out, &self.registry);
+            (out, prometheus_text::CONTENT_TYPE)
+        }
+    }
+}
+
+/// Values that add up when sets share `other`.
+trait Summed: Default {
+    fn add(&mut self, other: &Self);
+}
+
+impl Summed for u64 {
+    fn add(&mut self, other: &Self) {
+        *self += other;
+    }
+}
+
+impl Summed for f64 {
+    fn add(&mut self, other: &Self) {
+        *self += other;
+    }
+}
+
+impl Summed for HistogramValues {
+    fn add(&mut self, other: &Self) {
+        HistogramValues::add(self, other);
+    }
+}
+
+/// Records each `(labels, value)` with `record` under its own labels while the family has room
+/// (see [`Admitted`]), and the sum of the rest under `other`; returns how many sets went to
+/// `other`.
+fn bounded<L: Labels, V: Summed>(
+    admitted: &Mutex<Admitted<L>>,
+    figures: impl Iterator<Item = (L, V)>,
+    record: impl Fn(&L, V),
+) -> u64 {
+    let mut admitted = lock(admitted);
+    let mut other: Option<V> = None;
+    let mut overflow = 0;
+    for (labels, value) in figures {
+        match admitted.place(labels) {
+            Some(labels) => record(&labels, value),
+            None => {
+                overflow += 1;
+                other.get_or_insert_with(V::default).add(&value);
+            }
+        }
+    }
+    drop(admitted);
+    if let Some(value) = other {
+        record(&L::other(), value);
+    }
+    overflow
+}
+
+/// What the scraper asked for: OpenMetrics when its `Accept` header names
+/// `application/openmetrics-text` (Prometheus does, first), else the classic text format.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|accept| {
+        accept.split(',').any(|part| {
+            let mut params = part.split(';');
+            let media = params.next().unwrap_or("").trim();
+            let refused = params.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f64>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openmetrics_only_when_asked_for() {
+        assert!(!wants_openmetrics(None));
+        assert!(!wants_openmetrics(Some("text/plain")));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(wants_openmetrics(Some(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )));
+        assert!(!wants_openmetrics(Some(
+            "application/openmetrics-text;q=0, text/plain"
+        )));
+    }
+
+    #[test]
+    fn counters_only_grow_and_sets_past_the_bound_go_to_other() {
+        let metrics = Metrics::new(2);
+        let mut ingest = IngestCounts {
+            spans_accepted: 10,
+            ..IngestCounts::default()
+        };
+        metrics.publish_ingest(&ingest);
+        ingest.spans_accepted = 7;
+        metrics.publish_ingest(&ingest);
+        let (text, _) = metrics.encode(false);
+        assert!(
+            text.contains("budget_top_spans_total{result=\"accepted\"} 10\n"),
+            "{text}"
+        );
+        let admitted = Mutex::new(Admitted::new(2));
+        let record = Mutex::new(Vec::new());
+        let sets = (0..5).map(|i| {
+            (
+                EdgeLabels {
+                    caller: format!("a{i}"),
+                    callee: "b".into(),
+                },
+                1u64 + i,
+            )
+        });
+        let overflow = bounded(&admitted, sets, |l, v| {
+            record.lock().unwrap().push((l.caller.clone(), v))
+        });
+        assert_eq!(overflow, 3);
+        assert_eq!(
+            record.into_inner().unwrap(),
+            vec![
+                ("a0".into(), 1),
+                ("a1".into(), 2),
+                ("other".into(), 3 + 4 + 5)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_histogram_reads_its_buckets_from_the_sketch() {
+        let mut sketch = Sketch::new();
+        for ms in [1, 3, 3, 40, 900, 70_000] {
+            sketch.add(ms);
+        }
+        let values = HistogramValues::of(&sketch);
+        assert_eq!(values.count, 6);
+        assert_eq!(values.at_or_below[0], 1, "<= 1 ms");
+        assert_eq!(values.at_or_below[2], 3, "<= 5 ms");
+        assert_eq!(values.at_or_below[5], 4, "<= 50 ms");
+        assert_eq!(values.at_or_below[9], 5, "<= 1 s");
+        assert_eq!(values.at_or_below[14], 5, "<= 60 s");
+        let metrics = Metrics::new(10);
+        metrics
+            .latency
+            .get_or_create(&EdgeLabels {
+                caller: "a".into(),
+                callee: "b".into(),
+            })
+            .raise(&values);
+        let (text, _) = metrics.encode(false);
+        assert!(
+            text.contains(
+                "budget_top_edge_latency_seconds_bucket{caller=\"a\",callee=\"b\",le=\"0.05\"} 4\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "budget_top_edge_latency_seconds_bucket{caller=\"a\",callee=\"b\",le=\"+Inf\"} 6\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("budget_top_edge_latency_seconds_count{caller=\"a\",callee=\"b\"} 6\n"),
+            "{text}"
+        );
+    }
+}

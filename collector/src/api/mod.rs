@@ -1,0 +1,161 @@
+//! `budget-top serve`'s HTTP API (CONVENTIONS §7) on `--api ADDR`: the metrics, the report,
+//! the newest chains of a finding, and the probes.
+//!
+//! Requests come in on the API's own server ([`start`]: bound as the receivers are, with their
+//! TLS and token); what the store knows is asked of the one loop that owns it, over a bounded
+//! channel ([`Ask`]), and answered there ([`Answers::answer`]): no lock on the store. The
+//! metrics' families are shared: the loop brings them up to date, the request task encodes
+//! them.
+//!
+//! - [`routes`]: the router, the token check, the probes and the query of `/api/chains`;
+//! - [`metrics`]: the families of §7 from the totals and the receivers' counters;
+//! - [`chains`]: the newest judged chains with a finding, as OTLP/JSON lines.
+
+pub mod chains;
+pub mod metrics;
+pub mod routes;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use deadline_budget::analysis::FindingKind;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::ingest::{self, IngestConfig, IngestStats};
+use crate::store::Store;
+use metrics::Metrics;
+use routes::{ApiState, Readiness};
+
+/// The default `--api` address.
+pub const DEFAULT_API: &str = "127.0.0.1:9464";
+
+/// A question for the loop that owns the store; the answer goes back on `reply`.
+#[derive(Debug)]
+pub enum Ask {
+    /// Bring the metrics up to the totals (answered once done).
+    Metrics(oneshot::Sender<()>),
+    /// The §4 JSON report of the chains judged so far (or why it could not be written).
+    Report(oneshot::Sender<Result<String, String>>),
+    /// The newest judged chains with a finding of `kind` (any finding without one), at most
+    /// `limit`, as OTLP/JSON lines.
+    Chains {
+        /// The finding the chains must have.
+        kind: Option<FindingKind>,
+        /// At most this many.
+        limit: usize,
+        /// Where the lines go.
+        reply: oneshot::Sender<String>,
+    },
+}
+
+/// The running API server.
+#[derive(Debug)]
+pub struct Api {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// Questions from the requests, for the loop to answer.
+    pub asks: mpsc::Receiver<Ask>,
+    /// What the loop answers with.
+    pub answers: Answers,
+    /// For `/readyz`.
+    pub readiness: Arc<Readiness>,
+    shutdown: CancellationToken,
+    /// The server's task: it ends once, after [`Api::shutdown`], every request in progress is
+    /// answered (keep answering [`Api::asks`] until then).
+    pub server: tokio::task::JoinHandle<()>,
+}
+
+impl Api {
+    /// Stops accepting connections (and `/readyz` says so); the requests in progress are still
+    /// answered: keep answering [`Api::asks`] until [`Api::server`] ends.
+    pub fn shutdown(&self) {
+        self.readiness.stopping();
+        self.shutdown.cancel();
+    }
+}
+
+/// Binds the API on `addr` as the receivers of `config` are bound (loopback unless
+/// `--allow-remote`, their TLS), with the token `config.bearer_token_file` holds; `/readyz`
+/// answers ready once [`Readiness::ready`] is called. `stats` are the receivers' counters.
+pub async fn start(
+    addr: SocketAddr,
+    config: &IngestConfig,
+    stats: Arc<IngestStats>,
+    max_series: usize,
+) -> anyhow::Result<Api> {
+    let token = match &config.bearer_token_file {
+        Some(path) => Some(ingest::auth::BearerToken::load(path)?.token),
+        None => None,
+    };
+    let metrics = Arc::new(Metrics::new(max_series));
+    let (tx, asks) = mpsc::channel(64);
+    let readiness = Arc::new(Readiness::default());
+    let state = ApiState {
+        asks: tx,
+        metrics: metrics.clone(),
+        stats: stats.clone(),
+        token,
+        readiness: readiness.clone(),
+    };
+    let shutdown = CancellationToken::new();
+    let (addr, server) = ingest::serve_app(
+        routes::router(state),
+        addr,
+        "--api",
+        config,
+        shutdown.clone(),
+    )
+    .await?;
+    Ok(Api {
+        addr,
+        asks,
+        answers: Answers {
+            metrics,
+            stats,
+            published: None,
+        },
+        readiness,
+        shutdown,
+        server,
+    })
+}
+
+/// What the loop answers with: the metrics it brings up to date, and the receivers' counters
+/// the report carries.
+#[derive(Debug)]
+pub struct Answers {
+    metrics: Arc<Metrics>,
+    stats: Arc<IngestStats>,
+    /// What the totals were when last published: (chains judged, chains judged again).
+    published: Option<(u64, u64)>,
+}
+
+impl Answers {
+    /// Answers one question from the store.
+    pub fn answer(&mut self, ask: Ask, store: &Store) {
+        match ask {
+            Ask::Metrics(reply) => {
+                let now = (store.totals().traces, store.counters().chains_rejudged);
+                if self.published != Some(now) {
+                    self.metrics.publish_totals(store.totals());
+                    self.published = Some(now);
+                }
+                let _ = reply.send(());
+            }
+            Ask::Report(reply) => {
+                let report = store.report_of_judged();
+                let json =
+                    crate::commands::check::json_report(&report, Some(self.stats.snapshot()), 0)
+                        .and_then(|json| {
+                            crate::commands::check::with_store_counts(&json, &store.counters())
+                        })
+                        .map_err(|e| format!("cannot write the report: {e:#}"));
+                let _ = reply.send(json);
+            }
+            Ask::Chains { kind, limit, reply } => {
+                let _ = reply.send(chains::newest(store, kind, limit));
+            }
+        }
+    }
+}

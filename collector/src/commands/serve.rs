@@ -1,0 +1,231 @@
+//! `budget-top serve` (CONVENTIONS §7): budget-top beside a team's Collector for days. The
+//! receivers feed one loop that owns the store; a timer judges the chains quiet for `--settle`
+//! into the totals (section 6); the HTTP API ([`crate::api`]) asks the loop for the metrics,
+//! the report and the chains of a finding. No screen.
+//!
+//! Every file and flag is checked before anything listens (an unwritable `--report` or `--html`
+//! path, the TLS files, the token file: exit 2 with a sentence). SIGTERM or Ctrl-C closes the
+//! listeners, takes in everything the receivers accepted, answers the API's requests in
+//! progress, judges every chain held and writes `--report` (and `--html`); a second signal
+//! exits at once.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use deadline_budget::analysis::Severity;
+use deadline_budget::carrier::Carriers;
+
+use super::check::{json_report, with_store_counts};
+use super::listen::Signals;
+use crate::api;
+use crate::cli::ServeArgs;
+use crate::ingest;
+use crate::report::html as report_html;
+use crate::store::{Retention, Store};
+
+/// The exit status of a second signal: the report is not written.
+pub const EXIT_SECOND_SIGNAL: i32 = 130;
+
+/// How long the API's requests in progress may take to be answered once a signal came.
+const API_DRAIN: Duration = Duration::from_secs(10);
+
+/// Runs `serve` until SIGTERM or Ctrl-C; returns 0 once the report is written. Errors mean
+/// exit status 2.
+pub async fn run(
+    args: ServeArgs,
+    retention: Retention,
+    carriers: Arc<Carriers>,
+) -> anyhow::Result<u8> {
+    for (path, flag) in [(&args.report, "--report"), (&args.html, "--html")] {
+        if let Some(path) = path {
+            check_writable(path, flag)?;
+        }
+    }
+    // Before the receivers start: a signal right after the first request must be handled.
+    let mut signals = Signals::new()?;
+    let mut config = args.listen.ingest_config();
+    config.carriers = carriers;
+    // The page shows each drawn span's attributes: keep them only when it is asked for.
+    config.keep_attributes = args.html.is_some();
+    let mut ingest = ingest::start(config.clone()).await?;
+    let mut api = match api::start(args.api, &config, ingest.stats.clone(), args.max_series).await {
+        Ok(api) => api,
+        Err(error) => {
+            ingest.shutdown();
+            return Err(error);
+        }
+    };
+    api.readiness.ready();
+    for line in startup_lines(&ingest, &api, &args) {
+        eprintln!("{line}");
+    }
+
+    let mut store = retention.store();
+    let mut judge = tokio::time::interval(judge_period(retention.settle));
+    judge.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Chains a span joined after their verdict are judged again by `analyse_dirty`, once a
+    // settle period: sooner would analyse chains still arriving a second time.
+    let analyse_every = retention.settle.max(Duration::from_millis(100));
+    let mut analysed_at = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            batch = ingest.receiver.recv() => {
+                let Some(batch) = batch else { break };
+                store.set_clock(now_unix_nano());
+                store.insert_batch(batch);
+            }
+            Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
+            _ = judge.tick() => {
+                store.set_clock(now_unix_nano());
+                store.judge_settled();
+                if analysed_at.elapsed() >= analyse_every {
+                    store.analyse_dirty();
+                    analysed_at = tokio::time::Instant::now();
+                }
+            }
+            () = signals.recv() => break,
+        }
+    }
+
+    eprintln!(
+        "stopping: the listeners are closed; judging every chain held (a second signal exits at once, without the report)"
+    );
+    tokio::spawn(async move {
+        signals.recv().await;
+        eprintln!("budget-top: a second signal: exiting at once, without the report");
+        std::process::exit(EXIT_SECOND_SIGNAL);
+    });
+    ingest.shutdown();
+    api.shutdown();
+    // Whatever the receivers answered with success is in the channel: take all of it, and
+    // answer the API's requests in progress meanwhile.
+    ingest.receiver.close();
+    loop {
+        tokio::select! {
+            batch = ingest.receiver.recv() => match batch {
+                Some(batch) => {
+                    store.set_clock(now_unix_nano());
+                    store.insert_batch(batch);
+                }
+                None => break,
+            },
+            Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
+        }
+    }
+    let drained = tokio::time::sleep(API_DRAIN);
+    tokio::pin!(drained);
+    loop {
+        tokio::select! {
+            _ = &mut api.server => break,
+            Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
+            () = &mut drained => break,
+        }
+    }
+    let counts = ingest.stats.snapshot();
+    store.set_clock(now_unix_nano());
+    write_reports(&mut store, counts, &args)?;
+    Ok(0)
+}
+
+/// The judging timer's period: a tenth of `--settle` (as often as `judge_settled` looks),
+/// between 10 ms and 1 s.
+fn judge_period(settle: Duration) -> Duration {
+    (settle / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+fn now_unix_nano() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Refuses at start a path the report could not be written to at the end: a directory, a
+/// folder that does not exist, a file or folder without write permission. A file that exists
+/// is left as it is (not emptied) until then.
+pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
+    let shown = path.display();
+    if path.is_dir() {
+        anyhow::bail!("{shown} ({flag}) is a directory: give the file to write the report to");
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| {
+            format!("cannot write {shown} ({flag}), where the report goes when serve stops")
+        })?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// What `serve` says on stderr once it listens: where the receivers and the API are, what
+/// protects them, the warnings, and how it ends.
+fn startup_lines(ingest: &ingest::Ingest, api: &api::Api, args: &ServeArgs) -> Vec<String> {
+    let scheme = if ingest.tls { "https" } else { "http" };
+    let mut lines = vec![
+        format!(
+            "serving: receivers {} ({}); API {scheme}://{} ({}; /healthz and /readyz need no token)",
+            ingest.describe(),
+            ingest.protection(),
+            api.addr,
+            ingest.protection(),
+        ),
+        format!(
+            "API: GET /metrics, /api/report, /api/chains?kind=K&limit=N, /healthz, /readyz; metrics bounded at --max-series {} label sets per family",
+            args.max_series
+        ),
+    ];
+    lines.extend(
+        ingest
+            .protection_lines()
+            .into_iter()
+            .filter(|l| l.starts_with("warning")),
+    );
+    let ends = match (&args.report, &args.html) {
+        (Some(report), Some(html)) => format!(
+            "writes the report to {} and the page to {}",
+            report.display(),
+            html.display()
+        ),
+        (Some(report), None) => format!("writes the report to {}", report.display()),
+        (None, Some(html)) => format!("writes the page to {}", html.display()),
+        (None, None) => "writes no report (no --report given)".to_owned(),
+    };
+    lines.push(format!(
+        "SIGTERM or Ctrl-C judges every chain held, {ends} and exits; a second signal exits at once"
+    ));
+    lines
+}
+
+/// Judges every chain held and writes `--report` (JSON) and `--html`.
+fn write_reports(
+    store: &mut Store,
+    counts: ingest::IngestCounts,
+    args: &ServeArgs,
+) -> anyhow::Result<()> {
+    let report = store.report();
+    if let Some(path) = &args.report {
+        let json = json_report(&report, Some(counts), 0)
+            .and_then(|json| with_store_counts(&json, &store.counters()))?;
+        std::fs::write(path, json)
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+        eprintln!(
+            "wrote the report of {} chain(s), {} span(s) to {}",
+            report.summary.traces,
+            report.summary.spans,
+            path.display()
+        );
+    }
+    if let Some(path) = &args.html {
+        let page = report_html::render(store, &report, Some(&counts), Severity::Error);
+        std::fs::write(path, page)
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        eprintln!("wrote the page to {}", path.display());
+    }
+    Ok(())
+}
