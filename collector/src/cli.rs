@@ -12,7 +12,6 @@ use deadline_budget::analysis::Severity;
 use deadline_budget::carrier::{Carrier, Carriers, Form};
 use deadline_budget::duration::parse_duration;
 
-use crate::api;
 use crate::batch;
 use crate::ingest;
 use crate::store;
@@ -294,6 +293,12 @@ pub struct MergeArgs {
     pub html: Option<PathBuf>,
 }
 
+/// The default `--api` address of `serve`.
+pub const DEFAULT_API: &str = "127.0.0.1:9464";
+
+/// The default `--max-series` of `serve`.
+pub const DEFAULT_MAX_SERIES: usize = 10_000;
+
 /// `budget-top serve`.
 #[derive(Debug, Args)]
 #[command(
@@ -309,11 +314,11 @@ pub struct ServeArgs {
     pub listen: Listen,
     /// The HTTP API's address (loopback unless --allow-remote; the receivers' TLS and token;
     /// port 0 picks a free port)
-    #[arg(long, value_name = "ADDR", default_value = api::DEFAULT_API)]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_API)]
     pub api: SocketAddr,
     /// Label sets each metric family holds at most; past it a new set is recorded with every
     /// label `other`, counted in budget_top_series_overflow_total (at least 1)
-    #[arg(long, value_name = "N", default_value_t = api::metrics::DEFAULT_MAX_SERIES, value_parser = at_least_one)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SERIES, value_parser = at_least_one)]
     pub max_series: usize,
     /// At SIGTERM or Ctrl-C, write the JSON report of everything received to FILE (checked
     /// at start: a path that cannot be written is refused then)

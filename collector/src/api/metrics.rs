@@ -32,9 +32,6 @@ use prometheus_client::registry::Registry;
 
 use crate::ingest::IngestCounts;
 
-/// The default for `--max-series`.
-pub const DEFAULT_MAX_SERIES: usize = 10_000;
-
 /// The label value every label of a set past `--max-series` takes.
 pub const OTHER: &str = "other";
 

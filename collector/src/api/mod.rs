@@ -27,9 +27,6 @@ use crate::store::Store;
 use metrics::Metrics;
 use routes::{ApiState, Readiness};
 
-/// The default `--api` address.
-pub const DEFAULT_API: &str = "127.0.0.1:9464";
-
 /// A question for the loop that owns the store; the answer goes back on `reply`.
 #[derive(Debug)]
 pub enum Ask {

@@ -56,15 +56,26 @@ pub(super) fn spawn(
         max_body,
         body_timeout,
     });
+    serve_on(listener, app, token, "OTLP/HTTP receiver");
+}
+
+/// Serves `app` on `listener` until `token` is cancelled and the requests in progress are
+/// answered; the task ends then.
+fn serve_on(
+    listener: super::tls::Listener,
+    app: axum::Router,
+    token: CancellationToken,
+    what: &'static str,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let app = app.into_make_service_with_connect_info::<ConnectionTag>();
         let result = axum::serve(listener, app)
             .with_graceful_shutdown(token.cancelled_owned())
             .await;
         if let Err(error) = result {
-            tracing::error!(%error, "OTLP/HTTP receiver stopped");
+            tracing::error!(%error, "{what} stopped");
         }
-    });
+    })
 }
 
 /// Serves another HTTP app (`serve`'s API) on `listener` as the OTLP/HTTP receiver is served:
@@ -75,16 +86,12 @@ pub(super) fn spawn_app(
     app: axum::Router,
     token: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let app = app.layer(axum::middleware::from_fn(busy));
-    tokio::spawn(async move {
-        let app = app.into_make_service_with_connect_info::<ConnectionTag>();
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await;
-        if let Err(error) = result {
-            tracing::error!(%error, "HTTP server stopped");
-        }
-    })
+    serve_on(
+        listener,
+        app.layer(axum::middleware::from_fn(busy)),
+        token,
+        "HTTP API",
+    )
 }
 
 fn router(state: HttpState) -> axum::Router {

@@ -27,6 +27,7 @@ mod python_sdk;
 mod python_stock;
 mod record;
 mod record_format;
+mod serve;
 mod store;
 mod support;
 mod throughput;

@@ -1,0 +1,797 @@
+//! `budget-top serve` (CONVENTIONS §7), the real binary on real sockets: OTLP sent to its
+//! receivers, its API read over HTTP. The metrics say what `/api/report` says; the scraper's
+//! `Accept` picks OpenMetrics; the token guards everything but the probes; `/api/chains` gives
+//! chains `check --input` reads again and refuses what it cannot answer; label sets past
+//! `--max-series` go to `other`, counted; SIGTERM during a flood loses no accepted span;
+//! a bad file or flag is refused at start. And a real Prometheus (Debian's `prometheus`,
+//! installed by `.ci/tools` when missing) scrapes it and finds the same counts.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message as _;
+use serde_json::Value as Json;
+
+use crate::support::{bin, reset_chain, run, scratch};
+
+/// A running `budget-top serve` on ports picked by the system.
+struct Serving {
+    child: Child,
+    http: SocketAddr,
+    api: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+/// Starts `budget-top serve ARGS` on port 0 everywhere and reads where it listens from its
+/// start-up line.
+#[track_caller]
+fn serve(args: &[&str]) -> Serving {
+    let mut child = Command::new(bin())
+        .arg("serve")
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--api", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("serve printed no start-up line");
+    let receivers = line
+        .strip_prefix("serving: receivers ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    let http = receivers
+        .split(", http ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let api = line
+        .split("API http://")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no API address in {line}"))
+        .parse()
+        .unwrap();
+    Serving {
+        child,
+        http,
+        api,
+        stderr: rx,
+    }
+}
+
+impl Serving {
+    /// Sends SIGTERM and waits (at most `limit`) for the exit status and the rest of stderr.
+    #[track_caller]
+    fn terminate(mut self, limit: Duration) -> (Option<i32>, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("serve did not stop within {limit:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        (status.code(), stderr)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An answer: status, content type, body.
+struct Answer {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+async fn get(url: &str, token: Option<&str>, accept: Option<&str>) -> Answer {
+    let client = reqwest::Client::new();
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    Answer {
+        status,
+        content_type,
+        body: response.text().await.unwrap(),
+    }
+}
+
+async fn post(http: SocketAddr, request: &ExportTraceServiceRequest, token: Option<&str>) -> u16 {
+    let mut post = reqwest::Client::new()
+        .post(format!("http://{http}/v1/traces"))
+        .header("content-type", "application/x-protobuf")
+        .body(request.encode_to_vec());
+    if let Some(token) = token {
+        post = post.header("authorization", format!("Bearer {token}"));
+    }
+    post.send().await.unwrap().status().as_u16()
+}
+
+/// The reset chain (one `budget_reset` at orders) with trace `n` and `frontend` named
+/// `caller`.
+fn chain(n: u32, caller: &str) -> ExportTraceServiceRequest {
+    let mut request = reset_chain(1);
+    let mut trace = [7u8; 16];
+    trace[12..].copy_from_slice(&n.to_be_bytes());
+    for resource in &mut request.resource_spans {
+        for scope in &mut resource.scope_spans {
+            for span in &mut scope.spans {
+                span.trace_id = trace.to_vec();
+            }
+        }
+        let service = &mut resource.resource.as_mut().unwrap().attributes[0];
+        if format!("{:?}", service.value).contains("\"frontend\"") {
+            *service = crate::support::string("service.name", caller);
+        }
+    }
+    request
+}
+
+/// `/api/report` once it has judged `traces` chains (at most 60 s).
+async fn report_of(api: SocketAddr, traces: u64, token: Option<&str>) -> Json {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = get(&format!("http://{api}/api/report"), token, None).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let report: Json = serde_json::from_str(&answer.body).unwrap();
+        if report["summary"]["traces"] == traces {
+            return report;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{traces} chains never judged: {report}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `name{labels}` → value, from the text exposition.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (key, value) = l.rsplit_once(' ').unwrap();
+            (key.to_owned(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The sum of every sample of `name` (a family's own samples, not its histogram's parts).
+fn sum(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[test]
+fn metrics_say_what_the_report_says_and_the_api_answers_every_query() {
+    let serving = serve(&["--settle", "100ms"]);
+    let dir = scratch("serve_metrics");
+    let (http, api) = (serving.http, serving.api);
+    runtime().block_on(async {
+        // The probes before anything arrives: up, and ready (the receivers are bound).
+        assert_eq!(get(&format!("http://{api}/healthz"), None, None).await.status, 200);
+        assert_eq!(get(&format!("http://{api}/readyz"), None, None).await.status, 200);
+        for n in 0..12 {
+            assert_eq!(post(http, &chain(n, "frontend"), None).await, 200);
+        }
+        // A malformed request: rejected, counted.
+        let bad = reqwest::Client::new()
+            .post(format!("http://{http}/v1/traces"))
+            .header("content-type", "application/x-protobuf")
+            .body(vec![0xff, 0xff, 0xff])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        let report = report_of(api, 12, None).await;
+
+        let text = get(&format!("http://{api}/metrics"), None, None).await;
+        assert_eq!(text.status, 200);
+        assert!(
+            text.content_type.starts_with("text/plain; version=0.0.4"),
+            "{}",
+            text.content_type
+        );
+        assert!(!text.body.contains("# EOF"), "{}", text.body);
+        let m = samples(&text.body);
+        let ingest = &report["ingest"];
+        let summary = &report["summary"];
+        let at = |key: &str| m.get(key).copied().unwrap_or_else(|| panic!("no {key} in {m:?}"));
+        assert_eq!(at("budget_top_spans_total{result=\"accepted\"}"), 60.0);
+        assert_eq!(
+            at("budget_top_spans_total{result=\"accepted\"}"),
+            ingest["spans_accepted"].as_f64().unwrap()
+        );
+        assert_eq!(at("budget_top_requests_total{result=\"accepted\"}"), 12.0);
+        assert_eq!(
+            at("budget_top_requests_total{result=\"rejected\"}"),
+            ingest["requests_rejected"].as_f64().unwrap()
+        );
+        assert_eq!(at("budget_top_requests_total{result=\"rejected\"}"), 1.0);
+        assert_eq!(sum(&m, "budget_top_chains_total"), 12.0);
+        assert_eq!(
+            at("budget_top_chains_total{outcome=\"ok\"}"),
+            summary["outcomes"]["ok"].as_f64().unwrap()
+        );
+        assert_eq!(
+            at("budget_top_findings_total{kind=\"budget_reset\",severity=\"error\",service=\"orders\"}"),
+            12.0
+        );
+        let findings = &summary["findings"];
+        let listed = ["error", "warning", "info"]
+            .iter()
+            .map(|s| findings[s].as_f64().unwrap())
+            .sum::<f64>();
+        assert_eq!(sum(&m, "budget_top_findings_total"), listed);
+        assert_eq!(
+            at("budget_top_hops_total{budget=\"known\"}"),
+            summary["coverage"]["hops_with_budget"].as_f64().unwrap()
+        );
+        assert_eq!(
+            at("budget_top_hops_total{budget=\"unknown\"}"),
+            summary["coverage"]["hops_without_budget"].as_f64().unwrap()
+        );
+        for edge in report["edges"].as_array().unwrap() {
+            let labels = format!(
+                "{{caller=\"{}\",callee=\"{}\"}}",
+                edge["caller"].as_str().unwrap(),
+                edge["callee"].as_str().unwrap()
+            );
+            let calls = edge["calls"].as_f64().unwrap();
+            assert_eq!(at(&format!("budget_top_edge_calls_total{labels}")), calls);
+            assert_eq!(
+                at(&format!("budget_top_wasted_seconds_total{labels}")),
+                edge["wasted_ms"].as_f64().unwrap() / 1000.0
+            );
+            assert_eq!(
+                at(&format!("budget_top_edge_latency_seconds_count{labels}")),
+                calls
+            );
+            let inf = format!(
+                "budget_top_edge_latency_seconds_bucket{{caller=\"{}\",callee=\"{}\",le=\"+Inf\"}}",
+                edge["caller"].as_str().unwrap(),
+                edge["callee"].as_str().unwrap()
+            );
+            assert_eq!(at(&inf), calls);
+            if let Some(timeout) = edge["timeout_ms"].as_f64() {
+                let labels = format!(
+                    "{{caller=\"{}\",callee=\"{}\",inferred=\"{}\"}}",
+                    edge["caller"].as_str().unwrap(),
+                    edge["callee"].as_str().unwrap(),
+                    edge["timeout_inferred"]
+                );
+                assert_eq!(
+                    at(&format!("budget_top_edge_timeout_seconds{labels}")),
+                    timeout / 1000.0
+                );
+            }
+        }
+        // orders -> inventory: its calls took 60 ms each, in the 0.1 s bucket and not the 0.05.
+        assert_eq!(
+            at("budget_top_edge_latency_seconds_bucket{caller=\"orders\",callee=\"inventory\",le=\"0.05\"}"),
+            0.0
+        );
+        assert_eq!(
+            at("budget_top_edge_latency_seconds_bucket{caller=\"orders\",callee=\"inventory\",le=\"0.1\"}"),
+            12.0
+        );
+
+        // OpenMetrics when the scraper asks for it, as Prometheus does.
+        let open = get(
+            &format!("http://{api}/metrics"),
+            None,
+            Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
+        )
+        .await;
+        assert!(
+            open.content_type.starts_with("application/openmetrics-text"),
+            "{}",
+            open.content_type
+        );
+        assert!(open.body.ends_with("# EOF\n"), "{}", open.body);
+        assert!(
+            open.body
+                .contains("budget_top_spans_total{result=\"accepted\"} 60\n"),
+            "{}",
+            open.body
+        );
+
+        // The chains of a finding, as lines `check --input` reads and judges alike.
+        let chains = get(
+            &format!("http://{api}/api/chains?kind=budget_reset&limit=3"),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(chains.status, 200, "{}", chains.body);
+        assert_eq!(chains.body.lines().count(), 3, "{}", chains.body);
+        let file = dir.join("chains.jsonl");
+        std::fs::write(&file, &chains.body).unwrap();
+        let check = run(&["check", "--input", file.to_str().unwrap(), "--format", "json"]);
+        assert_eq!(check.code, Some(1), "{check:?}");
+        let again = check.json();
+        assert_eq!(again["summary"]["traces"], 3);
+        assert_eq!(again["summary"]["findings_by_kind"]["budget_reset"], 3, "{again}");
+        let any = get(&format!("http://{api}/api/chains"), None, None).await;
+        assert_eq!(any.body.lines().count(), 12);
+        let none = get(&format!("http://{api}/api/chains?kind=late_answer"), None, None).await;
+        assert_eq!((none.status, none.body.as_str()), (200, ""));
+        for bad in [
+            "kind=nope",
+            "limit=0",
+            "limit=10001",
+            "limit=ten",
+            "kind=budget_reset&limit=-1",
+        ] {
+            let answer = get(&format!("http://{api}/api/chains?{bad}"), None, None).await;
+            assert_eq!(answer.status, 400, "{bad}: {}", answer.body);
+        }
+        let answer = get(&format!("http://{api}/api/chains?limit=10000"), None, None).await;
+        assert_eq!(answer.status, 200);
+        // Anything else: 404 or 405, never a 5xx.
+        assert_eq!(get(&format!("http://{api}/nope"), None, None).await.status, 404);
+        assert_eq!(get(&format!("http://{api}/api"), None, None).await.status, 404);
+        let posted = reqwest::Client::new()
+            .post(format!("http://{api}/metrics"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(posted.status(), 405);
+    });
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn the_token_guards_the_api_and_the_receivers_but_not_the_probes() {
+    let dir = scratch("serve_token");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cret\n").unwrap();
+    let serving = serve(&["--bearer-token-file", token_file.to_str().unwrap()]);
+    let (http, api) = (serving.http, serving.api);
+    runtime().block_on(async {
+        for probe in ["healthz", "readyz"] {
+            let answer = get(&format!("http://{api}/{probe}"), None, None).await;
+            assert_eq!(answer.status, 200, "{probe}: {}", answer.body);
+        }
+        for path in ["metrics", "api/report", "api/chains"] {
+            let url = format!("http://{api}/{path}");
+            assert_eq!(get(&url, None, None).await.status, 401, "{path}");
+            assert_eq!(get(&url, Some("wrong"), None).await.status, 401, "{path}");
+            assert_eq!(get(&url, Some("s3cret"), None).await.status, 200, "{path}");
+        }
+        // The scheme in any case.
+        let lower = reqwest::Client::new()
+            .get(format!("http://{api}/metrics"))
+            .header("authorization", "bearer s3cret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(lower.status(), 200);
+        assert_eq!(post(http, &chain(1, "frontend"), None).await, 401);
+        assert_eq!(post(http, &chain(1, "frontend"), Some("s3cret")).await, 200);
+        let m = samples(
+            &get(&format!("http://{api}/metrics"), Some("s3cret"), None)
+                .await
+                .body,
+        );
+        assert_eq!(
+            m["budget_top_requests_total{result=\"unauthenticated\"}"],
+            1.0
+        );
+        assert_eq!(m["budget_top_requests_total{result=\"accepted\"}"], 1.0);
+    });
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn label_sets_past_max_series_go_to_other_and_are_counted() {
+    let serving = serve(&["--settle", "100ms", "--max-series", "10"]);
+    let (http, api) = (serving.http, serving.api);
+    runtime().block_on(async {
+        for n in 0..50 {
+            let caller = format!("frontend-{n:02}");
+            assert_eq!(post(http, &chain(n, &caller), None).await, 200);
+        }
+        report_of(api, 50, None).await;
+        let m = samples(&get(&format!("http://{api}/metrics"), None, None).await.body);
+        let calls: Vec<(&String, &f64)> = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("budget_top_edge_calls_total{"))
+            .collect();
+        // frontend-NN -> orders: 10 of their own and `other`; orders -> inventory is one of the
+        // ten first seen or in `other`, so every call is still counted.
+        assert_eq!(calls.len(), 11, "{calls:?}");
+        assert_eq!(sum(&m, "budget_top_edge_calls_total"), 100.0);
+        let other = m["budget_top_edge_calls_total{caller=\"other\",callee=\"other\"}"];
+        assert!(other >= 40.0, "{other}");
+        assert_eq!(
+            m["budget_top_series_overflow_total{family=\"budget_top_edge_calls_total\"}"],
+            41.0
+        );
+        let buckets = m
+            .keys()
+            .filter(|k| k.starts_with("budget_top_edge_latency_seconds_count{"))
+            .count();
+        assert_eq!(buckets, 11, "a histogram's buckets count as one set");
+    });
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn sigterm_during_a_flood_keeps_every_accepted_span_in_the_report() {
+    let dir = scratch("serve_flood");
+    let report = dir.join("report.json");
+    let serving = serve(&["--report", report.to_str().unwrap()]);
+    let http = serving.http;
+    let acknowledged = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Four senders, each at most 2,000 requests of 5 spans or 60 s, until refused.
+    let senders: Vec<_> = (0..4u32)
+        .map(|sender| {
+            let acknowledged = acknowledged.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                runtime().block_on(async move {
+                    let client = reqwest::Client::new();
+                    let started = Instant::now();
+                    for i in 0..2000u32 {
+                        if stop.load(Ordering::Relaxed)
+                            || started.elapsed() > Duration::from_secs(60)
+                        {
+                            break;
+                        }
+                        let body = chain(sender * 100_000 + i, "frontend").encode_to_vec();
+                        let sent = client
+                            .post(format!("http://{http}/v1/traces"))
+                            .header("content-type", "application/x-protobuf")
+                            .body(body)
+                            .send()
+                            .await;
+                        match sent {
+                            Ok(r) if r.status() == 200 => {
+                                acknowledged.fetch_add(5, Ordering::Relaxed);
+                            }
+                            Ok(_) => {}
+                            // The receivers are closed: the flood is over.
+                            Err(_) => break,
+                        }
+                    }
+                });
+            })
+        })
+        .collect();
+    // SIGTERM once the flood is under way.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acknowledged.load(Ordering::Relaxed) < 500 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (code, stderr) = serving.terminate(Duration::from_secs(120));
+    stop.store(true, Ordering::Relaxed);
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    assert_eq!(code, Some(0), "{stderr}");
+    let written: Json = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let accepted = written["ingest"]["spans_accepted"].as_u64().unwrap();
+    let acknowledged = acknowledged.load(Ordering::Relaxed);
+    assert!(acknowledged >= 500, "{acknowledged}");
+    // Every span a sender was told was accepted is in the report, and nothing else.
+    assert!(accepted >= acknowledged, "{accepted} < {acknowledged}");
+    assert_eq!(
+        written["summary"]["spans"].as_u64().unwrap(),
+        accepted,
+        "{stderr}"
+    );
+    assert_eq!(written["summary"]["traces"].as_u64().unwrap(), accepted / 5);
+    assert!(stderr.contains("wrote the report of"), "{stderr}");
+}
+
+#[test]
+fn bad_files_and_flags_are_refused_at_start() {
+    let dir = scratch("serve_refusals");
+    let empty = dir.join("empty-token");
+    std::fs::write(&empty, "\n").unwrap();
+    let garbage = dir.join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate").unwrap();
+    let report_in_missing_dir = dir.join("no/such/dir/report.json");
+    let missing_token = dir.join("missing");
+    let cases: [(Vec<&str>, &str); 7] = [
+        (
+            vec!["--report", report_in_missing_dir.to_str().unwrap()],
+            "cannot write",
+        ),
+        (vec!["--report", dir.to_str().unwrap()], "is a directory"),
+        (
+            vec!["--html", report_in_missing_dir.to_str().unwrap()],
+            "(--html)",
+        ),
+        (
+            vec!["--bearer-token-file", missing_token.to_str().unwrap()],
+            "cannot read the bearer token file",
+        ),
+        (
+            vec!["--bearer-token-file", empty.to_str().unwrap()],
+            "is empty",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                garbage.to_str().unwrap(),
+                "--tls-key",
+                garbage.to_str().unwrap(),
+            ],
+            "(--tls-cert)",
+        ),
+        (vec!["--api", "0.0.0.0:0"], "pass --allow-remote"),
+    ];
+    for (args, sentence) in cases {
+        let api: &[&str] = if args.contains(&"--api") {
+            &[]
+        } else {
+            &["--api", "127.0.0.1:0"]
+        };
+        let out = run(&[
+            &["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"][..],
+            api,
+            &args,
+        ]
+        .concat());
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(sentence),
+            "{args:?} says {sentence:?}: {}",
+            out.stderr
+        );
+    }
+    let out = run(&["serve", "--max-series", "0"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("must be at least 1"), "{out:?}");
+}
+
+#[test]
+fn every_flag_of_serve_help_is_in_the_readme() {
+    let out = run(&["serve", "--help"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let section = readme
+        .split("\n### `budget-top serve`")
+        .nth(1)
+        .expect("README has a `budget-top serve` section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    for flag in out
+        .stdout
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| {
+            let end = w
+                .char_indices()
+                .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '-'))
+                .map_or(w.len(), |(i, _)| i);
+            &w[..end]
+        })
+        .filter(|w| *w != "--help" && *w != "--version")
+    {
+        assert!(
+            section.contains(&format!("`{flag}")),
+            "{flag} is not in README's serve section"
+        );
+    }
+}
+
+/// Prometheus's binary: on the PATH, else installed by the project's `.ci/tools`. `None`,
+/// said loudly, only when it is absent and cannot be installed.
+fn prometheus() -> Option<PathBuf> {
+    let on_path = || {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("prometheus"))
+            .find(|p| p.is_file())
+    };
+    if let Some(found) = on_path() {
+        return Some(found);
+    }
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/tools");
+    eprintln!(
+        "prometheus is missing: installing it with {}",
+        tools.display()
+    );
+    let _ = Command::new(&tools)
+        .arg("prometheus")
+        .stdin(Stdio::null())
+        .status();
+    let found = on_path();
+    if found.is_none() {
+        eprintln!(
+            "\n*** SKIPPED: prometheus is not installed and `.ci/tools prometheus` could not install it; a real Prometheus scraping serve is NOT tested ***\n"
+        );
+    }
+    found
+}
+
+/// A port nobody listens on now (Prometheus's --web.listen-address takes no port 0).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Prometheus's answer to an instant query: the single value, if any.
+async fn query(prometheus: &str, promql: &str) -> Option<f64> {
+    let encoded: String = promql
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let response = reqwest::Client::new()
+        .get(format!("{prometheus}/api/v1/query?query={encoded}"))
+        .send()
+        .await
+        .ok()?;
+    let body: Json = response.json().await.ok()?;
+    body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_counts_the_report_gives() {
+    let Some(binary) = prometheus() else { return };
+    let dir = scratch("serve_prometheus");
+    let serving = serve(&["--settle", "100ms"]);
+    let (http, api) = (serving.http, serving.api);
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: budget-top\n    static_configs:\n      - targets: ['{api}']\n"
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Command::new(binary)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let outcome = runtime().block_on(async {
+        for n in 0..20 {
+            assert_eq!(post(http, &chain(n, "frontend"), None).await, 200);
+        }
+        let report = report_of(api, 20, None).await;
+        let expected = [
+            ("sum(budget_top_chains_total)", 20.0),
+            (
+                "budget_top_spans_total{result=\"accepted\"}",
+                report["ingest"]["spans_accepted"].as_f64().unwrap(),
+            ),
+            (
+                "sum(budget_top_findings_total{kind=\"budget_reset\"})",
+                report["summary"]["findings_by_kind"]["budget_reset"]
+                    .as_f64()
+                    .unwrap(),
+            ),
+            (
+                "budget_top_edge_calls_total{caller=\"orders\",callee=\"inventory\"}",
+                20.0,
+            ),
+            (
+                "sum(budget_top_edge_latency_seconds_count)",
+                report["edges"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["calls"].as_f64().unwrap())
+                    .sum(),
+            ),
+        ];
+        // Scraped every second: bounded at 90 s for a loaded machine.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let mut seen = Vec::new();
+            for (promql, want) in &expected {
+                seen.push((promql, query(&base, promql).await, want));
+            }
+            if seen.iter().all(|(_, got, want)| *got == Some(**want)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{seen:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    if let Err(seen) = outcome {
+        panic!(
+            "Prometheus never showed the report's counts: {seen}\nits log: {}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+    }
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+}
