@@ -403,3 +403,66 @@ fn check_says_its_receivers_speak_tls() {
         "{finished:?}"
     );
 }
+
+/// GET `path` over TLS (HTTP/1.1) at `addr`; the whole answer, or the error of the way there.
+async fn get_tls(
+    addr: std::net::SocketAddr,
+    connector: &tokio_rustls::TlsConnector,
+    path: &str,
+) -> std::io::Result<String> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await?;
+    let head = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+    tls.write_all(head.as_bytes()).await?;
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// `serve`'s API is served with the receivers' TLS configuration: a TLS client gets the probes
+/// and the metrics, a plain one gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_speaks_the_receivers_tls() {
+    let pki = pki("tls_api");
+    let config = IngestConfig {
+        tls: Some(pki.files(false)),
+        ..IngestConfig::default()
+    };
+    let stats = Arc::new(ingest::IngestStats::default());
+    let api = budget_top::api::start("127.0.0.1:0".parse().unwrap(), &config, stats, 10)
+        .await
+        .unwrap();
+    api.readiness.ready();
+    let addr = api.addr;
+    let (mut asks, mut answers) = (api.asks, api.answers);
+    // The loop that owns the store, as `serve` runs it.
+    tokio::spawn(async move {
+        let store = budget_top::store::Store::new(10);
+        while let Some(ask) = asks.recv().await {
+            answers.answer(ask, &store);
+        }
+    });
+    let client = pki.client(None, &[b"http/1.1"]);
+    let ready = get_tls(addr, &client, "/readyz").await.unwrap();
+    assert!(ready.starts_with("HTTP/1.1 200 OK"), "{ready}");
+    let metrics = get_tls(addr, &client, "/metrics").await.unwrap();
+    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    assert!(
+        metrics.contains("budget_top_spans_total{result=\"accepted\"} 0"),
+        "{metrics}"
+    );
+    // Plain HTTP to the TLS port: no answer in plain text.
+    let mut plain = tokio::net::TcpStream::connect(addr).await.unwrap();
+    plain
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), plain.read_to_end(&mut answer)).await;
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("200 OK"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+}
