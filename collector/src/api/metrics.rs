@@ -1,6 +1,6 @@
 //! `GET /metrics` (CONVENTIONS §7): the totals of section 6 and the receivers' counters as
 //! Prometheus metrics, with the `prometheus-client` crate (the Prometheus project's Rust
-//! client: one registry, typed families, its text and OpenMetrics encoders).
+//! client: registries of typed families, its text and OpenMetrics encoders).
 //!
 //! In: the store's [`Totals`] and the receivers' [`IngestCounts`], given to [`Metrics::publish`]
 //! by the loop that owns the store. Out: [`Metrics::encode`], called by the API's request
@@ -14,11 +14,15 @@
 //! buckets ([`LATENCY_BUCKETS_MS`]) fall where the sketch is exact (below 256 ms) or within its
 //! 1 % (above), and its `_sum` adds each sketch bucket's highest value times its count (within
 //! the same 1 %).
+//!
+//! Two registries: the receivers' few lines are encoded on every scrape; the totals' families
+//! once per publish, their text kept until the next (a scraper that reads 100 times a second
+//! costs a copy, not an encoding).
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::Hash;
-use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use deadline_budget::analysis::{ChainOutcome, FindingKind, Sketch, Totals};
 use prometheus_client::encoding::{
@@ -248,7 +252,15 @@ impl EncodeMetric for SketchHistogram {
 /// The registry and its families; see the module documentation.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Registry,
+    /// The receivers' families: encoded fresh on every scrape (a few lines).
+    ingest_registry: Registry,
+    /// The totals' families: encoded once per publish and kept ([`Metrics::totals_text`]),
+    /// so a scraper that reads 100 times a second costs a copy, not an encoding.
+    totals_registry: Registry,
+    /// Bumped by every publish of the totals.
+    version: AtomicU64,
+    /// The totals' families as last encoded: (version, OpenMetrics or not, the text).
+    encoded: Mutex<Option<(u64, bool, Arc<String>)>>,
     spans: Family<ResultLabel, Counter>,
     requests: Family<ResultLabel, Counter>,
     chains: Family<OutcomeLabel, Counter>,
@@ -278,6 +290,7 @@ impl Metrics {
     /// own (at least 1).
     pub fn new(max_series: usize) -> Self {
         let max_series = max_series.max(1);
+        let mut ingest_registry = Registry::default();
         let mut registry = Registry::default();
         let metrics = Metrics {
             spans: Family::default(),
@@ -295,15 +308,18 @@ impl Metrics {
             admitted_calls: Mutex::new(Admitted::new(max_series)),
             admitted_latency: Mutex::new(Admitted::new(max_series)),
             admitted_timeouts: Mutex::new(Admitted::new(max_series)),
-            registry: Registry::default(),
+            ingest_registry: Registry::default(),
+            totals_registry: Registry::default(),
+            version: AtomicU64::new(0),
+            encoded: Mutex::new(None),
         };
         // Counters are registered without `_total`: the encoders add it.
-        registry.register(
+        ingest_registry.register(
             "budget_top_spans",
             "Spans sent to the receivers: accepted (judged), refused under load (retryable), rejected as malformed",
             metrics.spans.clone(),
         );
-        registry.register(
+        ingest_registry.register(
             "budget_top_requests",
             "OTLP export requests: accepted, refused under load, rejected, unauthenticated (a refused body is never read)",
             metrics.requests.clone(),
@@ -349,7 +365,8 @@ impl Metrics {
             metrics.overflow.clone(),
         );
         Metrics {
-            registry,
+            ingest_registry,
+            totals_registry: registry,
             ..metrics
         }
     }
@@ -432,6 +449,7 @@ impl Metrics {
         );
         self.overflowed("budget_top_edge_latency_seconds", overflow);
         self.publish_timeouts(totals);
+        self.version.fetch_add(1, Ordering::Relaxed);
     }
 
     fn publish_findings(&self, totals: &Totals) {
@@ -512,15 +530,39 @@ impl Metrics {
     /// The exposition: OpenMetrics text when `openmetrics`, else the Prometheus text format
     /// (0.0.4). Returns it and its content type.
     pub fn encode(&self, openmetrics: bool) -> (String, &'static str) {
-        let mut out = String::new();
+        let totals = self.totals_text(openmetrics);
+        let mut out = String::with_capacity(totals.len() + 4096);
         // Writing into a String cannot fail.
         if openmetrics {
-            let _ = text::encode(&mut out, &self.registry);
+            let _ = text::encode_registry(&mut out, &self.ingest_registry);
+            out.push_str(&totals);
+            let _ = text::encode_eof(&mut out);
             (out, OPENMETRICS)
         } else {
-            let _ = prometheus_text::encode(&mut out, &self.registry);
+            let _ = prometheus_text::encode(&mut out, &self.ingest_registry);
+            out.push_str(&totals);
             (out, prometheus_text::CONTENT_TYPE)
         }
+    }
+
+    /// The totals' families as text, encoded again only when they were published since.
+    fn totals_text(&self, openmetrics: bool) -> Arc<String> {
+        let version = self.version.load(Ordering::Relaxed);
+        if let Some((v, o, text)) = lock(&self.encoded).as_ref()
+            && *v == version
+            && *o == openmetrics
+        {
+            return text.clone();
+        }
+        let mut out = String::new();
+        if openmetrics {
+            let _ = text::encode_registry(&mut out, &self.totals_registry);
+        } else {
+            let _ = prometheus_text::encode(&mut out, &self.totals_registry);
+        }
+        let out = Arc::new(out);
+        *lock(&self.encoded) = Some((version, openmetrics, out.clone()));
+        out
     }
 }
 
