@@ -7,7 +7,6 @@
 //! installed by `.ci/tools` when missing) scrapes it and finds the same counts.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,7 +18,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use serde_json::Value as Json;
 
-use crate::support::{bin, reset_chain, run, scratch};
+use crate::support::{bin, reset_chain, run, scratch, stderr_lines};
 
 /// A running `budget-top serve` on ports picked by the system.
 struct Serving {
@@ -43,16 +42,7 @@ fn serve(args: &[&str]) -> Serving {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("serve printed no start-up line");

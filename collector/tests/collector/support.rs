@@ -61,6 +61,22 @@ impl Finished {
     }
 }
 
+/// The child's stderr, a line at a time, read on a thread of its own (so the child never
+/// blocks on a full pipe).
+pub fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Starts `budget-top ARGS --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for the
 /// "listening: grpc A, http B" line.
 #[track_caller]
@@ -74,16 +90,7 @@ pub fn listen(args: &[&str]) -> Listening {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("budget-top did not print its listening line");
