@@ -691,6 +691,51 @@ mod tests {
         );
     }
 
+    /// A chain judged again moves its outcome: the totals take the old one back, the counter
+    /// keeps it (a counter never goes down) and counts the new one.
+    #[test]
+    fn a_chain_judged_again_never_lowers_a_counter() {
+        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, SpanStatus, TraceId};
+        let hop = |id: u8, parent: Option<u8>, service: &str, status| Span {
+            trace_id: TraceId([1; 16]),
+            span_id: SpanId([id; 8]),
+            parent_span_id: parent.map(|p| SpanId([p; 8])),
+            service: std::sync::Arc::from(service),
+            name: std::sync::Arc::from("op"),
+            kind: SpanKind::Server,
+            start_unix_nano: 1_000_000,
+            end_unix_nano: 50_000_000,
+            status,
+            budget: BudgetFacts::default(),
+        };
+        let mut store = crate::store::Store::new(100);
+        store.insert_spans([hop(2, Some(1), "orders", SpanStatus::Unset)]);
+        store.judge_all();
+        let metrics = Metrics::new(10);
+        metrics.publish_totals(store.totals());
+        let before = store.totals().outcomes;
+        // The root arrives, answering with an error: judged again.
+        store.insert_spans([hop(1, None, "frontend", SpanStatus::Error)]);
+        store.analyse_dirty();
+        let after = store.totals().outcomes;
+        assert_eq!(store.counters().chains_rejudged, 1);
+        assert_ne!(before, after);
+        metrics.publish_totals(store.totals());
+        let (text, _) = metrics.encode(false);
+        let samples: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("budget_top_chains_total{"))
+            .collect();
+        for outcome in ChainOutcome::ALL {
+            let value = (before.get(outcome)).max(after.get(outcome));
+            let line = format!(
+                "budget_top_chains_total{{outcome=\"{}\"}} {value}",
+                outcome.as_str()
+            );
+            assert!(samples.contains(&line.as_str()), "{line} in {samples:?}");
+        }
+    }
+
     #[test]
     fn a_histogram_reads_its_buckets_from_the_sketch() {
         let mut sketch = Sketch::new();
