@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
@@ -168,6 +168,98 @@ impl Listening {
         let ok = Command::new("kill").args([signal, &pid]).status().unwrap();
         assert!(ok.success());
         self.wait(limit)
+    }
+}
+
+/// A running `budget-top serve` on ports picked by the system.
+pub struct Serving {
+    child: Child,
+    pub http: SocketAddr,
+    pub api: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+/// Starts `budget-top serve ARGS` on port 0 everywhere and reads where it listens from its
+/// start-up line (`serving: receivers grpc A, http B (...); API http(s)://C (...)`).
+#[track_caller]
+pub fn serve(args: &[&str]) -> Serving {
+    let mut child = Command::new(bin())
+        .arg("serve")
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--api", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("serve printed no start-up line");
+    let receivers = line
+        .strip_prefix("serving: receivers ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    let http = receivers
+        .split(", http ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let api = line
+        .split("API http://")
+        .nth(1)
+        .or_else(|| line.split("API https://").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no API address in {line}"))
+        .parse()
+        .unwrap();
+    Serving {
+        child,
+        http,
+        api,
+        stderr: rx,
+    }
+}
+
+impl Serving {
+    /// Sends SIGTERM and waits (at most `limit`) for the exit status and the rest of stderr.
+    #[track_caller]
+    pub fn terminate(mut self, limit: Duration) -> (Option<i32>, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("serve did not stop within {limit:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        (status.code(), stderr)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
