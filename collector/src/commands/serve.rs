@@ -59,7 +59,7 @@ pub async fn run(
     };
     api.readiness.ready();
     for line in startup_lines(&ingest, &api, &args) {
-        eprintln!("{line}");
+        crate::stderr_line!("{line}");
     }
 
     let mut store = retention.store();
@@ -89,12 +89,12 @@ pub async fn run(
         }
     }
 
-    eprintln!(
+    crate::stderr_line!(
         "stopping: the listeners are closed; judging every chain held (a second signal exits at once, without the report)"
     );
     tokio::spawn(async move {
         signals.recv().await;
-        eprintln!("budget-top: a second signal: exiting at once, without the report");
+        crate::stderr_line!("budget-top: a second signal: exiting at once, without the report");
         std::process::exit(EXIT_SECOND_SIGNAL);
     });
     ingest.shutdown();
@@ -217,7 +217,7 @@ fn write_reports(
             .and_then(|json| with_store_counts(&json, &store.counters()))?;
         std::fs::write(path, json)
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
-        eprintln!(
+        crate::stderr_line!(
             "wrote the report of {} chain(s), {} span(s) to {}",
             report.summary.traces,
             report.summary.spans,
@@ -228,7 +228,7 @@ fn write_reports(
         let page = report_html::render(store, &report, Some(&counts), Severity::Error);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
-        eprintln!("wrote the page to {}", path.display());
+        crate::stderr_line!("wrote the page to {}", path.display());
     }
     Ok(())
 }
