@@ -204,14 +204,23 @@ fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
     );
     // The work done for nobody is counted, in ms; the worker is blamed only for work it
     // finished after the edge stopped waiting, which the worker saw too (its caller gone when
-    // it answered).
+    // it answered). The worker learns of the hang-up when Node delivers the socket's close, a
+    // few ms after the edge's span ended (tens on a loaded machine): an item that ended in
+    // between is work for nobody to the spans and not yet to the worker's log. Beyond that
+    // notice, the two agree.
+    const HANG_UP_NOTICE_MS: i64 = 50;
     assert!(
         tight.report["summary"]["wasted_ms"].as_i64().unwrap() > 0,
         "{}",
         tight.dump()
     );
+    let orphaned_beyond_notice = tight
+        .findings()
+        .filter(|f| f["kind"] == "orphaned_work" && f["service"] == "worker")
+        .filter(|f| f["wasted_ms"].as_i64().unwrap_or(0) > HANG_UP_NOTICE_MS)
+        .count() as u64;
     assert!(
-        tight.count("orphaned_work", "worker") <= tight.worker("worked_for_nobody"),
+        orphaned_beyond_notice <= tight.worker("worked_for_nobody"),
         "{}",
         tight.dump()
     );
