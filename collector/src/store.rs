@@ -13,6 +13,7 @@
 //! chains (by first arrival) are evicted first, so memory stays flat under any load, and
 //! nothing evicted leaves the totals.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use foldhash::{HashMap, HashMapExt as _};
@@ -212,8 +213,10 @@ struct Judged {
     fold: u64,
     /// The second of the store's clock it was judged in (its place in [`Recent`]).
     second: u64,
-    /// Its hop samples.
-    hops: Box<[HopSample]>,
+    /// Its hop samples, kept apart only once a span joins the chain after its verdict (taken
+    /// from the chain just before): until then the chain is as it was judged, and they are read
+    /// from it again. Most judged chains never get another span.
+    hops: Option<Box<[HopSample]>>,
 }
 
 /// The seconds [`Store::recent_totals`] covers: the screen's "last minute".
@@ -280,6 +283,8 @@ struct Verdicts {
     recent: Option<Recent>,
     /// The second of the store's clock now ([`Store::set_clock`]).
     second: u64,
+    /// The hop samples of the chain being folded (reused: no allocation per fold).
+    hops: Vec<HopSample>,
 }
 
 impl Verdicts {
@@ -288,26 +293,40 @@ impl Verdicts {
         let Some(analysis) = entry.analysis.as_ref() else {
             return;
         };
-        let hops = HopSample::of(analysis, &entry.chain);
+        HopSample::fill(&mut self.hops, analysis, &entry.chain);
         self.folds += 1;
-        self.totals.fold(analysis, edges, &hops);
+        self.totals.fold(analysis, edges, &self.hops);
         if let Some(recent) = self.recent.as_mut() {
-            recent.at(self.second).fold(analysis, edges, &hops);
+            recent.at(self.second).fold(analysis, edges, &self.hops);
         }
         self.list.offer(&analysis.findings, self.folds);
         entry.judged = Some(Judged {
             fold: self.folds,
             second: self.second,
-            hops: hops.into(),
+            hops: None,
         });
     }
 
     /// Takes a judged entry's contribution back out (`old` and `old_edges`: what it was folded
-    /// with).
-    fn unfold(&mut self, judged: &Judged, old: &ChainAnalysis, old_edges: &[EdgeSample]) {
-        self.totals.unfold(old, old_edges, &judged.hops);
+    /// with; `chain`: the chain now, whose hop samples are the ones folded unless `judged`
+    /// kept them apart).
+    fn unfold(
+        &mut self,
+        judged: &Judged,
+        old: &ChainAnalysis,
+        old_edges: &[EdgeSample],
+        chain: &Chain,
+    ) {
+        let hops = match &judged.hops {
+            Some(kept) => kept,
+            None => {
+                HopSample::fill(&mut self.hops, old, chain);
+                &self.hops[..]
+            }
+        };
+        self.totals.unfold(old, old_edges, hops);
         if let Some(t) = self.recent.as_mut().and_then(|r| r.of(judged.second)) {
-            t.unfold(old, old_edges, &judged.hops);
+            t.unfold(old, old_edges, hops);
         }
         self.list.withdraw(&old.findings, judged.fold);
     }
@@ -369,6 +388,7 @@ impl Store {
                 folds: 0,
                 recent: None,
                 second: 0,
+                hops: Vec::new(),
             },
             settle_ns: DEFAULT_SETTLE.as_nanos() as u64,
             unjudged: VecDeque::new(),
@@ -479,6 +499,12 @@ impl Store {
             // name it by: name them in full until the chain is analysed again.
             entry.samples = entry.samples.detach(&entry.chain);
         }
+        if let (Some(judged), Some(analysis)) = (entry.judged.as_mut(), entry.analysis.as_ref())
+            && judged.hops.is_none()
+        {
+            // The span may replace a hop: keep what the chain was judged with.
+            judged.hops = Some(HopSample::of(analysis, &entry.chain).into());
+        }
         match entry.chain.insert(span) {
             Inserted::New => {
                 self.counters.spans_held += 1;
@@ -511,6 +537,13 @@ impl Store {
         if !entry.dirty {
             entry.dirty = true;
             self.dirty.push(trace_id);
+            // The same for the chains waiting to be analysed (`check` analyses none before it
+            // judges them).
+            if self.dirty.len() > self.chains.len() * 2 + 1024 {
+                let chains = &self.chains;
+                self.dirty
+                    .retain(|id| chains.get(id).is_some_and(|e| e.dirty));
+            }
         }
         self.trim_attributes();
         // Chains evicted with attributes leave their place behind: sweep now and then, so the
@@ -571,6 +604,14 @@ impl Store {
         );
         self.unjudged.push_back(trace_id);
         self.counters.chains_held += 1;
+        // Chains judged or evicted since leave their place behind: sweep now and then, so the
+        // queue stays within a few times the chains held (`check --input` never waits for a
+        // chain to settle).
+        if self.unjudged.len() > self.chains.len() * 2 + 1024 {
+            let chains = &self.chains;
+            self.unjudged
+                .retain(|id| chains.get(id).is_some_and(|e| e.judged.is_none()));
+        }
     }
 
     /// Evicts the oldest chains until `extra` more spans fit.
@@ -748,7 +789,7 @@ impl Store {
         entry.samples = EdgeSamples::pack(&edges, &entry.chain);
         if let Some(judged) = entry.judged.take() {
             if let (Some(old), Some(old_edges)) = (old, old_edges) {
-                verdicts.unfold(&judged, &old, &old_edges);
+                verdicts.unfold(&judged, &old, &old_edges, &entry.chain);
             }
             counters.chains_rejudged += 1;
             verdicts.fold(entry, &edges);
@@ -839,32 +880,46 @@ impl Store {
         }
         self.settled_at_unix_nano = now;
         let settle = self.settle_ns;
-        self.judge_where(|e| e.last_span_unix_nano.saturating_add(settle) <= now)
+        // A chain that arrived less than `settle` ago cannot be quiet for that long yet.
+        let arrived_before = now.saturating_sub(settle).saturating_add(1);
+        self.judge_where(
+            |e| e.last_span_unix_nano.saturating_add(settle) <= now,
+            arrived_before,
+        )
     }
 
     /// Judges every chain held that is not judged yet (the end of a run, or a report).
     pub fn judge_all(&mut self) -> usize {
-        self.judge_where(|_| true)
+        self.judge_where(|_| true, u64::MAX)
     }
 
-    fn judge_where(&mut self, due: impl Fn(&Entry) -> bool) -> usize {
+    /// Judges the chains `due` says are, looking at the unjudged ones in arrival order up to
+    /// the first that arrived at or after `arrived_before` (none after it can be due): a
+    /// listening store's tick then looks at the chains of the last `settle`, not at every one.
+    fn judge_where(&mut self, due: impl Fn(&Entry) -> bool, arrived_before: u64) -> usize {
         let mut now: Vec<TraceId> = Vec::new();
-        let mut keep = VecDeque::new();
         let mut any_root_call = false;
-        while let Some(trace_id) = self.unjudged.pop_front() {
-            let Some(entry) = self.chains.get(&trace_id) else {
-                continue; // evicted (and judged) since
-            };
-            if entry.judged.is_none() {
+        // Chains looked at and kept for later are moved to the front, in their order.
+        let (mut kept, mut looked) = (0, 0);
+        while let Some(&trace_id) = self.unjudged.get(looked) {
+            if let Some(entry) = self.chains.get(&trace_id)
+                && entry.judged.is_none()
+            {
+                if entry.arrived_unix_nano >= arrived_before {
+                    break;
+                }
                 if due(entry) {
                     any_root_call |= roots_in_a_call(&entry.chain);
                     now.push(trace_id);
                 } else {
-                    keep.push_back(trace_id);
+                    self.unjudged[kept] = trace_id;
+                    kept += 1;
                 }
             }
+            // Else evicted (and judged) or judged since: it leaves the queue.
+            looked += 1;
         }
-        self.unjudged = keep;
+        self.unjudged.drain(kept..looked);
         // Calls that lost their context, judged across every chain held: one pass for all the
         // chains judged now, and only when one of them is rooted in a call.
         let lost = if any_root_call {
@@ -1061,15 +1116,14 @@ impl Store {
     /// The report of the chains judged so far, without judging the others (a report while
     /// spans still arrive).
     pub fn report_of_judged(&self) -> Report {
-        let held: Vec<(Vec<EdgeSample>, &Chain)> = self
+        // Each chain's samples unpacked as the report walks it (all at once would be ~800
+        // bytes a chain held).
+        let held = self
             .chains
             .values()
             .filter(|e| e.judged.is_some())
-            .map(|e| (e.samples.unpack(&e.chain), &e.chain))
-            .collect();
-        self.verdicts
-            .totals
-            .report(&self.verdicts.list, held.iter().map(|(s, c)| (&s[..], *c)))
+            .map(|e| (Cow::Owned(e.samples.unpack(&e.chain)), &e.chain));
+        self.verdicts.totals.report(&self.verdicts.list, held)
     }
 }
 

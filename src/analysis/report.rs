@@ -1,6 +1,7 @@
 //! The headless report of `CONVENTIONS.md` section 4, written from the running totals of every
 //! judged chain (section 6), and read back from its JSON so that reports merge.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use foldhash::HashMap;
@@ -19,11 +20,12 @@ impl Totals {
     /// judged now from the edges' totals: `timeout_inverted` against an inferred timeout is
     /// listed on each call of the chains still `held` (each chain's edge samples and spans),
     /// and once per edge with the count for the others; they and `timeout_oversized` come
-    /// after the chains' findings.
+    /// after the chains' findings. `held` is walked only when some edge needs it, one chain at
+    /// a time (a store unpacks each chain's samples as it goes).
     pub fn report<'a>(
         &self,
         list: &FindingList,
-        held: impl IntoIterator<Item = (&'a [EdgeSample], &'a Chain)>,
+        held: impl IntoIterator<Item = (Cow<'a, [EdgeSample]>, &'a Chain)>,
     ) -> Report {
         let mut list = list.clone();
         let mut on_held: HashMap<(Arc<str>, Arc<str>), u64> = HashMap::default();
@@ -34,11 +36,11 @@ impl Totals {
             .sorted()
             .iter()
             .any(|e| e.inverted_by_inferred().is_some());
-        for (samples, chain) in held.into_iter().filter(|_| inverting) {
+        for (samples, chain) in inverting.then(|| held.into_iter()).into_iter().flatten() {
             let before = held_inverted.len();
             // The calls' names, looked up once a chain has an inverted call.
             let mut names: Option<HashMap<SpanId, Arc<str>>> = None;
-            for sample in samples {
+            for sample in samples.iter() {
                 let Some(e) = self.edges.of_sample(sample) else {
                     continue;
                 };
@@ -234,7 +236,10 @@ impl Report {
             list.offer(&a.findings, seq as u64);
             analyses.push(a);
         }
-        let held = analyses.iter().map(|a| &a.edges[..]).zip(&chains);
+        let held = analyses
+            .iter()
+            .map(|a| Cow::from(&a.edges[..]))
+            .zip(&chains);
         totals.report(&list, held)
     }
 

@@ -41,19 +41,23 @@ pub struct HopSample {
 impl HopSample {
     /// The hop samples of one analysed chain: one per hop row.
     pub fn of(analysis: &ChainAnalysis, chain: &Chain) -> Vec<HopSample> {
-        analysis
-            .rows
-            .iter()
-            .filter_map(|row| {
-                let span = chain.span(row.span as usize)?;
-                span.kind.is_hop().then(|| HopSample {
-                    service: span.service.clone(),
-                    work_ms: span.duration_ms(),
-                    dead_ms: i64::from(row.dead_ms),
-                    queue_wait_ms: span.budget.queue_wait_ms,
-                })
+        let mut out = Vec::new();
+        Self::fill(&mut out, analysis, chain);
+        out
+    }
+
+    /// The same into `out`, emptied first (a buffer reused from chain to chain).
+    pub fn fill(out: &mut Vec<HopSample>, analysis: &ChainAnalysis, chain: &Chain) {
+        out.clear();
+        out.extend(analysis.rows.iter().filter_map(|row| {
+            let span = chain.span(row.span as usize)?;
+            span.kind.is_hop().then(|| HopSample {
+                service: span.service.clone(),
+                work_ms: span.duration_ms(),
+                dead_ms: i64::from(row.dead_ms),
+                queue_wait_ms: span.budget.queue_wait_ms,
             })
-            .collect()
+        }));
     }
 }
 
