@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use deadline_budget::analysis::{Report, TraceId};
 use deadline_budget::carrier::Carriers;
+use deadline_budget::duration::format_duration;
 use tokio::time::Instant;
 
 mod file_input;
@@ -243,31 +244,17 @@ fn how_it_ends(args: &CheckArgs) -> String {
         }
         (Some(idle), None) => format!(
             "ends {} after the last span (none yet: it waits for the first), or at Ctrl-C or SIGTERM, and prints the report",
-            humanize(idle)
+            format_duration(idle)
         ),
         (None, Some(d)) => format!(
             "ends after {}, or at Ctrl-C or SIGTERM, and prints the report",
-            humanize(d)
+            format_duration(d)
         ),
         (Some(idle), Some(d)) => format!(
             "ends {} after the last span (none yet) or after {} at most, or at Ctrl-C or SIGTERM, and prints the report",
-            humanize(idle),
-            humanize(d)
+            format_duration(idle),
+            format_duration(d)
         ),
-    }
-}
-
-/// `1.5s`, `500ms`, `2m`.
-fn humanize(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(60_000) && ms > 0 {
-        format!("{}m", ms / 60_000)
-    } else if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else if ms >= 1000 {
-        format!("{}s", d.as_secs_f64())
-    } else {
-        format!("{ms}ms")
     }
 }
 

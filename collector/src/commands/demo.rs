@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use budget_demo::{Demo, Scenario};
 use deadline_budget::carrier::Carriers;
+use deadline_budget::duration::format_duration;
 use tokio::time::Instant;
 
 use super::check;
@@ -67,24 +68,17 @@ fn endpoint(ingest: &Ingest) -> anyhow::Result<String> {
 /// What `demo --check` says under its scenario line, so that 15 quiet seconds do not look
 /// hung: how long the load runs, and that the report follows.
 fn how_the_load_ends(run_for: Option<Duration>, requests: Option<u64>) -> String {
-    let seconds = |d: Duration| {
-        if d.subsec_millis() == 0 {
-            format!("{}s", d.as_secs())
-        } else {
-            format!("{}ms", d.as_millis())
-        }
-    };
     let load = match (run_for, requests) {
-        (Some(d), None) => format!("sends load for {}", seconds(d)),
+        (Some(d), None) => format!("sends load for {}", format_duration(d)),
         (None, Some(n)) => format!("sends {n} request(s)"),
         (Some(d), Some(n)) => format!(
             "sends {n} request(s), or load for {} if that ends first",
-            seconds(d)
+            format_duration(d)
         ),
         (None, None) => "sends load".to_owned(),
     };
     let grace = if run_for.is_some() {
-        format!(" (at most {} more)", seconds(ANSWER_GRACE))
+        format!(" (at most {} more)", format_duration(ANSWER_GRACE))
     } else {
         String::new()
     };
@@ -294,7 +288,7 @@ mod tests {
         );
         assert!(
             super::how_the_load_ends(Some(Duration::from_millis(1500)), Some(3))
-                .starts_with("sends 3 request(s), or load for 1500ms if that ends first, then")
+                .starts_with("sends 3 request(s), or load for 1.5s if that ends first, then")
         );
     }
 

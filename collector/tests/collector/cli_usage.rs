@@ -130,6 +130,14 @@ fn a_listening_check_says_how_it_ends() {
         finished.stderr
     );
     assert_eq!(finished.json()["summary"]["spans"], 0, "{finished:?}");
+    // Durations are said as they are written: `--for 90m` is 1h 30m, not 90m or 5400s.
+    let check = listen(&["check", "--for", "90m"]);
+    let finished = check.terminate(Duration::from_secs(30));
+    assert!(
+        finished.stderr.contains("ends after 1h 30m, or at Ctrl-C"),
+        "{}",
+        finished.stderr
+    );
 }
 
 #[test]
