@@ -25,6 +25,10 @@ use crate::telemetry::{Export, Telemetry};
 /// caller) before dropping them.
 const DRAIN: Duration = Duration::from_secs(5);
 
+/// The longest a stopping service waits for work in flight before flushing its spans: the
+/// drain of its requests, then of work that outlived its caller (slow-dependency's lesson).
+pub const STOP_WAIT: Duration = DRAIN.saturating_mul(2);
+
 /// A service serving its listener until the stop token is cancelled.
 type Serving = Pin<Box<dyn Future<Output = std::io::Result<()>>>>;
 

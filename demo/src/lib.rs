@@ -19,6 +19,7 @@ mod topology;
 
 pub use args::{DemoArgs, at_least_one, parse_positive_duration};
 pub use deadline_budget::duration::parse_duration;
+pub use host::STOP_WAIT;
 pub use latency::Latencies;
 pub use load::{LoadCounts, LoadPlan, LoadStats};
 pub use scenario::{Scenario, Timing, Topology, UnknownScenario};

@@ -93,8 +93,12 @@ impl Driver {
     /// is joined and every port closed.
     pub async fn stop(self) {
         if self.link.snapshot().scenario.is_some() {
-            // The screen is gone; the drain of in-flight requests can take a second or two.
-            crate::stderr_line!("budget-top: stopping the demo services...");
+            // The screen is gone; the drain of work in flight can take seconds (slow-dependency's
+            // outlived work): say how long at most, so it does not look hung.
+            crate::stderr_line!(
+                "budget-top: stopping the demo services (up to {}: letting work in flight end, then flushing its spans)...",
+                deadline_budget::duration::format_duration(budget_demo::STOP_WAIT)
+            );
         }
         self.stop.cancel();
         let _ = self.task.await;
