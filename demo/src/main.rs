@@ -86,7 +86,7 @@ struct LoadArgs {
     /// Spans per second in all, more than 0 (default: as fast as the receiver takes them).
     #[arg(long, value_name = "R", required_if_eq("open_loop", "true"), value_parser = positive_rate)]
     rate: Option<f64>,
-    /// Stop sending after this long even if spans remain (e.g. 5m).
+    /// Stop sending after this long even if spans remain (e.g. 5m; a bare number is seconds).
     #[arg(long = "for", value_name = "D", value_parser = parse_positive_duration)]
     run_for: Option<Duration>,
     /// Send at --rate whatever the answers, many requests in flight per connection (an
@@ -117,7 +117,7 @@ struct RunArgs {
     /// http://127.0.0.1:4317]
     #[arg(long, value_name = "URL", value_parser = parse_endpoint)]
     endpoint: Option<String>,
-    /// Stop after this long (e.g. 30s); default: run until Ctrl-C.
+    /// Stop after this long (e.g. 30s; a bare number is seconds); default: run until Ctrl-C.
     #[arg(long = "for", value_name = "D", value_parser = parse_positive_duration)]
     run_for: Option<Duration>,
     #[command(flatten)]
@@ -215,8 +215,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn recording(args: &RecordingArgs) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let out: Box<dyn std::io::Write> = if args.output == std::path::Path::new("-") {
+    let to_stdout = args.output == std::path::Path::new("-");
+    let out: Box<dyn std::io::Write> = if to_stdout {
         Box::new(std::io::stdout().lock())
     } else {
         Box::new(
@@ -224,22 +224,39 @@ fn recording(args: &RecordingArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot create {}", args.output.display()))?,
         )
     };
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
     let per_line = budget_demo::otlp_load::Template::spans_per_request(args.batch, args.depth);
     let lines = args.spans.div_ceil(per_line);
+    match write_recording(out, lines, args) {
+        Ok(()) => {}
+        // `recording -o - | head`: the reader has what it wanted; a quiet end, as `list | head`.
+        Err(e) if to_stdout && e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot write {}", args.output.display()));
+        }
+    }
+    budget_demo::stderr_line!(
+        "wrote {} spans in {lines} {} of {per_line} (chains of {} hops)",
+        lines * per_line,
+        if lines == 1 { "line" } else { "lines" },
+        args.depth
+    );
+    Ok(())
+}
+
+/// Writes `lines` OTLP/JSON lines of the recording to `out`.
+fn write_recording(
+    out: Box<dyn std::io::Write>,
+    lines: u64,
+    args: &RecordingArgs,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
     for n in 0..lines {
         let request = budget_demo::otlp_load::recording_request(n, args.batch, args.depth);
         serde_json::to_writer(&mut out, &request)?;
         out.write_all(b"\n")?;
     }
     out.flush()
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    budget_demo::stderr_line!(
-        "wrote {} spans in {lines} lines of {per_line} (chains of {} hops)",
-        lines * per_line,
-        args.depth
-    );
-    Ok(())
 }
 
 async fn load(args: LoadArgs) -> anyhow::Result<()> {
@@ -266,8 +283,14 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
     };
     let to_send = plan.spans_to_send();
     if to_send != args.spans {
+        // With --for the time may end it first: the rounded count is then only a bound.
+        let sending = if args.run_for.is_some() {
+            "sending at most"
+        } else {
+            "sending"
+        };
         budget_demo::stderr_line!(
-            "sending {to_send} spans, not {}: requests of {} spans, whole chains of {} hops",
+            "{sending} {to_send} spans, not {}: requests of {} spans, whole chains of {} hops",
             args.spans,
             plan.spans_per_request(),
             args.depth

@@ -338,3 +338,63 @@ async fn cure_on_a_scenario_right_already_says_it_changes_nothing() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_with_for_says_the_rounded_count_is_a_bound() {
+    // `load --open-loop --for 2s` may be ended by --for long before the rounded count is sent.
+    let sink = Sink::start().await;
+    let output = tokio::task::spawn_blocking(move || {
+        run_to_end(&[
+            "load",
+            "--grpc",
+            &sink.addr.to_string(),
+            "--spans",
+            "100",
+            "--for",
+            "30s",
+        ])
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sending at most 104 spans, not 100: requests of 104 spans"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn recording_into_a_closed_pipe_ends_quietly() {
+    // `budget-demo recording -o - | head`: 'Error: Broken pipe (os error 32)' and exit 1.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_budget-demo"))
+        .args(["recording", "--spans", "100000", "-o", "-"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn recording_of_one_line_says_line() {
+    let dir = std::env::temp_dir().join(format!("recording-one-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("one.jsonl");
+    let output = Command::new(env!("CARGO_BIN_EXE_budget-demo"))
+        .args(["recording", "--spans", "10", "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("wrote 512 spans in 1 line of 512 (chains of 4 hops)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
