@@ -11,6 +11,7 @@ use deadline_budget::analysis::{
 };
 
 use crate::ingest::IngestCounts;
+use crate::present::format::{grouped, ms_grouped};
 use crate::span_text::for_report;
 
 /// Renders the report. `roots` names each chain by its root span (service, name); `edges`
@@ -41,13 +42,13 @@ pub fn render(
         .collect();
     let _ = writeln!(
         out,
-        "chains by outcome: {}; {} ms of work done for nobody",
+        "chains by outcome: {}; {} of work done for nobody",
         if outcomes.is_empty() {
             "none".to_owned()
         } else {
             outcomes.join(", ")
         },
-        s.wasted_ms
+        ms_grouped(s.wasted_ms)
     );
     if let Some(warning) = s.coverage.warning() {
         let _ = writeln!(
@@ -187,11 +188,11 @@ pub fn render(
                 percentiles(&e.forwarded),
                 percentiles(&e.latency),
                 match e.timeout() {
-                    Some((t, true)) => format!("~{t} ms (inferred)"),
-                    Some((t, false)) => format!("{t} ms"),
+                    Some((t, true)) => format!("~{} (inferred)", ms_grouped(t)),
+                    Some((t, false)) => ms_grouped(t),
                     None => "-".into(),
                 },
-                format!("{} ms", e.wasted_ms),
+                ms_grouped(e.wasted_ms),
                 if findings.is_empty() {
                     "-".into()
                 } else {
@@ -263,7 +264,7 @@ fn advice_section(edges: &[&EdgeAggregate]) -> String {
 
 fn percentiles(d: &Sketch) -> String {
     match (d.p50(), d.p99()) {
-        (Some(p50), Some(p99)) => format!("{p50}/{p99} ms"),
+        (Some(p50), Some(p99)) => format!("{}/{}", grouped(p50), ms_grouped(p99)),
         _ => "-".into(),
     }
 }

@@ -129,7 +129,7 @@ fn text_report_has_a_table_per_chain_and_per_edge_without_colour_when_piped() {
         row.ends_with("forwarded 3000 ms with only 700 ms left"),
         "{row}"
     );
-    assert!(text.contains("3000/3000 ms"), "edge percentiles: {text}");
+    assert!(text.contains("3,000/3,000 ms"), "edge percentiles: {text}");
     assert!(
         text.contains("EDGES") && text.contains("orders    inventory"),
         "{text}"

@@ -20,7 +20,9 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step};
-use crate::present::format::{axis_step, counted, fit, ms, severity_glyph, unicode_width};
+use crate::present::format::{
+    axis_step, counted, fit, ms, ms_grouped, severity_glyph, unicode_width,
+};
 use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
 use crate::screen::{ChainView, Overlay, State};
 use crate::span_text::for_screen;
@@ -686,7 +688,7 @@ fn draw_explanation(
             )];
             if let Some(w) = f.wasted_ms.filter(|w| *w > 0) {
                 parts.push(TextSpan::styled(
-                    format!("  ({} wasted)", ms(w)),
+                    format!("  ({} wasted)", ms_grouped(w)),
                     theme.late(),
                 ));
             }
