@@ -30,7 +30,8 @@ pub struct Cli {
     #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N", value_parser = at_least_one)]
     pub max_spans: usize,
     /// How long a chain must be quiet before it is judged and counted in the totals (a span
-    /// arriving later judges it again while it is held).
+    /// arriving later judges it again while it is held). D: 3s, 500ms, 2m, 1h; a bare number
+    /// is seconds.
     #[arg(long, global = true, default_value = "5s", value_name = "D", value_parser = parse_duration)]
     pub settle: std::time::Duration,
     /// Findings a report lists at most; its counts stay exact. Per kind, the findings that
@@ -76,7 +77,7 @@ impl Cli {
     }
 }
 
-/// A duration (`3s`, `500ms`, `2m`) longer than zero.
+/// A duration (`3s`, `500ms`, `2m`, `1h`, or a bare number of seconds) longer than zero.
 pub fn positive_duration(value: &str) -> Result<Duration, String> {
     let duration = parse_duration(value)?;
     if duration.is_zero() {
@@ -253,11 +254,12 @@ pub struct CheckArgs {
     /// Where to listen when there is no --input.
     #[command(flatten)]
     pub listen: Listen,
-    /// Stop once spans have arrived and none came for D (e.g. 3s, 500ms). Without --idle or
-    /// --for, Ctrl-C or SIGTERM ends the listening and prints the report.
+    /// Stop once spans have arrived and none came for D (3s, 500ms, 2m, 1h; a bare number is
+    /// seconds). Without --idle or --for, Ctrl-C or SIGTERM ends the listening and prints the
+    /// report.
     #[arg(long, value_name = "D", value_parser = positive_duration)]
     pub idle: Option<Duration>,
-    /// Stop after listening for D.
+    /// Stop after listening for D (a bare number is seconds).
     #[arg(long = "for", id = "for_", value_name = "D", value_parser = positive_duration)]
     pub for_: Option<Duration>,
     /// Report format on stdout.
@@ -372,8 +374,8 @@ pub struct DemoArgs {
     #[arg(long)]
     pub check: bool,
     /// With --check: send load for D, then report once the requests in flight are answered (at
-    /// most 10 s more; default 15s; with --requests, until every request is answered or D has
-    /// passed).
+    /// most 10 s more; default 15s, a bare number is seconds; with --requests, until every
+    /// request is answered or D has passed).
     #[arg(long = "for", id = "for_", value_name = "D", value_parser = positive_duration)]
     pub for_: Option<Duration>,
     /// With --check: the report format on stdout [default: text].

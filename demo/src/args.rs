@@ -98,7 +98,7 @@ pub fn at_least_one<T: std::str::FromStr + PartialEq + From<u8>>(text: &str) -> 
     }
 }
 
-/// A duration (`15s`, `500ms`, `2m`) longer than zero: `--for 0s` would run nothing.
+/// A duration (`15s`, `500ms`, `2m`, `1h`, or a bare number of seconds) longer than zero: `--for 0s` would run nothing.
 pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     let duration = crate::parse_duration(text)?;
     if duration.is_zero() {
