@@ -327,3 +327,66 @@ fn max_findings_0_says_how_many_it_left_out_never_no_findings() {
         "the page says no findings"
     );
 }
+
+/// The long flags a `--help` lists (`--grpc <ADDR>` → `--grpc`), `--help`/`--version` aside.
+fn help_flags(bin: &str, args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut flags: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("-")
+                .map_or(l, |_| l.split_once(", ").map_or(l, |(_, r)| r));
+            l.strip_prefix("--")
+                .map(|r| format!("--{}", r.split([' ', '=', '\t']).next().unwrap_or_default()))
+        })
+        .filter(|f| f != "--help" && f != "--version")
+        .collect();
+    flags.dedup();
+    flags
+}
+
+#[test]
+fn every_flag_in_help_is_in_the_readme() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let demo_readme = std::fs::read_to_string(root.join("demo/README.md")).unwrap();
+    let top = env!("CARGO_BIN_EXE_budget-top");
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for sub in ["check", "record", "replay", "merge", "serve", "demo"] {
+        for flag in help_flags(top, &[sub]) {
+            checked += 1;
+            if !readme.contains(&format!("`{flag}")) && !readme.contains(&format!(" {flag}")) {
+                missing.push(format!("budget-top {sub} {flag}: not in README.md"));
+            }
+        }
+    }
+    let demo_bin = std::path::Path::new(top).with_file_name("budget-demo");
+    if demo_bin.exists() {
+        let demo_bin = demo_bin.to_string_lossy().into_owned();
+        for sub in [&[][..], &["load"], &["recording"], &["list"]] {
+            for flag in help_flags(&demo_bin, sub) {
+                checked += 1;
+                let both = format!("{readme}{demo_readme}");
+                if !both.contains(&format!("`{flag}")) && !both.contains(&format!(" {flag}")) {
+                    missing.push(format!(
+                        "budget-demo {} {flag}: not in README.md nor demo/README.md",
+                        sub.join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 60,
+        "only {checked} flags found in the --help texts"
+    );
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
