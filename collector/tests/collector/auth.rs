@@ -1,6 +1,6 @@
 //! Who may send (CONVENTIONS §7): `--bearer-token-file` on real sockets. A request without the
 //! token is answered 401 / `UNAUTHENTICATED` before its body is read, never with a retry hint,
-//! and counted; the right token in any scheme case is served.
+//! and counted; the right token in any scheme case (`Bearer`, `bearer`, `BEARER`) is served.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,12 +40,13 @@ async fn start(token: &Path) -> Ingest {
 }
 
 /// The `Authorization` values tried, and whether each is let in.
-const CASES: [(Option<&str>, bool); 6] = [
+const CASES: [(Option<&str>, bool); 7] = [
     (None, false),
     (Some("Bearer wrong-token"), false),
     (Some("Basic s3cret-Token_42"), false),
     (Some("Bearer s3cret-token_42"), false),
     (Some("bearer s3cret-Token_42"), true),
+    (Some("BEARER s3cret-Token_42"), true),
     (Some("Bearer s3cret-Token_42"), true),
 ];
 
@@ -114,9 +115,9 @@ async fn http_requests_without_the_token_get_401_unread_and_counted() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let counts = ingest.stats.snapshot();
     assert_eq!(counts.requests_unauthenticated, 4 * 4 + 1);
-    assert_eq!(counts.requests_accepted, 2 * 2);
-    assert_eq!(counts.requests_ignored, 2 * 2);
-    assert_eq!(counts.spans_accepted, 2 * 2 * 5);
+    assert_eq!(counts.requests_accepted, 2 * 3);
+    assert_eq!(counts.requests_ignored, 2 * 3);
+    assert_eq!(counts.spans_accepted, 2 * 3 * 5);
     assert_eq!(
         (counts.requests_rejected, counts.requests_refused),
         (0, 0),
@@ -213,8 +214,8 @@ async fn grpc_requests_without_the_token_get_unauthenticated_and_are_counted() {
     assert_eq!(status.code(), tonic::Code::Unauthenticated);
     let counts = ingest.stats.snapshot();
     assert_eq!(counts.requests_unauthenticated, 4 * 2 + 1);
-    assert_eq!(counts.requests_accepted, 2);
-    assert_eq!(counts.requests_ignored, 2);
+    assert_eq!(counts.requests_accepted, 3);
+    assert_eq!(counts.requests_ignored, 3);
     assert_eq!((counts.requests_rejected, counts.spans_refused), (0, 0));
 }
 
