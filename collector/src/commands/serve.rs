@@ -90,7 +90,7 @@ pub async fn run(
     }
 
     crate::stderr_line!(
-        "stopping: the listeners are closed; judging every chain held (a second signal exits at once, without the report)"
+        "stopping: the listeners are closed; finishing the requests in progress, then judging every chain held (a second signal exits at once, without the report)"
     );
     tokio::spawn(async move {
         signals.recv().await;

@@ -454,6 +454,99 @@ fn sigterm_during_a_flood_keeps_every_accepted_span_in_the_report() {
 }
 
 #[test]
+fn a_scraper_at_100_per_second_is_served_and_ingest_loses_nothing() {
+    let dir = scratch("serve_scraper");
+    let report = dir.join("report.json");
+    let serving = serve(&["--settle", "100ms", "--report", report.to_str().unwrap()]);
+    let (http, api) = (serving.http, serving.api);
+    // The scraper: every 10 ms for 2 s (at most 200 scrapes), counting what was not a 200.
+    let scraper = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let (mut scrapes, mut failed) = (0u32, Vec::new());
+            let started = Instant::now();
+            while scrapes < 200 && started.elapsed() < Duration::from_secs(2) {
+                let answer = get(&format!("http://{api}/metrics"), None, None).await;
+                scrapes += 1;
+                if answer.status != 200 {
+                    failed.push(answer.status);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (scrapes, failed)
+        })
+    });
+    // Meanwhile 200 chains, one request each: one sender at a time is never refused for load
+    // without the scraper, so none may be with it.
+    const CHAINS: u32 = 200;
+    runtime().block_on(async {
+        for n in 0..CHAINS {
+            assert_eq!(
+                post(http, &chain(n, "frontend"), None).await,
+                200,
+                "chain {n}"
+            );
+        }
+        report_of(api, u64::from(CHAINS), None).await;
+    });
+    let (scrapes, failed) = scraper.join().unwrap();
+    assert!(scrapes > 0);
+    assert!(
+        failed.is_empty(),
+        "{} of {scrapes} scrapes failed: {failed:?}",
+        failed.len()
+    );
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let written: Json = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let spans = u64::from(CHAINS) * 5;
+    assert_eq!(written["ingest"]["spans_accepted"], spans, "{written}");
+    assert_eq!(written["ingest"]["spans_refused"], 0, "{written}");
+    assert_eq!(written["ingest"]["requests_refused"], 0, "{written}");
+    assert_eq!(written["summary"]["spans"], spans);
+    assert_eq!(written["summary"]["traces"], u64::from(CHAINS));
+}
+
+#[test]
+fn a_second_signal_exits_at_once_with_130_and_no_report() {
+    use std::io::Write as _;
+    let dir = scratch("serve_second_signal");
+    let report = dir.join("report.json");
+    let mut serving = serve(&["--report", report.to_str().unwrap()]);
+    // An API request that has sent half its head: the shutdown waits for it (up to the header
+    // timeout, 10 s), which holds serve in "finishing the requests in progress".
+    let mut half = std::net::TcpStream::connect(serving.api).unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHost: budget-top\r\n")
+        .unwrap();
+    // The request is read once it is accepted: a whole request after it on another connection
+    // is answered only once serve runs, so the half one is in progress by then.
+    runtime().block_on(async {
+        assert_eq!(
+            get(&format!("http://{}/healthz", serving.api), None, None)
+                .await
+                .status,
+            200
+        );
+    });
+    serving.signal();
+    let said = serving.stderr_until(
+        "finishing the requests in progress",
+        Duration::from_secs(60),
+    );
+    assert!(
+        serving.running(),
+        "serve stopped before the half request was finished: {said}"
+    );
+    serving.signal();
+    // 130 rather than 0: the drain did not end on its own (that writes the report and exits 0).
+    let (code, stderr) = serving.terminate_wait(Duration::from_secs(60));
+    assert_eq!(code, Some(130), "{said}{stderr}");
+    assert!(stderr.contains("a second signal"), "{stderr}");
+    assert!(!stderr.contains("wrote the report"), "{stderr}");
+    assert!(!report.exists(), "a second signal writes no report");
+    drop(half);
+}
+
+#[test]
 fn bad_files_and_flags_are_refused_at_start() {
     let dir = scratch("serve_refusals");
     let empty = dir.join("empty-token");

@@ -224,9 +224,8 @@ pub fn serve(args: &[&str]) -> Serving {
 }
 
 impl Serving {
-    /// Sends SIGTERM and waits (at most `limit`) for the exit status and the rest of stderr.
-    #[track_caller]
-    pub fn terminate(mut self, limit: Duration) -> (Option<i32>, String) {
+    /// Sends SIGTERM and returns at once.
+    pub fn signal(&self) {
         let pid = self.child.id().to_string();
         assert!(
             Command::new("kill")
@@ -235,6 +234,44 @@ impl Serving {
                 .unwrap()
                 .success()
         );
+    }
+
+    /// The next line serve writes on stderr that contains `text` (at most `limit`), and the
+    /// lines before it.
+    #[track_caller]
+    pub fn stderr_until(&self, text: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        let mut seen = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => {
+                    seen.push_str(&line);
+                    seen.push('\n');
+                    if line.contains(text) {
+                        return seen;
+                    }
+                }
+                Err(_) => panic!("serve never said {text:?} within {limit:?}: {seen}"),
+            }
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Sends SIGTERM and waits (at most `limit`) for the exit status and the rest of stderr.
+    #[track_caller]
+    pub fn terminate(self, limit: Duration) -> (Option<i32>, String) {
+        self.signal();
+        self.terminate_wait(limit)
+    }
+
+    /// Waits (at most `limit`) for the exit status and the rest of stderr, sending nothing.
+    #[track_caller]
+    pub fn terminate_wait(mut self, limit: Duration) -> (Option<i32>, String) {
         let deadline = Instant::now() + limit;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
