@@ -2,7 +2,9 @@
 //! receivers, its API read over HTTP. The metrics say what `/api/report` says; the scraper's
 //! `Accept` picks OpenMetrics; the token guards everything but the probes; `/api/chains` gives
 //! chains `check --input` reads again and refuses what it cannot answer; label sets past
-//! `--max-series` go to `other`, counted; SIGTERM during a flood loses no accepted span;
+//! `--max-series` go to `other`, counted, and 100,000 service names keep them and the memory
+//! bounded; a scraper at 100/s is served without costing ingest a span; SIGTERM during a flood
+//! loses no accepted span, and a second signal exits 130 at once without the report;
 //! a bad file or flag is refused at start. And a real Prometheus (Debian's `prometheus`,
 //! installed by `.ci/tools` when missing) scrapes it and finds the same counts.
 
@@ -504,6 +506,117 @@ fn a_scraper_at_100_per_second_is_served_and_ingest_loses_nothing() {
     assert_eq!(written["ingest"]["requests_refused"], 0, "{written}");
     assert_eq!(written["summary"]["spans"], spans);
     assert_eq!(written["summary"]["traces"], u64::from(CHAINS));
+}
+
+/// `VmHWM` (peak resident set) of process `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_hundred_thousand_service_names_keep_the_series_and_the_memory_bounded() {
+    const CHAINS: u32 = 50_000;
+    const PER_REQUEST: u32 = 500;
+    const MAX_SERIES: usize = 1000;
+    const MAX_SPANS: u64 = 300_000;
+    let dir = scratch("serve_many_services");
+    let report = dir.join("report.json");
+    let serving = serve(&[
+        "--settle",
+        "100ms",
+        "--max-series",
+        &MAX_SERIES.to_string(),
+        "--max-spans",
+        &MAX_SPANS.to_string(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let (http, api) = (serving.http, serving.api);
+    let m = runtime().block_on(async {
+        // 50,000 chains whose frontend and orders are named after the chain: 100,000 names.
+        for first in (0..CHAINS).step_by(PER_REQUEST as usize) {
+            let mut request = ExportTraceServiceRequest::default();
+            for n in first..first + PER_REQUEST {
+                let mut one = chain(n, &format!("frontend-{n}"));
+                for resource in &mut one.resource_spans {
+                    let service = &mut resource.resource.as_mut().unwrap().attributes[0];
+                    if format!("{:?}", service.value).contains("\"orders\"") {
+                        *service = crate::support::string("service.name", &format!("orders-{n}"));
+                    }
+                }
+                request.resource_spans.extend(one.resource_spans);
+            }
+            // A request refused for load (the store behind) is sent again, at most 200 times.
+            let mut tries = 0;
+            while post(http, &request, None).await != 200 {
+                tries += 1;
+                assert!(tries < 200, "chains from {first} never accepted");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let m = samples(&get(&format!("http://{api}/metrics"), None, None).await.body);
+            if sum(&m, "budget_top_chains_total") == f64::from(CHAINS) {
+                return m;
+            }
+            assert!(Instant::now() < deadline, "never judged: {m:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    // Every family: at most --max-series label sets of its own, and `other`.
+    let mut sets: BTreeMap<&str, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for key in m.keys() {
+        let (name, labels) = key.split_once('{').unwrap_or((key, ""));
+        let family = name
+            .trim_end_matches("_bucket")
+            .trim_end_matches("_count")
+            .trim_end_matches("_sum");
+        let labels: Vec<&str> = labels
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|l| !l.starts_with("le="))
+            .collect();
+        sets.entry(family).or_default().insert(labels.join(","));
+    }
+    for (family, labels) in &sets {
+        assert!(
+            labels.len() <= MAX_SERIES + 1,
+            "{family}: {} label sets",
+            labels.len()
+        );
+    }
+    assert_eq!(sets["budget_top_edge_calls_total"].len(), MAX_SERIES + 1);
+    // Two edges a chain (frontend-N -> orders-N, orders-N -> inventory): every call counted.
+    assert_eq!(
+        sum(&m, "budget_top_edge_calls_total"),
+        f64::from(2 * CHAINS)
+    );
+    // The sets past the cap, counted: the totals hold at most MAX_TOTALS_KEYS edges (and
+    // their own `other`), and each one past --max-series is one here.
+    let overflow = m["budget_top_series_overflow_total{family=\"budget_top_edge_calls_total\"}"];
+    let totals = deadline_budget::analysis::MAX_TOTALS_KEYS;
+    assert_eq!(overflow, (totals + 1 - MAX_SERIES) as f64, "{overflow}");
+    assert!(
+        m.keys().any(|k| k.starts_with("budget_top_findings_total{") && k.contains("service=\"other\"")),
+        "the findings of 50,000 services past the cap are in `other`"
+    );
+    // The peak resident set: 100 MiB for the program and its buffers, 2 KiB for each span
+    // --max-spans lets the store hold (a span costs ~330 bytes in check --input's measured
+    // peak: docs/performance.md), 1 KiB for each label set the 11 families may hold.
+    let peak = peak_rss_kib(serving.pid());
+    let bound = 100 * 1024 + 2 * MAX_SPANS + 11 * MAX_SERIES as u64;
+    assert!(peak < bound, "peak RSS {peak} KiB, bound {bound} KiB");
+    let (code, stderr) = serving.terminate(Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{stderr}");
+    let written: Json = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let spans = u64::from(CHAINS) * 5;
+    assert_eq!(written["ingest"]["spans_accepted"], spans);
+    assert_eq!(written["summary"]["spans"], spans);
+    assert_eq!(written["summary"]["traces"], u64::from(CHAINS));
+    eprintln!("peak RSS {peak} KiB (bound {bound} KiB)");
 }
 
 #[test]

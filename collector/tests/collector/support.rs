@@ -257,6 +257,11 @@ impl Serving {
         }
     }
 
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
