@@ -263,10 +263,7 @@ fn check_with_a_token_file_others_can_read_warns_serves_and_counts() {
         &path.to_string_lossy(),
     ]);
     let http = check.http;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let client = reqwest::Client::new();
         for (t, authorization) in [(1u8, None), (2, Some("Bearer s3cret-Token_42"))] {

@@ -198,10 +198,7 @@ fn record_writes_gzip_when_the_name_ends_in_gz() {
     let dir = scratch("cli_usage_record_gz");
     let path = dir.join("rec.jsonl.gz");
     let recorder = listen(&["record", "-o", path.to_str().unwrap()]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let response = reqwest::Client::new()
             .post(format!("http://{}/v1/traces", recorder.http))

@@ -567,10 +567,7 @@ fn a_listening_check_writes_the_page_with_what_it_received() {
     let page = dir.join("listening.html");
     let check =
         crate::support::listen(&["check", "--idle", "1s", "--html", page.to_str().unwrap()]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let response = reqwest::Client::new()
             .post(format!("http://{}/v1/traces", check.http))

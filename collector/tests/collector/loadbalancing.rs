@@ -93,10 +93,7 @@ fn batches_routed_by_trace_id_over_gzip_grpc_and_gzip_http_reach_their_own_insta
     // Instance A gets traces 1, 3 (gRPC, gzip); instance B gets 2, 4 (HTTP protobuf, gzip).
     let a = listen(&["check", "--idle", "1s", "--format", "json"]);
     let b = listen(&["check", "--idle", "1s", "--format", "json"]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let (parents, children) = routed(&[1, 3]);
         let mut grpc = TraceServiceClient::connect(format!("http://{}", a.grpc))

@@ -277,10 +277,7 @@ fn the_collector_sends_every_span_to_the_backend_and_to_budget_top_over_tls_with
     );
 
     // The services' spans, into the Collector's otlp receiver.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let mut client = TraceServiceClient::connect(format!("http://{receiver}"))
             .await
@@ -410,10 +407,7 @@ fn prometheus_reaches_budget_top_over_tls_with_the_shipped_token_file() {
         .spawn()
         .unwrap();
     // The first scrape comes within one scrape_interval (15 s) of the start.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     let seen = runtime.block_on(async {
         let client = reqwest::Client::new();
         let give_up = tokio::time::Instant::now() + Duration::from_secs(90);

@@ -11,10 +11,7 @@ fn record_then_check_the_recording() {
     let dir = scratch("record_then_check");
     let path = dir.join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let response = http
@@ -67,10 +64,7 @@ fn ctrl_c_flushes_the_recording_too() {
     let dir = scratch("record_ctrl_c");
     let path = dir.join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     runtime.block_on(async {
         let response = reqwest::Client::new()
             .post(format!("http://{}/v1/traces", recorder.http))

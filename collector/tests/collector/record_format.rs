@@ -39,10 +39,7 @@ fn a_recording_is_in_the_collector_file_exporters_spelling() {
     let dir = scratch("record_format");
     let path = dir.join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::runtime();
     // Sent as protobuf, so the JSON on disk is budget-top's own writing, not an echo.
     let [first, _] = file_exporter_lines();
     let request: ExportTraceServiceRequest = serde_json::from_str(&first).unwrap();

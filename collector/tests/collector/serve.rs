@@ -20,14 +20,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use serde_json::Value as Json;
 
-use crate::support::{reset_chain, run, scratch, serve};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use crate::support::{reset_chain, run, runtime, scratch, serve};
 
 /// An answer: status, content type, body.
 struct Answer {

@@ -799,3 +799,11 @@ impl StockRun {
         )
     }
 }
+
+/// A current-thread runtime for a test's own clients (the server under test is a process).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}

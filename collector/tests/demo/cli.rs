@@ -229,18 +229,7 @@ fn the_new_stories_report_their_findings_and_their_cures_none_of_them() {
             "{scenario}: the load ran: {}",
             describe(&output)
         );
-        let found = |kind: &str| -> Vec<&Json> {
-            report["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|f| f["kind"] == kind)
-                .filter(|f| {
-                    !matches!(kind, "orphaned_work" | "ran_after_expiry")
-                        || f["wasted_ms"].as_i64().unwrap_or(0) > TRANSIT_MS
-                })
-                .collect()
-        };
+        let found = |kind: &str| found(&report, kind);
         if !cure {
             assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
             for kind in *shows {
@@ -306,18 +295,7 @@ fn slow_dependency_and_retry_layers_report_their_findings_and_their_cures_none_o
             "{scenario}: the load ran: {}",
             describe(&output)
         );
-        let found = |kind: &str| -> Vec<&Json> {
-            report["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|f| f["kind"] == kind)
-                .filter(|f| {
-                    !matches!(kind, "orphaned_work" | "ran_after_expiry")
-                        || f["wasted_ms"].as_i64().unwrap_or(0) > TRANSIT_MS
-                })
-                .collect()
-        };
+        let found = |kind: &str| found(&report, kind);
         match (scenario, cure) {
             ("slow-dependency", false) => {
                 assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
@@ -584,4 +562,19 @@ fn fail_on_takes_a_list_with_empty() {
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     assert_eq!(json_report(&output)["summary"]["traces"], 2);
+}
+
+/// The report's findings of `kind`, leaving out dead work no longer than a request's transit
+/// (a callee's deadline starts when the request arrives).
+fn found<'a>(report: &'a Json, kind: &str) -> Vec<&'a Json> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .filter(|f| {
+            !matches!(kind, "orphaned_work" | "ran_after_expiry")
+                || f["wasted_ms"].as_i64().unwrap_or(0) > TRANSIT_MS
+        })
+        .collect()
 }
