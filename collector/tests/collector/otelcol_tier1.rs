@@ -105,14 +105,7 @@ impl Collector {
     /// successful exit, and returns everything it logged.
     #[track_caller]
     pub fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        crate::support::send_signal(&self.child, "-TERM");
         let stop_by = Instant::now() + Duration::from_secs(30);
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {

@@ -164,9 +164,7 @@ impl Listening {
     /// Sends a signal (`-TERM`, `-INT`), then waits.
     #[track_caller]
     pub fn signal(self, signal: &str, limit: Duration) -> Finished {
-        let pid = self.child.id().to_string();
-        let ok = Command::new("kill").args([signal, &pid]).status().unwrap();
-        assert!(ok.success());
+        send_signal(&self.child, signal);
         self.wait(limit)
     }
 }
@@ -226,14 +224,7 @@ pub fn serve(args: &[&str]) -> Serving {
 impl Serving {
     /// Sends SIGTERM and returns at once.
     pub fn signal(&self) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        send_signal(&self.child, "-TERM");
     }
 
     /// The next line serve writes on stderr that contains `text` (at most `limit`), and the
@@ -673,14 +664,7 @@ impl Service {
     /// SIGTERM, then what the service printed that it saw.
     #[track_caller]
     pub fn stop(mut self) -> Json {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        send_signal(&self.child, "-TERM");
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         let _ = self.child.wait();
@@ -806,4 +790,12 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// Sends `signal` (`-TERM`, `-INT`) to `child`, asserting it was delivered.
+#[track_caller]
+pub fn send_signal(child: &Child, signal: &str) {
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
+    assert!(sent.success(), "kill {signal} {pid}");
 }
