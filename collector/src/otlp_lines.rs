@@ -178,33 +178,49 @@ impl Reader {
     /// caller to recognise ([`cut_short`], and whether a line that is not blank follows).
     pub fn next_text(
         &mut self,
-        mut repaired: impl FnMut(usize, &str),
+        repaired: impl FnMut(usize, &str),
     ) -> Result<Option<(usize, String)>, RecordingError> {
-        self.number += 1;
-        let mut bytes = Vec::new();
-        let n =
-            self.lines
-                .read_until(b'\n', &mut bytes)
-                .map_err(|source| RecordingError::Read {
-                    path: self.path.clone(),
-                    line: self.number,
-                    source,
-                })?;
-        if n == 0 {
+        if !self.read_line(repaired)? {
             return Ok(None);
         }
-        let text = match String::from_utf8(bytes) {
-            Ok(text) => text,
+        Ok(Some((self.number, std::mem::take(&mut self.text))))
+    }
+
+    /// Reads the next line into `self.text` and counts it; `false` at the end. A line that is
+    /// not valid UTF-8 is repaired (U+FFFD for the bad bytes) and `repaired` told its number
+    /// and what was repaired.
+    fn read_line(&mut self, mut repaired: impl FnMut(usize, &str)) -> Result<bool, RecordingError> {
+        self.number += 1;
+        // The buffer of the line before, whichever of the two holds it.
+        if self.bytes.capacity() < self.text.capacity() {
+            self.bytes = std::mem::take(&mut self.text).into_bytes();
+        }
+        self.bytes.clear();
+        self.text.clear();
+        let n = self
+            .lines
+            .read_until(b'\n', &mut self.bytes)
+            .map_err(|source| RecordingError::Read {
+                path: self.path.clone(),
+                line: self.number,
+                source,
+            })?;
+        if n == 0 {
+            return Ok(false);
+        }
+        // Checked once: valid UTF-8 (nearly always) becomes the text without a copy.
+        match String::from_utf8(std::mem::take(&mut self.bytes)) {
+            Ok(text) => self.text = text,
             Err(invalid) => {
-                let bytes = invalid.into_bytes();
-                let (text, repairs) = ingest::utf8::repair_json(&bytes);
+                self.bytes = invalid.into_bytes();
+                let (text, repairs) = ingest::utf8::repair_json(&self.bytes);
+                self.text.push_str(&String::from_utf8_lossy(&text));
                 if let Some(message) = repairs.message() {
                     repaired(self.number, &message);
                 }
-                String::from_utf8_lossy(&text).into_owned()
             }
-        };
-        Ok(Some((self.number, text)))
+        }
+        Ok(true)
     }
 
     /// The next request, skipping blank lines; `None` at the end. A line that was not valid
@@ -215,35 +231,8 @@ impl Reader {
         mut repaired: impl FnMut(usize, &str),
     ) -> Result<Option<Request>, RecordingError> {
         loop {
-            self.number += 1;
-            // The buffer of the line before, whichever of the two holds it.
-            if self.bytes.capacity() < self.text.capacity() {
-                self.bytes = std::mem::take(&mut self.text).into_bytes();
-            }
-            self.bytes.clear();
-            self.text.clear();
-            let n = self
-                .lines
-                .read_until(b'\n', &mut self.bytes)
-                .map_err(|source| RecordingError::Read {
-                    path: self.path.clone(),
-                    line: self.number,
-                    source,
-                })?;
-            if n == 0 {
+            if !self.read_line(&mut repaired)? {
                 return Ok(None);
-            }
-            // Checked once: valid UTF-8 (nearly always) becomes the text without a copy.
-            match String::from_utf8(std::mem::take(&mut self.bytes)) {
-                Ok(text) => self.text = text,
-                Err(invalid) => {
-                    self.bytes = invalid.into_bytes();
-                    let (text, repairs) = ingest::utf8::repair_json(&self.bytes);
-                    self.text.push_str(&String::from_utf8_lossy(&text));
-                    if let Some(message) = repairs.message() {
-                        repaired(self.number, &message);
-                    }
-                }
             }
             match parse_line(&self.path, self.number, &self.text) {
                 Ok(Some(request)) => {
