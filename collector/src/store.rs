@@ -21,18 +21,22 @@ use std::sync::Arc;
 
 use deadline_budget::analysis::{
     Chain, ChainAnalysis, ChainSummary, Coverage, DEFAULT_MAX_FINDINGS, EdgeAggregate, EdgeReport,
-    EdgeSample, FindingKind, FindingList, HopSample, Inserted, LostContext, Options, OutcomeCounts,
-    Report, SeverityCounts, Span, SpanId, Totals, TraceId, lost_contexts,
+    FindingList, HopSample, Inserted, LostContext, Options, OutcomeCounts, Report, SeverityCounts,
+    Span, Totals, TraceId, lost_contexts,
 };
-use opentelemetry_proto::tonic::common::v1::KeyValue;
 
 use crate::batch::{self, Batch, RawAttributes};
 
 mod attributes;
+mod pins;
 mod samples;
+mod verdicts;
 pub use attributes::SpanAttributes;
 use attributes::{ChainAttributes, Dictionary};
+use pins::Pins;
 use samples::EdgeSamples;
+pub use verdicts::RECENT_SECONDS;
+use verdicts::{Judged, Recent, Verdicts};
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
@@ -177,159 +181,6 @@ struct Entry {
     /// For how many finding kinds it is kept past its eviction ([`Pins`]); out of `order`
     /// while above 0.
     pins: u8,
-}
-
-/// The chains kept whole past their eviction for the HTML page: per finding kind, at most
-/// [`PINNED_PER_KIND`], the ones whose findings of the kind explain the most dead work (then the
-/// chain's own); all of them together within a quarter of `--max-spans`.
-#[derive(Debug)]
-struct Pins {
-    /// Per kind: (its findings' largest wasted ms, the chain's wasted ms, the chain).
-    per_kind: Vec<Vec<(i64, i64, TraceId)>>,
-}
-
-impl Default for Pins {
-    fn default() -> Self {
-        Pins {
-            per_kind: vec![Vec::new(); FindingKind::COUNT],
-        }
-    }
-}
-
-impl Pins {
-    /// The chains pinned, each once.
-    fn chains(&self) -> Vec<TraceId> {
-        let mut all: Vec<TraceId> = self.per_kind.iter().flatten().map(|p| p.2).collect();
-        all.sort_unstable();
-        all.dedup();
-        all
-    }
-}
-
-/// What a judged chain was folded with beyond its analysis and edge samples.
-#[derive(Debug)]
-struct Judged {
-    /// Its fold's number (the findings list's "newest").
-    fold: u64,
-    /// The second of the store's clock it was judged in (its place in [`Recent`]).
-    second: u64,
-    /// Its hop samples, kept apart only once a span joins the chain after its verdict (taken
-    /// from the chain just before): until then the chain is as it was judged, and they are read
-    /// from it again. Most judged chains never get another span.
-    hops: Option<Box<[HopSample]>>,
-}
-
-/// The seconds [`Store::recent_totals`] covers: the screen's "last minute".
-pub const RECENT_SECONDS: u64 = 60;
-
-/// The verdicts of the last [`RECENT_SECONDS`], one [`Totals`] per second of the store's clock
-/// in which chains were judged: what every chain judged then contributed, held or evicted since
-/// (a chain judged again is taken out of its second, if still here, and folded into the
-/// current one). Bounded: at most that many seconds, each capped as the totals are.
-#[derive(Debug, Default)]
-struct Recent {
-    seconds: VecDeque<(u64, Totals)>,
-}
-
-impl Recent {
-    /// The totals of `second`, the newest: the seconds too old to be shown go.
-    fn at(&mut self, second: u64) -> &mut Totals {
-        while self
-            .seconds
-            .front()
-            .is_some_and(|(s, _)| s + RECENT_SECONDS <= second)
-        {
-            self.seconds.pop_front();
-        }
-        if self.seconds.back().is_none_or(|(s, _)| *s < second) {
-            self.seconds.push_back((second, Totals::new()));
-        }
-        // A clock that went back folds into the newest second.
-        &mut self
-            .seconds
-            .back_mut()
-            .unwrap_or_else(|| unreachable!("pushed"))
-            .1
-    }
-
-    fn of(&mut self, second: u64) -> Option<&mut Totals> {
-        self.seconds
-            .iter_mut()
-            .find(|(s, _)| *s == second)
-            .map(|(_, t)| t)
-    }
-
-    /// The verdicts of the [`RECENT_SECONDS`] up to `now` (a second), merged.
-    fn merged(&self, now: u64) -> Totals {
-        let mut out = Totals::new();
-        for (_, t) in self
-            .seconds
-            .iter()
-            .filter(|(s, _)| s + RECENT_SECONDS > now)
-        {
-            out.merge(t);
-        }
-        out
-    }
-}
-
-/// The totals every judged chain is folded into, and the findings list beside them.
-#[derive(Debug)]
-struct Verdicts {
-    totals: Totals,
-    list: FindingList,
-    folds: u64,
-    /// The last minute's verdicts, when kept ([`Store::with_recent`]: the screen's).
-    recent: Option<Recent>,
-    /// The second of the store's clock now ([`Store::set_clock`]).
-    second: u64,
-    /// The hop samples of the chain being folded (reused: no allocation per fold).
-    hops: Vec<HopSample>,
-}
-
-impl Verdicts {
-    /// Folds an entry's analysis (and `edges`, its edge samples) in, once.
-    fn fold(&mut self, entry: &mut Entry, edges: &[EdgeSample]) {
-        let Some(analysis) = entry.analysis.as_ref() else {
-            return;
-        };
-        HopSample::fill(&mut self.hops, analysis, &entry.chain);
-        self.folds += 1;
-        self.totals.fold(analysis, edges, &self.hops);
-        if let Some(recent) = self.recent.as_mut() {
-            recent.at(self.second).fold(analysis, edges, &self.hops);
-        }
-        self.list.offer(&analysis.findings, self.folds);
-        entry.judged = Some(Judged {
-            fold: self.folds,
-            second: self.second,
-            hops: None,
-        });
-    }
-
-    /// Takes a judged entry's contribution back out (`old` and `old_edges`: what it was folded
-    /// with; `chain`: the chain now, whose hop samples are the ones folded unless `judged`
-    /// kept them apart).
-    fn unfold(
-        &mut self,
-        judged: &Judged,
-        old: &ChainAnalysis,
-        old_edges: &[EdgeSample],
-        chain: &Chain,
-    ) {
-        let hops = match &judged.hops {
-            Some(kept) => kept,
-            None => {
-                HopSample::fill(&mut self.hops, old, chain);
-                &self.hops[..]
-            }
-        };
-        self.totals.unfold(old, old_edges, hops);
-        if let Some(t) = self.recent.as_mut().and_then(|r| r.of(judged.second)) {
-            t.unfold(old, old_edges, hops);
-        }
-        self.list.withdraw(&old.findings, judged.fold);
-    }
 }
 
 /// The store. See the module documentation.
@@ -671,73 +522,6 @@ impl Store {
         }
     }
 
-    /// Pins a chain being evicted for each of its finding kinds it is among the worst of,
-    /// within [`PINNED_SHARE`] of the bound; returns the pinned chains no kind keeps any
-    /// longer (to be let go).
-    fn pin(&mut self, trace_id: TraceId, entry: &mut Entry) -> Vec<TraceId> {
-        let Some(analysis) = entry.analysis.as_ref() else {
-            return Vec::new();
-        };
-        if analysis.findings.is_empty() {
-            return Vec::new();
-        }
-        let chain_wasted = analysis.summary.wasted_ms;
-        let mut worst = [None::<i64>; FindingKind::COUNT];
-        for f in &analysis.findings {
-            let w = f.wasted_ms.unwrap_or(0);
-            let slot = &mut worst[f.kind as usize];
-            *slot = Some(slot.map_or(w, |v| v.max(w)));
-        }
-        // The kinds it is among the worst of, and the chain each would displace.
-        let mut wins: Vec<(usize, Option<usize>)> = Vec::new();
-        for (kind, w) in worst.iter().enumerate() {
-            let Some(w) = *w else { continue };
-            let pinned = &self.pins.per_kind[kind];
-            if pinned.len() < PINNED_PER_KIND {
-                wins.push((kind, None));
-                continue;
-            }
-            let least = pinned
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, p)| (p.0, p.1))
-                .filter(|(_, p)| (p.0, p.1) < (w, chain_wasted));
-            if let Some((i, _)) = least {
-                wins.push((kind, Some(i)));
-            }
-        }
-        if wins.is_empty() {
-            return Vec::new();
-        }
-        let pinned_spans: usize = self
-            .pins
-            .chains()
-            .iter()
-            .filter_map(|id| self.chains.get(id))
-            .map(|e| e.chain.len())
-            .sum();
-        if pinned_spans + entry.chain.len() > self.max_spans / PINNED_SHARE {
-            return Vec::new();
-        }
-        let mut released = Vec::new();
-        for (kind, displaced) in wins {
-            let Some(w) = worst[kind] else { continue };
-            let pinned = &mut self.pins.per_kind[kind];
-            if let Some(i) = displaced {
-                let (_, _, gone) = pinned.swap_remove(i);
-                if let Some(e) = self.chains.get_mut(&gone) {
-                    e.pins = e.pins.saturating_sub(1);
-                    if e.pins == 0 {
-                        released.push(gone);
-                    }
-                }
-            }
-            pinned.push((w, chain_wasted, trace_id));
-            entry.pins += 1;
-        }
-        released
-    }
-
     /// The chain leaves memory (judged already): counted as evicted, remembered so that a span
     /// arriving for it later is counted and not judged.
     fn let_go(&mut self, trace_id: TraceId, entry: &Entry) {
@@ -755,11 +539,6 @@ impl Store {
                 self.evicted_set.remove(&old);
             }
         }
-    }
-
-    /// The chains kept whole past their eviction for the page (a few per finding kind).
-    pub fn pinned(&self) -> Vec<TraceId> {
-        self.pins.chains()
     }
 
     /// Analyses one entry now (what the screen shows of it); a judged chain is judged again:
@@ -998,58 +777,6 @@ impl Store {
             .is_some_and(|e| e.judged.is_some())
     }
 
-    /// The raw attributes of one span, when ingest kept them (decoded now).
-    pub fn attributes(&self, trace_id: TraceId, span_id: SpanId) -> Option<Vec<KeyValue>> {
-        self.chains
-            .get(&trace_id)?
-            .attributes
-            .get(&self.dictionary, span_id)
-            .map(|a| a.attributes)
-    }
-
-    /// The raw attributes of every span of one chain that has them, decoded in one pass (for
-    /// writing a whole chain out: [`Store::attributes`] walks the chain's records for each span).
-    pub fn chain_attributes(&self, trace_id: TraceId) -> HashMap<SpanId, Vec<KeyValue>> {
-        self.chains
-            .get(&trace_id)
-            .map_or_else(HashMap::new, |entry| {
-                entry
-                    .attributes
-                    .all(&self.dictionary)
-                    .into_iter()
-                    .map(|(id, a)| (id, a.attributes))
-                    .collect()
-            })
-    }
-
-    /// What the detail view should say about a span's raw attributes beyond showing them:
-    /// values cut, attributes not kept, or all of them dropped for the store's budget.
-    pub fn attribute_note(&self, trace_id: TraceId, span_id: SpanId) -> Option<String> {
-        let entry = self.chains.get(&trace_id)?;
-        if let Some(attrs) = entry.attributes.get(&self.dictionary, span_id) {
-            let mut parts = Vec::new();
-            if attrs.cut > 0 {
-                parts.push(format!(
-                    "{} value(s) cut to {} KiB",
-                    attrs.cut,
-                    batch::MAX_VALUE_BYTES / 1024
-                ));
-            }
-            if attrs.dropped > 0 {
-                parts.push(format!(
-                    "{} attribute(s) not kept (a span keeps {} KiB of attributes)",
-                    attrs.dropped,
-                    batch::MAX_SPAN_ATTRIBUTE_BYTES / 1024
-                ));
-            }
-            return (!parts.is_empty()).then(|| parts.join("; "));
-        }
-        let position = entry.chain.spans().position(|s| s.span_id == span_id)?;
-        (position < entry.attributes_dropped_below as usize).then(|| {
-            "attributes dropped to stay under --max-attribute-bytes (oldest chains first)".into()
-        })
-    }
-
     /// Caller -> callee figures over every judged chain (held or not), by (caller, callee).
     pub fn edges(&self) -> Vec<&EdgeAggregate> {
         self.verdicts.totals.edges.sorted()
@@ -1128,165 +855,4 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use deadline_budget::analysis::{BudgetFacts, FindingKind, Severity, SpanKind, SpanStatus};
-    use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
-
-    fn span(t: u32) -> Span {
-        let mut trace = [1u8; 16];
-        trace[..4].copy_from_slice(&t.to_be_bytes());
-        Span {
-            trace_id: TraceId(trace),
-            span_id: SpanId([2; 8]),
-            parent_span_id: None,
-            service: Arc::from("svc"),
-            name: Arc::from("op"),
-            kind: SpanKind::Server,
-            start_unix_nano: 1,
-            end_unix_nano: 2,
-            status: SpanStatus::Unset,
-            budget: BudgetFacts::default(),
-        }
-    }
-
-    fn edge_calls(store: &Store) -> Vec<(String, String, u64)> {
-        store
-            .edges()
-            .iter()
-            .map(|e| (e.caller.to_string(), e.callee.to_string(), e.calls))
-            .collect()
-    }
-
-    #[test]
-    fn a_copy_that_moves_a_span_to_another_service_moves_its_edge_too() {
-        let hop = |id: u8, parent: Option<u8>, service: &str, kind, end| Span {
-            span_id: SpanId([id; 8]),
-            parent_span_id: parent.map(|p| SpanId([p; 8])),
-            service: Arc::from(service),
-            kind,
-            end_unix_nano: end,
-            ..span(1)
-        };
-        let first = [
-            hop(1, None, "frontend", SpanKind::Server, 100),
-            hop(2, Some(1), "frontend", SpanKind::Client, 90),
-            hop(3, Some(2), "bff", SpanKind::Server, 80),
-        ];
-        let mut store = Store::new(100);
-        store.insert_spans(first.clone());
-        store.analyse_dirty();
-        // Counted once judged, not before.
-        assert_eq!(edge_calls(&store), []);
-        store.judge_all();
-        assert_eq!(edge_calls(&store), [("frontend".into(), "bff".into(), 1)]);
-        // A later copy of the callee, from another service, wins by content: the judged chain
-        // is judged again, its contribution replaced.
-        let moved = hop(3, Some(2), "orders", SpanKind::Server, 85);
-        store.insert_spans([moved.clone()]);
-        store.analyse_dirty();
-        assert_eq!(store.counters().chains_rejudged, 1);
-        let mut fresh = Store::new(100);
-        fresh.insert_spans([first[0].clone(), first[1].clone(), moved]);
-        fresh.analyse_dirty();
-        fresh.judge_all();
-        assert_eq!(
-            edge_calls(&store),
-            [("frontend".into(), "orders".into(), 1)]
-        );
-        assert_eq!(edge_calls(&store), edge_calls(&fresh));
-        let id = TraceId(span(1).trace_id.0);
-        assert_eq!(store.analysis(id), fresh.analysis(id));
-    }
-
-    #[test]
-    fn chains_evicted_with_attributes_leave_no_trace_behind() {
-        let attrs = RawAttributes::from_key_values(&[KeyValue {
-            key: "k".into(),
-            value: Some(AnyValue {
-                value: Some(Value::StringValue("v".into())),
-            }),
-            ..Default::default()
-        }]);
-        let mut store = Store::new(5);
-        for t in 0..20_000 {
-            store.insert_span(span(t), Some(attrs.clone()));
-            assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
-        }
-        let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
-        assert_eq!(
-            store.counters().attribute_bytes,
-            (held + store.dictionary.bytes()) as u64
-        );
-        let arenas: usize = store
-            .chains
-            .values()
-            .map(|e| e.attributes.bytes_held())
-            .sum();
-        assert_eq!(held, arenas);
-        // Five chains of one span each, the attribute numbered once for all of them.
-        assert_eq!(store.chains.len(), 5);
-        assert_eq!(store.dictionary.len(), 1);
-        for id in store.order.iter() {
-            assert_eq!(store.attributes(*id, SpanId([2; 8])), Some(attrs.decode()));
-        }
-    }
-
-    /// Go's `context.Background()`: the edge's hop (trace 1) made no call; its call is the root
-    /// of trace 2, with pricing under it. Judged across the chains held when trace 2 is judged,
-    /// folded into its analysis (the screen shows it), counted once; not found when the edge's
-    /// hop made a call of its own before trace 2 was judged.
-    #[test]
-    fn lost_contexts_are_folded_into_their_chain_when_it_is_judged() {
-        let at =
-            |t: u32, id: u8, parent: Option<u8>, service: &str, kind, start: u64, end: u64| Span {
-                span_id: SpanId([id; 8]),
-                parent_span_id: parent.map(|p| SpanId([p; 8])),
-                service: Arc::from(service),
-                kind,
-                start_unix_nano: start * 1_000_000,
-                end_unix_nano: end * 1_000_000,
-                ..span(t)
-            };
-        let pair = [
-            at(1, 1, None, "edge", SpanKind::Server, 1000, 1300),
-            at(2, 2, None, "edge", SpanKind::Client, 1010, 1290),
-            at(2, 3, Some(2), "pricing", SpanKind::Server, 1012, 1285),
-        ];
-        let mut store = Store::new(100);
-        store.insert_spans(pair.clone());
-        store.analyse_dirty();
-        let fragment = span(2).trace_id;
-        assert_eq!(store.finding_counts().warning, 0, "not judged yet");
-        store.judge_all();
-        let a = store.analysis(fragment).unwrap();
-        assert_eq!(
-            a.findings.iter().map(|f| f.kind).collect::<Vec<_>>(),
-            vec![FindingKind::ContextLost]
-        );
-        assert_eq!(a.findings[0].linked_trace_id, Some(span(1).trace_id));
-        assert!(a.rows[0].findings.contains(FindingKind::ContextLost));
-        assert_eq!(a.summary.worst, Some(Severity::Warning));
-        assert_eq!(store.finding_counts().warning, 1);
-        let report = store.report();
-        assert_eq!(report.summary.findings.warning, 1);
-        assert_eq!(report.findings.len(), 1);
-        assert_eq!(
-            report.edges[0].findings.get(&FindingKind::ContextLost),
-            Some(&1),
-            "{report:?}"
-        );
-        // A span joining the fragment judges it again: still once.
-        store.insert_spans([at(2, 5, Some(3), "pricing", SpanKind::Internal, 1013, 1280)]);
-        store.analyse_dirty();
-        assert_eq!(store.finding_counts().warning, 1);
-        assert_eq!(store.report().summary.findings.warning, 1);
-
-        // The edge's hop made a call of its own before the fragment was judged: that call was
-        // its work; the root call is not one it lost.
-        let mut other = Store::new(100);
-        other.insert_spans(pair);
-        other.insert_spans([at(1, 4, Some(1), "edge", SpanKind::Client, 1001, 1002)]);
-        assert_eq!(other.report().summary.findings.warning, 0);
-    }
-}
+mod tests;

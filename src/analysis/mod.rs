@@ -32,6 +32,7 @@ mod chain;
 mod chain_analysis;
 mod clocks;
 mod context;
+mod distribution;
 mod edges;
 mod finding_kind;
 mod finding_list;
@@ -47,8 +48,9 @@ pub use chain_analysis::{
     CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row, WaitSlack,
 };
 pub use context::{LostContext, lost_contexts};
+pub use distribution::Distribution;
 pub use edges::{
-    Distribution, EdgeAggregate, EdgeStats, EdgeTimeouts, MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS,
+    EdgeAggregate, EdgeStats, EdgeTimeouts, MIN_INFERRED_CALLS, MIN_OVERSIZED_CALLS,
     OVERSIZED_FACTOR,
 };
 pub use finding_kind::{FindingKind, KindCounts, KindSet, Severity, SeverityCounts};

@@ -16,7 +16,7 @@ use super::finding_kind::{FindingKind, Severity, SeverityCounts};
 /// Where a hop's budget came from: it lives beside the carriers, whose table names it.
 pub use crate::carrier::BudgetSource;
 
-use super::edges::Distribution;
+use super::distribution::Distribution;
 use super::sketch::Sketch;
 
 /// A 16-byte trace id; shown as 32 lowercase hex digits.

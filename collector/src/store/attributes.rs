@@ -22,9 +22,9 @@ use prost::Message as _;
 use prost::encoding::{decode_varint, encode_varint};
 use std::hash::BuildHasher as _;
 
-use deadline_budget::analysis::SpanId;
+use deadline_budget::analysis::{SpanId, TraceId};
 
-use crate::batch::RawAttributes;
+use crate::batch::{self, RawAttributes};
 
 /// Attributes the dictionary holds at most.
 pub const MAX_ENTRIES: usize = 1 << 16;
@@ -262,6 +262,61 @@ impl ChainAttributes {
             out.insert(record.span_id, record.decode(dictionary));
         }
         out
+    }
+}
+
+/// What the screen's detail view reads of a chain's attributes.
+impl super::Store {
+    /// The raw attributes of one span, when ingest kept them (decoded now).
+    pub fn attributes(&self, trace_id: TraceId, span_id: SpanId) -> Option<Vec<KeyValue>> {
+        self.chains
+            .get(&trace_id)?
+            .attributes
+            .get(&self.dictionary, span_id)
+            .map(|a| a.attributes)
+    }
+
+    /// The raw attributes of every span of one chain that has them, decoded in one pass (for
+    /// writing a whole chain out: [`Store::attributes`] walks the chain's records for each span).
+    pub fn chain_attributes(&self, trace_id: TraceId) -> HashMap<SpanId, Vec<KeyValue>> {
+        self.chains
+            .get(&trace_id)
+            .map_or_else(HashMap::new, |entry| {
+                entry
+                    .attributes
+                    .all(&self.dictionary)
+                    .into_iter()
+                    .map(|(id, a)| (id, a.attributes))
+                    .collect()
+            })
+    }
+
+    /// What the detail view should say about a span's raw attributes beyond showing them:
+    /// values cut, attributes not kept, or all of them dropped for the store's budget.
+    pub fn attribute_note(&self, trace_id: TraceId, span_id: SpanId) -> Option<String> {
+        let entry = self.chains.get(&trace_id)?;
+        if let Some(attrs) = entry.attributes.get(&self.dictionary, span_id) {
+            let mut parts = Vec::new();
+            if attrs.cut > 0 {
+                parts.push(format!(
+                    "{} value(s) cut to {} KiB",
+                    attrs.cut,
+                    batch::MAX_VALUE_BYTES / 1024
+                ));
+            }
+            if attrs.dropped > 0 {
+                parts.push(format!(
+                    "{} attribute(s) not kept (a span keeps {} KiB of attributes)",
+                    attrs.dropped,
+                    batch::MAX_SPAN_ATTRIBUTE_BYTES / 1024
+                ));
+            }
+            return (!parts.is_empty()).then(|| parts.join("; "));
+        }
+        let position = entry.chain.spans().position(|s| s.span_id == span_id)?;
+        (position < entry.attributes_dropped_below as usize).then(|| {
+            "attributes dropped to stay under --max-attribute-bytes (oldest chains first)".into()
+        })
     }
 }
 

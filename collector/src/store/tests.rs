@@ -1,0 +1,161 @@
+//! The store's own unit tests.
+
+use super::*;
+use deadline_budget::analysis::{BudgetFacts, FindingKind, Severity, SpanId, SpanKind, SpanStatus};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+
+fn span(t: u32) -> Span {
+    let mut trace = [1u8; 16];
+    trace[..4].copy_from_slice(&t.to_be_bytes());
+    Span {
+        trace_id: TraceId(trace),
+        span_id: SpanId([2; 8]),
+        parent_span_id: None,
+        service: Arc::from("svc"),
+        name: Arc::from("op"),
+        kind: SpanKind::Server,
+        start_unix_nano: 1,
+        end_unix_nano: 2,
+        status: SpanStatus::Unset,
+        budget: BudgetFacts::default(),
+    }
+}
+
+fn edge_calls(store: &Store) -> Vec<(String, String, u64)> {
+    store
+        .edges()
+        .iter()
+        .map(|e| (e.caller.to_string(), e.callee.to_string(), e.calls))
+        .collect()
+}
+
+#[test]
+fn a_copy_that_moves_a_span_to_another_service_moves_its_edge_too() {
+    let hop = |id: u8, parent: Option<u8>, service: &str, kind, end| Span {
+        span_id: SpanId([id; 8]),
+        parent_span_id: parent.map(|p| SpanId([p; 8])),
+        service: Arc::from(service),
+        kind,
+        end_unix_nano: end,
+        ..span(1)
+    };
+    let first = [
+        hop(1, None, "frontend", SpanKind::Server, 100),
+        hop(2, Some(1), "frontend", SpanKind::Client, 90),
+        hop(3, Some(2), "bff", SpanKind::Server, 80),
+    ];
+    let mut store = Store::new(100);
+    store.insert_spans(first.clone());
+    store.analyse_dirty();
+    // Counted once judged, not before.
+    assert_eq!(edge_calls(&store), []);
+    store.judge_all();
+    assert_eq!(edge_calls(&store), [("frontend".into(), "bff".into(), 1)]);
+    // A later copy of the callee, from another service, wins by content: the judged chain
+    // is judged again, its contribution replaced.
+    let moved = hop(3, Some(2), "orders", SpanKind::Server, 85);
+    store.insert_spans([moved.clone()]);
+    store.analyse_dirty();
+    assert_eq!(store.counters().chains_rejudged, 1);
+    let mut fresh = Store::new(100);
+    fresh.insert_spans([first[0].clone(), first[1].clone(), moved]);
+    fresh.analyse_dirty();
+    fresh.judge_all();
+    assert_eq!(
+        edge_calls(&store),
+        [("frontend".into(), "orders".into(), 1)]
+    );
+    assert_eq!(edge_calls(&store), edge_calls(&fresh));
+    let id = TraceId(span(1).trace_id.0);
+    assert_eq!(store.analysis(id), fresh.analysis(id));
+}
+
+#[test]
+fn chains_evicted_with_attributes_leave_no_trace_behind() {
+    let attrs = RawAttributes::from_key_values(&[KeyValue {
+        key: "k".into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue("v".into())),
+        }),
+        ..Default::default()
+    }]);
+    let mut store = Store::new(5);
+    for t in 0..20_000 {
+        store.insert_span(span(t), Some(attrs.clone()));
+        assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
+    }
+    let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
+    assert_eq!(
+        store.counters().attribute_bytes,
+        (held + store.dictionary.bytes()) as u64
+    );
+    let arenas: usize = store
+        .chains
+        .values()
+        .map(|e| e.attributes.bytes_held())
+        .sum();
+    assert_eq!(held, arenas);
+    // Five chains of one span each, the attribute numbered once for all of them.
+    assert_eq!(store.chains.len(), 5);
+    assert_eq!(store.dictionary.len(), 1);
+    for id in store.order.iter() {
+        assert_eq!(store.attributes(*id, SpanId([2; 8])), Some(attrs.decode()));
+    }
+}
+
+/// Go's `context.Background()`: the edge's hop (trace 1) made no call; its call is the root
+/// of trace 2, with pricing under it. Judged across the chains held when trace 2 is judged,
+/// folded into its analysis (the screen shows it), counted once; not found when the edge's
+/// hop made a call of its own before trace 2 was judged.
+#[test]
+fn lost_contexts_are_folded_into_their_chain_when_it_is_judged() {
+    let at = |t: u32, id: u8, parent: Option<u8>, service: &str, kind, start: u64, end: u64| Span {
+        span_id: SpanId([id; 8]),
+        parent_span_id: parent.map(|p| SpanId([p; 8])),
+        service: Arc::from(service),
+        kind,
+        start_unix_nano: start * 1_000_000,
+        end_unix_nano: end * 1_000_000,
+        ..span(t)
+    };
+    let pair = [
+        at(1, 1, None, "edge", SpanKind::Server, 1000, 1300),
+        at(2, 2, None, "edge", SpanKind::Client, 1010, 1290),
+        at(2, 3, Some(2), "pricing", SpanKind::Server, 1012, 1285),
+    ];
+    let mut store = Store::new(100);
+    store.insert_spans(pair.clone());
+    store.analyse_dirty();
+    let fragment = span(2).trace_id;
+    assert_eq!(store.finding_counts().warning, 0, "not judged yet");
+    store.judge_all();
+    let a = store.analysis(fragment).unwrap();
+    assert_eq!(
+        a.findings.iter().map(|f| f.kind).collect::<Vec<_>>(),
+        vec![FindingKind::ContextLost]
+    );
+    assert_eq!(a.findings[0].linked_trace_id, Some(span(1).trace_id));
+    assert!(a.rows[0].findings.contains(FindingKind::ContextLost));
+    assert_eq!(a.summary.worst, Some(Severity::Warning));
+    assert_eq!(store.finding_counts().warning, 1);
+    let report = store.report();
+    assert_eq!(report.summary.findings.warning, 1);
+    assert_eq!(report.findings.len(), 1);
+    assert_eq!(
+        report.edges[0].findings.get(&FindingKind::ContextLost),
+        Some(&1),
+        "{report:?}"
+    );
+    // A span joining the fragment judges it again: still once.
+    store.insert_spans([at(2, 5, Some(3), "pricing", SpanKind::Internal, 1013, 1280)]);
+    store.analyse_dirty();
+    assert_eq!(store.finding_counts().warning, 1);
+    assert_eq!(store.report().summary.findings.warning, 1);
+
+    // The edge's hop made a call of its own before the fragment was judged: that call was
+    // its work; the root call is not one it lost.
+    let mut other = Store::new(100);
+    other.insert_spans(pair);
+    other.insert_spans([at(1, 4, Some(1), "edge", SpanKind::Client, 1001, 1002)]);
+    assert_eq!(other.report().summary.findings.warning, 0);
+}

@@ -1,0 +1,134 @@
+//! The verdicts: what a judged chain was folded into (the running totals, the findings list,
+//! the last minute's totals), and how a chain judged again is taken back out.
+
+use std::collections::VecDeque;
+
+use deadline_budget::analysis::{Chain, ChainAnalysis, EdgeSample, FindingList, HopSample, Totals};
+
+use super::Entry;
+
+/// What a judged chain was folded with beyond its analysis and edge samples.
+#[derive(Debug)]
+pub(super) struct Judged {
+    /// Its fold's number (the findings list's "newest").
+    pub(super) fold: u64,
+    /// The second of the store's clock it was judged in (its place in [`Recent`]).
+    pub(super) second: u64,
+    /// Its hop samples, kept apart only once a span joins the chain after its verdict (taken
+    /// from the chain just before): until then the chain is as it was judged, and they are read
+    /// from it again. Most judged chains never get another span.
+    pub(super) hops: Option<Box<[HopSample]>>,
+}
+
+/// The seconds [`Store::recent_totals`] covers: the screen's "last minute".
+pub const RECENT_SECONDS: u64 = 60;
+
+/// The verdicts of the last [`RECENT_SECONDS`], one [`Totals`] per second of the store's clock
+/// in which chains were judged: what every chain judged then contributed, held or evicted since
+/// (a chain judged again is taken out of its second, if still here, and folded into the
+/// current one). Bounded: at most that many seconds, each capped as the totals are.
+#[derive(Debug, Default)]
+pub(super) struct Recent {
+    pub(super) seconds: VecDeque<(u64, Totals)>,
+}
+
+impl Recent {
+    /// The totals of `second`, the newest: the seconds too old to be shown go.
+    pub(super) fn at(&mut self, second: u64) -> &mut Totals {
+        while self
+            .seconds
+            .front()
+            .is_some_and(|(s, _)| s + RECENT_SECONDS <= second)
+        {
+            self.seconds.pop_front();
+        }
+        if self.seconds.back().is_none_or(|(s, _)| *s < second) {
+            self.seconds.push_back((second, Totals::new()));
+        }
+        // A clock that went back folds into the newest second.
+        &mut self
+            .seconds
+            .back_mut()
+            .unwrap_or_else(|| unreachable!("pushed"))
+            .1
+    }
+
+    pub(super) fn of(&mut self, second: u64) -> Option<&mut Totals> {
+        self.seconds
+            .iter_mut()
+            .find(|(s, _)| *s == second)
+            .map(|(_, t)| t)
+    }
+
+    /// The verdicts of the [`RECENT_SECONDS`] up to `now` (a second), merged.
+    pub(super) fn merged(&self, now: u64) -> Totals {
+        let mut out = Totals::new();
+        for (_, t) in self
+            .seconds
+            .iter()
+            .filter(|(s, _)| s + RECENT_SECONDS > now)
+        {
+            out.merge(t);
+        }
+        out
+    }
+}
+
+/// The totals every judged chain is folded into, and the findings list beside them.
+#[derive(Debug)]
+pub(super) struct Verdicts {
+    pub(super) totals: Totals,
+    pub(super) list: FindingList,
+    pub(super) folds: u64,
+    /// The last minute's verdicts, when kept ([`Store::with_recent`]: the screen's).
+    pub(super) recent: Option<Recent>,
+    /// The second of the store's clock now ([`Store::set_clock`]).
+    pub(super) second: u64,
+    /// The hop samples of the chain being folded (reused: no allocation per fold).
+    pub(super) hops: Vec<HopSample>,
+}
+
+impl Verdicts {
+    /// Folds an entry's analysis (and `edges`, its edge samples) in, once.
+    pub(super) fn fold(&mut self, entry: &mut Entry, edges: &[EdgeSample]) {
+        let Some(analysis) = entry.analysis.as_ref() else {
+            return;
+        };
+        HopSample::fill(&mut self.hops, analysis, &entry.chain);
+        self.folds += 1;
+        self.totals.fold(analysis, edges, &self.hops);
+        if let Some(recent) = self.recent.as_mut() {
+            recent.at(self.second).fold(analysis, edges, &self.hops);
+        }
+        self.list.offer(&analysis.findings, self.folds);
+        entry.judged = Some(Judged {
+            fold: self.folds,
+            second: self.second,
+            hops: None,
+        });
+    }
+
+    /// Takes a judged entry's contribution back out (`old` and `old_edges`: what it was folded
+    /// with; `chain`: the chain now, whose hop samples are the ones folded unless `judged`
+    /// kept them apart).
+    pub(super) fn unfold(
+        &mut self,
+        judged: &Judged,
+        old: &ChainAnalysis,
+        old_edges: &[EdgeSample],
+        chain: &Chain,
+    ) {
+        let hops = match &judged.hops {
+            Some(kept) => kept,
+            None => {
+                HopSample::fill(&mut self.hops, old, chain);
+                &self.hops[..]
+            }
+        };
+        self.totals.unfold(old, old_edges, hops);
+        if let Some(t) = self.recent.as_mut().and_then(|r| r.of(judged.second)) {
+            t.unfold(old, old_edges, hops);
+        }
+        self.list.withdraw(&old.findings, judged.fold);
+    }
+}
