@@ -625,7 +625,7 @@ fn some_base64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Er
         .ok_or_else(|| de::Error::custom(format!("expected base64 bytes, got {}", quoted(&s))))
 }
 
-fn base64(s: &str) -> Option<Vec<u8>> {
+pub(super) fn base64(s: &str) -> Option<Vec<u8>> {
     let sextet = |c: u8| match c {
         b'A'..=b'Z' => Some(c - b'A'),
         b'a'..=b'z' => Some(c - b'a' + 26),

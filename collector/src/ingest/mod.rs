@@ -41,6 +41,7 @@ pub mod gzip;
 mod http;
 pub mod interner;
 pub mod json;
+pub mod json_spans;
 mod limit;
 mod protobuf;
 pub mod tls;

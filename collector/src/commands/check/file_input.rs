@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use deadline_budget::carrier::Carriers;
 
 use crate::batch::Batch;
-use crate::ingest::{decode, interner::Interner};
+use crate::ingest::{decode, decoded, interner::Interner, json_spans};
 use crate::otlp_lines::{self, Reader, RecordingError, Torn};
 use crate::store::Store;
 
@@ -153,7 +153,9 @@ fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
     }
 }
 
-/// A decoder: each line parsed and decoded into a batch, in the order received.
+/// A decoder: each line parsed and decoded into a batch, in the order received. A line is read
+/// straight into spans (`json_spans`) when it can be; else (and for `--html`, which keeps each
+/// span's attributes) through the general OTLP/JSON reader, which names the field in an error.
 fn decode_lines(
     path: &Path,
     lines: &Receiver<Line>,
@@ -169,46 +171,85 @@ fn decode_lines(
                 number,
                 text,
                 last,
-                mut warnings,
-            } => match otlp_lines::parse_line(path, number, &text) {
-                Ok(None) => Decoded::Batch {
-                    batch: None,
-                    warnings,
-                },
-                Ok(Some(mut request)) => {
-                    drop(text);
-                    let out = decode::decode_request(&mut request, &mut interner, keep_attributes);
-                    drop(request);
-                    if out.rejected > 0 {
-                        warnings.push(format!(
-                            "line {number}: {} span(s) skipped: {}",
-                            out.rejected,
-                            out.first_error.unwrap_or_default()
-                        ));
+                warnings,
+            } => {
+                // As `otlp_lines::parse_line` trims it.
+                let json = text.trim().trim_start_matches('\u{feff}');
+                let fast = if keep_attributes || json.is_empty() {
+                    None
+                } else {
+                    json_spans::decode_line(json, &mut interner)
+                };
+                match fast {
+                    Some(out) => {
+                        drop(text);
+                        batch(number, out, warnings)
                     }
-                    Decoded::Batch {
-                        batch: Some(Batch {
-                            spans: out.spans,
-                            attributes: out.attributes,
-                            raw: None,
-                        }),
+                    None => decode_line(
+                        path,
+                        number,
+                        text,
+                        last,
                         warnings,
-                    }
+                        &mut interner,
+                        keep_attributes,
+                    ),
                 }
-                Err(RecordingError::Parse { message, .. })
-                    if last && otlp_lines::cut_short(&text) =>
-                {
-                    Decoded::Torn(Torn {
-                        line: number,
-                        message,
-                    })
-                }
-                Err(error) => Decoded::Failed(error),
-            },
+            }
         };
         if decoded.send(out).is_err() {
             return;
         }
+    }
+}
+
+/// One line through the general reader: parsed into a request, then decoded.
+fn decode_line(
+    path: &Path,
+    number: usize,
+    text: String,
+    last: bool,
+    warnings: Vec<String>,
+    interner: &mut Interner,
+    keep_attributes: bool,
+) -> Decoded {
+    match otlp_lines::parse_line(path, number, &text) {
+        Ok(None) => Decoded::Batch {
+            batch: None,
+            warnings,
+        },
+        Ok(Some(mut request)) => {
+            drop(text);
+            let out = decode::decode_request(&mut request, interner, keep_attributes);
+            drop(request);
+            batch(number, out, warnings)
+        }
+        Err(RecordingError::Parse { message, .. }) if last && otlp_lines::cut_short(&text) => {
+            Decoded::Torn(Torn {
+                line: number,
+                message,
+            })
+        }
+        Err(error) => Decoded::Failed(error),
+    }
+}
+
+/// A line's spans for the store, with a warning when some were skipped.
+fn batch(number: usize, out: decoded::Decoded, mut warnings: Vec<String>) -> Decoded {
+    if out.rejected > 0 {
+        warnings.push(format!(
+            "line {number}: {} span(s) skipped: {}",
+            out.rejected,
+            out.first_error.unwrap_or_default()
+        ));
+    }
+    Decoded::Batch {
+        batch: Some(Batch {
+            spans: out.spans,
+            attributes: out.attributes,
+            raw: None,
+        }),
+        warnings,
     }
 }
 

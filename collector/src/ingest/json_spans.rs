@@ -1,0 +1,990 @@
+//! OTLP/JSON read straight into spans, in place: `check --input`'s fast lane.
+//!
+//! Enters: one line of a recording (text, trimmed). Leaves: the same [`Decoded`] as
+//! [`json::parse_request_str`](super::json::parse_request_str) followed by
+//! [`decode::decode_request`](super::decode::decode_request) give, without building the request:
+//! no `String` per key and value, ids decoded on the stack, names interned, only the contract's
+//! attributes looked at. Every form the general reader takes is taken here too (camelCase and
+//! snake_case names, enums as numbers or names, 64-bit integers as strings or numbers, `null`
+//! for absent, unknown fields skipped), in any order of the fields.
+//!
+//! Or `None`: the line holds something this reader leaves to the general one, which then reads
+//! it (the same spans, or the error that names the field). That is anything that is not valid
+//! JSON or not a request, a field given twice, a name, key or id with a `\` escape (an escape
+//! in a value the analysis does not read is checked and skipped), a number written with an
+//! exponent or a fraction where an integer is wanted, an integer past 18 digits, a string with
+//! a lone surrogate escape, nesting past [`MAX_DEPTH`]. So whatever this reader accepts, the
+//! general reader accepts too, and reads alike (`tests`: the same `Decoded` for both).
+
+use std::sync::Arc;
+
+use deadline_budget::carrier::Carriers;
+use deadline_budget::semconv;
+
+use super::decoded::{Decoded, SpanParts};
+use super::facts::{Fact, FactsReader, ValueRef};
+use super::interner::Interner;
+
+/// Deeper nesting is left to the general reader (serde_json's own limit is 128).
+const MAX_DEPTH: u32 = 100;
+
+/// The spans of one OTLP/JSON `ExportTraceServiceRequest` (`json`: no leading byte-order mark),
+/// decoded as the general path decodes them; `None` when the line is for the general reader.
+pub fn decode_line(json: &str, interner: &mut Interner) -> Option<Decoded> {
+    let carriers = interner.carriers().clone();
+    let mut scan = Scan {
+        text: json,
+        bytes: json.as_bytes(),
+        at: 0,
+        depth: 0,
+    };
+    // ~940 bytes a span in what `record` writes: one allocation instead of a doubling series.
+    let mut out = Decoded {
+        spans: Vec::with_capacity(json.len() / 768),
+        ..Decoded::default()
+    };
+    let mut seen = Seen::default();
+    scan.object(|scan, key| match key {
+        "resourceSpans" | "resource_spans" => {
+            seen.once(0)?;
+            scan.nullable_array(|scan| resource_spans(scan, interner, &carriers, &mut out))
+        }
+        _ => scan.skip_value(),
+    })?;
+    scan.end()?;
+    Some(out)
+}
+
+/// One `ResourceSpans`. Its service is known once its resource is read; spans read before it
+/// (a writer that puts `scopeSpans` first) get theirs after.
+fn resource_spans(
+    scan: &mut Scan<'_>,
+    interner: &mut Interner,
+    carriers: &Carriers,
+    out: &mut Decoded,
+) -> Option<()> {
+    let mut seen = Seen::default();
+    let mut service: Option<Arc<str>> = None;
+    let mut before_resource = None;
+    scan.object(|scan, key| match key {
+        "resource" => {
+            seen.once(0)?;
+            let name = if scan.null() { None } else { resource(scan)? };
+            service = Some(interner.intern(name.unwrap_or("unknown_service")));
+            Some(())
+        }
+        "scopeSpans" | "scope_spans" => {
+            seen.once(1)?;
+            let now = match &service {
+                Some(service) => service.clone(),
+                None => {
+                    before_resource = Some(out.spans.len());
+                    interner.intern("unknown_service")
+                }
+            };
+            scan.nullable_array(|scan| scope_spans(scan, &now, interner, carriers, out))
+        }
+        "schemaUrl" | "schema_url" => {
+            seen.once(2)?;
+            scan.nullable_string()
+        }
+        _ => scan.skip_value(),
+    })?;
+    if let (Some(first), Some(service)) = (before_resource, service) {
+        for span in &mut out.spans[first..] {
+            span.service = service.clone();
+        }
+    }
+    Some(())
+}
+
+/// A `Resource`: the string value of its first `service.name` attribute, if that is a string.
+fn resource<'a>(scan: &mut Scan<'a>) -> Option<Option<&'a str>> {
+    let mut seen = Seen::default();
+    let mut service = None;
+    let mut found = false;
+    scan.object(|scan, key| match key {
+        "attributes" => {
+            seen.once(0)?;
+            scan.nullable_array(|scan| {
+                let (key, value) = key_value(scan)?;
+                if !found && key == "service.name" {
+                    found = true;
+                    service = match value {
+                        Value::Read(ValueRef::Str(s)) => Some(std::str::from_utf8(s).ok()?),
+                        Value::Read(_) => None,
+                        Value::Escaped => return None,
+                    };
+                }
+                Some(())
+            })
+        }
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            seen.once(1)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        "entityRefs" | "entity_refs" => {
+            seen.once(2)?;
+            scan.nullable_array(entity_ref)
+        }
+        _ => scan.skip_value(),
+    })?;
+    Some(service)
+}
+
+fn entity_ref(scan: &mut Scan<'_>) -> Option<()> {
+    let mut seen = Seen::default();
+    scan.object(|scan, key| match key {
+        "schemaUrl" | "schema_url" => {
+            seen.once(0)?;
+            scan.nullable_string()
+        }
+        "type" => {
+            seen.once(1)?;
+            scan.nullable_string()
+        }
+        "idKeys" | "id_keys" => {
+            seen.once(2)?;
+            scan.nullable_array(|scan| scan.text().map(drop))
+        }
+        "descriptionKeys" | "description_keys" => {
+            seen.once(3)?;
+            scan.nullable_array(|scan| scan.text().map(drop))
+        }
+        _ => scan.skip_value(),
+    })
+}
+
+fn scope_spans(
+    scan: &mut Scan<'_>,
+    service: &Arc<str>,
+    interner: &mut Interner,
+    carriers: &Carriers,
+    out: &mut Decoded,
+) -> Option<()> {
+    let mut seen = Seen::default();
+    scan.object(|scan, key| match key {
+        "scope" => {
+            seen.once(0)?;
+            if scan.null() { Some(()) } else { scope(scan) }
+        }
+        "spans" => {
+            seen.once(1)?;
+            scan.nullable_array(|scan| span(scan, service, interner, carriers, out))
+        }
+        "schemaUrl" | "schema_url" => {
+            seen.once(2)?;
+            scan.nullable_string()
+        }
+        _ => scan.skip_value(),
+    })
+}
+
+fn scope(scan: &mut Scan<'_>) -> Option<()> {
+    let mut seen = Seen::default();
+    scan.object(|scan, key| match key {
+        "name" => {
+            seen.once(0)?;
+            scan.nullable_string()
+        }
+        "version" => {
+            seen.once(1)?;
+            scan.nullable_string()
+        }
+        "attributes" => {
+            seen.once(2)?;
+            scan.nullable_array(|scan| key_value(scan).map(drop))
+        }
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            seen.once(3)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        _ => scan.skip_value(),
+    })
+}
+
+/// One span, built into `out` as `decode::decode_request` builds it (or its rejection counted).
+fn span(
+    scan: &mut Scan<'_>,
+    service: &Arc<str>,
+    interner: &mut Interner,
+    carriers: &Carriers,
+    out: &mut Decoded,
+) -> Option<()> {
+    let mut seen = Seen::default();
+    let (mut trace_id, mut span_id, mut parent_span_id) = (Id::EMPTY, Id::EMPTY, Id::EMPTY);
+    let mut name = "";
+    let (mut kind, mut start, mut end) = (0, 0, 0);
+    let mut status_code = None;
+    let mut facts = FactsReader::new(carriers);
+    scan.object(|scan, key| match key {
+        "traceId" | "trace_id" => {
+            seen.once(0)?;
+            trace_id = scan.hex_id()?;
+            Some(())
+        }
+        "spanId" | "span_id" => {
+            seen.once(1)?;
+            span_id = scan.hex_id()?;
+            Some(())
+        }
+        "parentSpanId" | "parent_span_id" => {
+            seen.once(2)?;
+            parent_span_id = scan.hex_id()?;
+            Some(())
+        }
+        "traceState" | "trace_state" => {
+            seen.once(3)?;
+            scan.nullable_string()
+        }
+        "flags" => {
+            seen.once(4)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        "name" => {
+            seen.once(5)?;
+            name = scan.nullable_str()?.unwrap_or("");
+            Some(())
+        }
+        "kind" => {
+            seen.once(6)?;
+            kind = scan.enumeration(&SPAN_KINDS)?;
+            Some(())
+        }
+        "startTimeUnixNano" | "start_time_unix_nano" => {
+            seen.once(7)?;
+            start = scan.uint(u64::MAX)?;
+            Some(())
+        }
+        "endTimeUnixNano" | "end_time_unix_nano" => {
+            seen.once(8)?;
+            end = scan.uint(u64::MAX)?;
+            Some(())
+        }
+        "attributes" => {
+            seen.once(9)?;
+            scan.nullable_array(|scan| {
+                let (key, value) = key_value(scan)?;
+                if let Some(fact) = Fact::of(key.as_bytes(), carriers) {
+                    match value {
+                        Value::Read(value) => facts.set(fact, value),
+                        // A value the facts read, with an escape: the general reader's.
+                        Value::Escaped => return None,
+                    }
+                }
+                Some(())
+            })
+        }
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            seen.once(10)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        "events" => {
+            seen.once(11)?;
+            scan.nullable_array(|scan| {
+                if event(scan)? {
+                    facts.exception_event = true;
+                }
+                Some(())
+            })
+        }
+        "droppedEventsCount" | "dropped_events_count" => {
+            seen.once(12)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        "links" => {
+            seen.once(13)?;
+            scan.nullable_array(link)
+        }
+        "droppedLinksCount" | "dropped_links_count" => {
+            seen.once(14)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        "status" => {
+            seen.once(15)?;
+            status_code = if scan.null() {
+                None
+            } else {
+                Some(status(scan)?)
+            };
+            Some(())
+        }
+        _ => scan.skip_value(),
+    })?;
+    let parts = SpanParts {
+        trace_id: trace_id.bytes(),
+        span_id: span_id.bytes(),
+        parent_span_id: parent_span_id.bytes(),
+        name,
+        kind,
+        start_unix_nano: start,
+        end_unix_nano: end,
+        status_code,
+    };
+    out.push(parts.build(facts, service, interner));
+    Some(())
+}
+
+const SPAN_KINDS: [&str; 6] = [
+    "SPAN_KIND_UNSPECIFIED",
+    "SPAN_KIND_INTERNAL",
+    "SPAN_KIND_SERVER",
+    "SPAN_KIND_CLIENT",
+    "SPAN_KIND_PRODUCER",
+    "SPAN_KIND_CONSUMER",
+];
+
+const STATUS_CODES: [&str; 3] = ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"];
+
+/// A span's event; whether it is an `exception` (the call failed).
+fn event(scan: &mut Scan<'_>) -> Option<bool> {
+    let mut seen = Seen::default();
+    let mut name = "";
+    scan.object(|scan, key| match key {
+        "timeUnixNano" | "time_unix_nano" => {
+            seen.once(0)?;
+            scan.uint(u64::MAX).map(drop)
+        }
+        "name" => {
+            seen.once(1)?;
+            name = scan.nullable_str()?.unwrap_or("");
+            Some(())
+        }
+        "attributes" => {
+            seen.once(2)?;
+            scan.nullable_array(|scan| key_value(scan).map(drop))
+        }
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            seen.once(3)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        _ => scan.skip_value(),
+    })?;
+    Some(name == semconv::EXCEPTION_EVENT)
+}
+
+fn link(scan: &mut Scan<'_>) -> Option<()> {
+    let mut seen = Seen::default();
+    scan.object(|scan, key| match key {
+        "traceId" | "trace_id" => {
+            seen.once(0)?;
+            scan.hex_id().map(drop)
+        }
+        "spanId" | "span_id" => {
+            seen.once(1)?;
+            scan.hex_id().map(drop)
+        }
+        "traceState" | "trace_state" => {
+            seen.once(2)?;
+            scan.nullable_string()
+        }
+        "attributes" => {
+            seen.once(3)?;
+            scan.nullable_array(|scan| key_value(scan).map(drop))
+        }
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            seen.once(4)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        "flags" => {
+            seen.once(5)?;
+            scan.uint(u32::MAX.into()).map(drop)
+        }
+        _ => scan.skip_value(),
+    })
+}
+
+/// A `Status`: its code (0 when not given).
+fn status(scan: &mut Scan<'_>) -> Option<i32> {
+    let mut seen = Seen::default();
+    let mut code = 0;
+    scan.object(|scan, key| match key {
+        "message" => {
+            seen.once(0)?;
+            scan.nullable_string()
+        }
+        "code" => {
+            seen.once(1)?;
+            code = scan.enumeration(&STATUS_CODES)?;
+            Some(())
+        }
+        _ => scan.skip_value(),
+    })?;
+    Some(code)
+}
+
+/// An attribute value as the facts read it, or one whose string has an escape (not decoded
+/// here: only a problem when the facts would read it).
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Read(ValueRef<'a>),
+    Escaped,
+}
+
+/// A `KeyValue`: its key and its value.
+fn key_value<'a>(scan: &mut Scan<'a>) -> Option<(&'a str, Value<'a>)> {
+    let mut seen = Seen::default();
+    let mut key = "";
+    let mut value = Value::Read(ValueRef::Other);
+    scan.object(|scan, field| match field {
+        "key" => {
+            seen.once(0)?;
+            key = scan.nullable_str()?.unwrap_or("");
+            Some(())
+        }
+        "value" => {
+            seen.once(1)?;
+            if !scan.null() {
+                value = any_value(scan)?;
+            }
+            Some(())
+        }
+        "keyStrindex" | "key_strindex" => {
+            seen.once(2)?;
+            scan.int(i32::MIN.into(), i32::MAX.into()).map(drop)
+        }
+        _ => scan.skip_value(),
+    })?;
+    Some((key, value))
+}
+
+/// An `AnyValue`: the last value field that is not `null` wins; unknown fields are skipped
+/// (as `json::AnyValue` reads it).
+fn any_value<'a>(scan: &mut Scan<'a>) -> Option<Value<'a>> {
+    let mut value = Value::Read(ValueRef::Other);
+    scan.object(|scan, key| {
+        let known = matches!(
+            key,
+            "stringValue"
+                | "string_value"
+                | "boolValue"
+                | "bool_value"
+                | "intValue"
+                | "int_value"
+                | "doubleValue"
+                | "double_value"
+                | "arrayValue"
+                | "array_value"
+                | "kvlistValue"
+                | "kvlist_value"
+                | "bytesValue"
+                | "bytes_value"
+        );
+        if !known {
+            return scan.skip_value();
+        }
+        if scan.null() {
+            return Some(());
+        }
+        value = match key {
+            "stringValue" | "string_value" => match scan.text()? {
+                Text::Plain(s) => Value::Read(ValueRef::Str(s.as_bytes())),
+                Text::Escaped => Value::Escaped,
+            },
+            "boolValue" | "bool_value" => {
+                scan.boolean()?;
+                Value::Read(ValueRef::Other)
+            }
+            "intValue" | "int_value" => {
+                let n = scan.int(i64::MIN.into(), i64::MAX.into())?;
+                Value::Read(ValueRef::Int(i64::try_from(n).ok()?))
+            }
+            "doubleValue" | "double_value" => Value::Read(ValueRef::Double(scan.double()?)),
+            "arrayValue" | "array_value" => array_value(scan)?,
+            "kvlistValue" | "kvlist_value" => {
+                let mut seen = Seen::default();
+                scan.object(|scan, key| match key {
+                    "values" => {
+                        seen.once(0)?;
+                        scan.nullable_array(|scan| key_value(scan).map(drop))
+                    }
+                    _ => scan.skip_value(),
+                })?;
+                Value::Read(ValueRef::Other)
+            }
+            _ => {
+                let Text::Plain(s) = scan.text()? else {
+                    return None;
+                };
+                super::json::base64(s)?;
+                Value::Read(ValueRef::Other)
+            }
+        };
+        Some(())
+    })?;
+    Some(value)
+}
+
+/// An `ArrayValue`: whether it has a first element, and that element when it is a string.
+fn array_value<'a>(scan: &mut Scan<'a>) -> Option<Value<'a>> {
+    let mut seen = Seen::default();
+    let mut first = None;
+    scan.object(|scan, key| match key {
+        "values" => {
+            seen.once(0)?;
+            scan.nullable_array(|scan| {
+                let value = any_value(scan)?;
+                first.get_or_insert(value);
+                Some(())
+            })
+        }
+        _ => scan.skip_value(),
+    })?;
+    Some(match first {
+        None => Value::Read(ValueRef::Array {
+            has_first: false,
+            first_str: None,
+        }),
+        Some(Value::Escaped) => Value::Escaped,
+        Some(Value::Read(first)) => Value::Read(ValueRef::Array {
+            has_first: true,
+            first_str: match first {
+                ValueRef::Str(s) => Some(s),
+                _ => None,
+            },
+        }),
+    })
+}
+
+/// The fields of one object already read: a field given twice is an error for the general
+/// reader (serde's "duplicate field"), so it is left to it.
+#[derive(Default)]
+struct Seen(u32);
+
+impl Seen {
+    fn once(&mut self, field: u32) -> Option<()> {
+        let bit = 1 << field;
+        if self.0 & bit != 0 {
+            return None;
+        }
+        self.0 |= bit;
+        Some(())
+    }
+}
+
+/// A trace or span id, decoded from hex (up to 32 bytes: longer is left to the general reader,
+/// whose rejection says how long it was).
+#[derive(Clone, Copy)]
+struct Id {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl Id {
+    const EMPTY: Id = Id {
+        bytes: [0; 32],
+        len: 0,
+    };
+
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// A string read in place: its text, or only that it was valid and held an escape.
+#[derive(Clone, Copy)]
+enum Text<'a> {
+    Plain(&'a str),
+    Escaped,
+}
+
+/// A cursor over the line. Every reader returns `None` for what it leaves to the general
+/// reader, and reads no further.
+struct Scan<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    depth: u32,
+}
+
+impl<'a> Scan<'a> {
+    /// Skips JSON's whitespace.
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte that is not whitespace, not taken.
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.bytes.get(self.at).copied()
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8) -> Option<()> {
+        if self.peek()? != b {
+            return None;
+        }
+        self.at += 1;
+        Some(())
+    }
+
+    /// Only whitespace is left.
+    fn end(&mut self) -> Option<()> {
+        self.ws();
+        (self.at == self.bytes.len()).then_some(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.ws();
+        if !self.bytes[self.at..].starts_with(word) {
+            return None;
+        }
+        self.at += word.len();
+        Some(())
+    }
+
+    /// Takes a `null` if one is next.
+    #[inline]
+    fn null(&mut self) -> bool {
+        self.literal(b"null").is_some()
+    }
+
+    fn boolean(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|()| true),
+            b'f' => self.literal(b"false").map(|()| false),
+            _ => None,
+        }
+    }
+
+    /// An object, each field given to `field` with its key (an escaped key: `None`).
+    #[inline]
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.byte(b'{')?;
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return None;
+        }
+        if self.peek()? == b'}' {
+            self.at += 1;
+        } else {
+            loop {
+                let Text::Plain(key) = self.text()? else {
+                    return None;
+                };
+                self.byte(b':')?;
+                field(self, key)?;
+                match self.peek()? {
+                    b',' => self.at += 1,
+                    b'}' => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// An array, each element given to `element`.
+    #[inline]
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.byte(b'[')?;
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return None;
+        }
+        if self.peek()? == b']' {
+            self.at += 1;
+        } else {
+            loop {
+                element(self)?;
+                match self.peek()? {
+                    b',' => self.at += 1,
+                    b']' => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// An array or `null` (none).
+    #[inline]
+    fn nullable_array(&mut self, element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.null() {
+            return Some(());
+        }
+        self.array(element)
+    }
+
+    /// A string. Its text is given when it has no escape; one with an escape is checked as
+    /// serde_json checks a string it decodes, except that a surrogate escape (valid only in
+    /// pairs) is left to the general reader.
+    #[inline]
+    fn text(&mut self) -> Option<Text<'a>> {
+        self.byte(b'"')?;
+        let start = self.at;
+        let bytes = self.bytes;
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            i = skip_plain(bytes, i);
+            match *bytes.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    match *bytes.get(i + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                        b'u' => {
+                            let hex = bytes.get(i + 2..i + 6)?;
+                            let mut code = 0u32;
+                            for &digit in hex {
+                                code = code << 4 | u32::from(hex_digit(digit)?);
+                            }
+                            if (0xD800..=0xDFFF).contains(&code) {
+                                return None;
+                            }
+                            i += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                // A control character: not allowed in a JSON string.
+                _ => return None,
+            }
+        }
+        self.at = i + 1;
+        if escaped {
+            return Some(Text::Escaped);
+        }
+        // Both ends are at a `"`, so on character boundaries.
+        self.text.get(start..i).map(Text::Plain)
+    }
+
+    /// A string without escapes, or `null` (none): text the analysis reads.
+    #[inline]
+    fn nullable_str(&mut self) -> Option<Option<&'a str>> {
+        if self.null() {
+            return Some(None);
+        }
+        match self.text()? {
+            Text::Plain(s) => Some(Some(s)),
+            Text::Escaped => None,
+        }
+    }
+
+    /// A string or `null`, checked and skipped.
+    #[inline]
+    fn nullable_string(&mut self) -> Option<()> {
+        if self.null() {
+            return Some(());
+        }
+        self.text().map(drop)
+    }
+
+    /// A JSON number, checked against JSON's grammar; its text.
+    fn number(&mut self) -> Option<&'a str> {
+        self.ws();
+        let bytes = self.bytes;
+        let start = self.at;
+        let mut i = start;
+        let digits = |mut i: usize| {
+            while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            i
+        };
+        if bytes.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match bytes.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => i = digits(i),
+            _ => return None,
+        }
+        if bytes.get(i) == Some(&b'.') {
+            let after = digits(i + 1);
+            if after == i + 1 {
+                return None;
+            }
+            i = after;
+        }
+        if let Some(b'e' | b'E') = bytes.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = bytes.get(i) {
+                i += 1;
+            }
+            let after = digits(i);
+            if after == i {
+                return None;
+            }
+            i = after;
+        }
+        self.at = i;
+        self.text.get(start..i)
+    }
+
+    /// An integer in `min..=max` as a number or a decimal string (`null`: 0), as
+    /// `json::Integer` reads one; at most 20 digits, no sign but `-`, no spaces.
+    #[inline]
+    fn int(&mut self, min: i128, max: i128) -> Option<i128> {
+        let digits = match self.peek()? {
+            b'"' => match self.text()? {
+                Text::Plain(s) => s,
+                Text::Escaped => return None,
+            },
+            b'n' => return self.literal(b"null").map(|()| 0),
+            _ => self.number()?,
+        };
+        let (negative, magnitude) = match digits.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, digits),
+        };
+        if magnitude.is_empty() || magnitude.len() > 20 {
+            return None;
+        }
+        let mut n = 0i128;
+        for b in magnitude.bytes() {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            n = n * 10 + i128::from(b - b'0');
+        }
+        let n = if negative { -n } else { n };
+        (min..=max).contains(&n).then_some(n)
+    }
+
+    /// An unsigned integer up to `max` (see [`Scan::int`]).
+    #[inline]
+    fn uint(&mut self, max: u64) -> Option<u64> {
+        u64::try_from(self.int(0, max.into())?).ok()
+    }
+
+    /// An enum: its number, or its name from `names` (index = number); `null` is 0.
+    fn enumeration(&mut self, names: &[&str]) -> Option<i32> {
+        match self.peek()? {
+            b'"' => match self.text()? {
+                Text::Plain(s) => names.iter().position(|n| *n == s).map(|i| i as i32),
+                Text::Escaped => None,
+            },
+            b'n' => self.literal(b"null").map(|()| 0),
+            _ => {
+                let digits = self.number()?;
+                if !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 9 {
+                    return None;
+                }
+                digits.parse().ok()
+            }
+        }
+    }
+
+    /// A double: a number, a numeric string, or `"NaN"`, `"Infinity"`, `"-Infinity"`, read as
+    /// `json::some_double` reads it.
+    fn double(&mut self) -> Option<f64> {
+        if self.peek()? == b'"' {
+            let Text::Plain(s) = self.text()? else {
+                return None;
+            };
+            return match s {
+                "NaN" => Some(f64::NAN),
+                "Infinity" => Some(f64::INFINITY),
+                "-Infinity" => Some(f64::NEG_INFINITY),
+                _ => s.trim().parse().ok(),
+            };
+        }
+        let number = self.number()?;
+        let magnitude = number.strip_prefix('-').unwrap_or(number);
+        if magnitude.bytes().all(|b| b.is_ascii_digit()) {
+            // An integer: serde_json gives it as one, and it is converted as such (but `-0`,
+            // which it reads as a double).
+            if magnitude.len() > 18 || number == "-0" {
+                return None;
+            }
+            let n: i64 = number.parse().ok()?;
+            return Some(if number.starts_with('-') {
+                n as f64
+            } else {
+                n as u64 as f64
+            });
+        }
+        // serde_json's own reading of the number, as it reads it inside the request.
+        serde_json::from_str(number).ok()
+    }
+
+    /// A trace or span id in hex (either case); `""` or `null` for none.
+    fn hex_id(&mut self) -> Option<Id> {
+        if self.null() {
+            return Some(Id::EMPTY);
+        }
+        let Text::Plain(hex) = self.text()? else {
+            return None;
+        };
+        let hex = hex.as_bytes();
+        if hex.len() % 2 != 0 || hex.len() > 64 {
+            return None;
+        }
+        let mut id = Id::EMPTY;
+        for (byte, pair) in id.bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            *byte = hex_digit(pair[0])? << 4 | hex_digit(pair[1])?;
+        }
+        id.len = hex.len() / 2;
+        Some(id)
+    }
+
+    /// Any JSON value, checked (as strictly as serde_json checks what it skips, or more) and
+    /// skipped.
+    fn skip_value(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'{' => self.object(|scan, _| scan.skip_value()),
+            b'[' => self.array(Self::skip_value),
+            b'"' => self.text().map(drop),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number().map(drop),
+        }
+    }
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// The first byte from `i` on that ends a plain run of a string: `"`, `\` or a control
+/// character (or the end). Eight bytes at a time, as serde_json's `skip_to_escape` does.
+#[inline]
+fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let chars = u64::from_le_bytes(word);
+        let control = chars.wrapping_sub(ONES * 0x20) & !chars;
+        let quote = (chars ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES)
+            & !(chars ^ (ONES * u64::from(b'"')));
+        let backslash = (chars ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES)
+            & !(chars ^ (ONES * u64::from(b'\\')));
+        let found = (control | quote | backslash) & HIGH;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests;

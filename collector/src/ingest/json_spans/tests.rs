@@ -1,0 +1,162 @@
+use super::*;
+use crate::ingest::{decode, json};
+
+/// What the general path reads from `line`: parsed, then decoded.
+fn general(line: &str) -> Option<String> {
+    let mut request = json::parse_request_str(line).ok()?;
+    let mut interner = Interner::default();
+    Some(shown(&decode::decode_request(
+        &mut request,
+        &mut interner,
+        false,
+    )))
+}
+
+/// What this reader reads from `line`.
+fn fast(line: &str) -> Option<String> {
+    decode_line(line, &mut Interner::default()).map(|out| shown(&out))
+}
+
+fn shown(out: &Decoded) -> String {
+    format!("{:?} {} {:?}", out.spans, out.rejected, out.first_error)
+}
+
+/// This reader takes `line` and reads what the general path reads.
+#[track_caller]
+fn same(line: &str) {
+    let general = general(line).unwrap_or_else(|| panic!("the general reader fails: {line}"));
+    let fast = fast(line).unwrap_or_else(|| panic!("left to the general reader: {line}"));
+    assert_eq!(fast, general, "{line}");
+}
+
+/// This reader leaves `line` to the general one.
+#[track_caller]
+fn left(line: &str) {
+    assert_eq!(fast(line), None, "{line}");
+}
+
+const CANONICAL: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"orders"}}]},
+        "scopeSpans":[{"scope":{"name":"s"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708",
+        "parentSpanId":"","name":"GET /x","kind":2,"startTimeUnixNano":"1764374400000000000","endTimeUnixNano":"1764374400100000000",
+        "attributes":[{"key":"budget.received_ms","value":{"intValue":"800"}},{"key":"d","value":{"doubleValue":1.5}},
+        {"key":"b","value":{"bytesValue":"aGk="}},{"key":"a","value":{"arrayValue":{"values":[{"stringValue":"x"}]}}}],
+        "status":{"code":2,"message":"boom"}}]}]}]}"#;
+
+const PROTO_NAMES: &str = r#"{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"orders"}}]},
+        "scope_spans":[{"scope":{"name":"s"},"spans":[{"trace_id":"0102030405060708090A0B0C0D0E0F10","span_id":"0102030405060708",
+        "name":"GET /x","kind":"SPAN_KIND_SERVER","start_time_unix_nano":1764374400000000000,"end_time_unix_nano":1764374400100000000,
+        "attributes":[{"key":"budget.received_ms","value":{"int_value":800}},{"key":"d","value":{"double_value":"1.5"}},
+        {"key":"b","value":{"bytes_value":"aGk"}},{"key":"a","value":{"array_value":{"values":[{"string_value":"x"}]}}}],
+        "status":{"code":"STATUS_CODE_ERROR","message":"boom"}}]}]}]}"#;
+
+/// A span of `budget-demo load` with its attributes, as `record` writes it.
+const DEMO: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"gateway"}},{"key":"telemetry.sdk.language","value":{"stringValue":"rust"}}],"droppedAttributesCount":0,"entityRefs":[]},"scopeSpans":[{"scope":{"name":"budget-demo-load","version":"","attributes":[],"droppedAttributesCount":0},"spans":[{"traceId":"b71d9e42000000000000000000000000","spanId":"0000000000000001","traceState":"","parentSpanId":"","flags":0,"name":"GET /gateway","kind":2,"startTimeUnixNano":"1764547200000000000","endTimeUnixNano":"1764547200048000000","attributes":[{"key":"http.request.method","value":{"stringValue":"GET"}},{"key":"http.response.status_code","value":{"intValue":"200"}},{"key":"budget.outcome","value":{"stringValue":"ok"}},{"key":"budget.remaining_at_start_ms","value":{"intValue":"1200"}},{"key":"budget.source","value":{"stringValue":"default"}},{"key":"budget.default_ms","value":{"intValue":"1200"}}],"droppedAttributesCount":0,"events":[],"droppedEventsCount":0,"links":[],"droppedLinksCount":0,"status":null},{"traceId":"b71d9e42000000000000000000000000","spanId":"0000000000000002","traceState":"","parentSpanId":"0000000000000001","flags":0,"name":"GET bff","kind":3,"startTimeUnixNano":"1764547200005000000","endTimeUnixNano":"1764547200047000000","attributes":[{"key":"server.port","value":{"intValue":"8080"}},{"key":"budget.remaining_ms","value":{"intValue":"1195"}},{"key":"budget.forwarded_ms","value":{"intValue":"1185"}},{"key":"budget.timeout_ms","value":{"intValue":"1185"}},{"key":"budget.sla_ms","value":{"intValue":"2000"}},{"key":"budget.attempt","value":{"intValue":"1"}}],"droppedAttributesCount":0,"events":[],"droppedEventsCount":0,"links":[],"droppedLinksCount":0,"status":null}]}]}]}"#;
+
+#[test]
+fn the_usual_forms_read_as_the_general_path_reads_them() {
+    same(CANONICAL);
+    same(PROTO_NAMES);
+    same(DEMO);
+    same("{}");
+    same(r#"{"resourceSpans":null}"#);
+    same(r#" { "resourceSpans" : [ ] } "#);
+    // Nulls and unknown fields read as absent; the last value field wins.
+    same(
+        r#"{"resourceSpans":[{"resource":null,"scopeSpans":[{"spans":[{"traceId":null,"attributes":null,"novel":{"a":[1,-2.5e3,true,false,null,"x\"y"]}}]}]}],"extra":1}"#,
+    );
+    same(
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","attributes":[
+            {"key":"budget.received_ms","value":{"stringValue":"x","intValue":5,"novel":[1],"boolValue":null}},
+            {"key":"budget.forwarded_ms","key_strindex":3,"value":{"int_value":"7","intValue":"-8"}},
+            {"key":"budget.timeout_ms","value":{"doubleValue":"NaN"}},
+            {"key":"budget.sla_ms","value":{"doubleValue":2.5e3}},
+            {"key":"http.request.header.x-budget-ms","value":{"arrayValue":{"values":[{"stringValue":"250"},{"intValue":1}]}}},
+            {"key":"kv","value":{"kvlistValue":{"values":[{"key":"a","value":{"boolValue":true}}]}}},
+            {"key":"url.full","value":{"stringValue":"http://x/\"quoted\"\u00e9\n"}}]}]}]}]}"#,
+    );
+    // The resource after the spans still names their service; events, links and statuses.
+    same(
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","kind":"SPAN_KIND_CLIENT",
+            "events":[{"name":"retry"},{"name":"exception","timeUnixNano":5,"attributes":[{"key":"exception.message","value":{"stringValue":"a\tb"}}]}],
+            "links":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","flags":1}],"status":{}}]}],
+            "resource":{"attributes":[{"key":"service.name","value":{"stringValue":"late"}}]}}]}"#,
+    );
+    // Rejected spans are counted with the first reason, as the general path counts them.
+    same(
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"no ids"},{"traceId":"00000000000000000000000000000000","spanId":"0102030405060708"},
+            {"traceId":"0102","spanId":"0102030405060708"},{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","parentSpanId":"01"}]}]}]}"#,
+    );
+    // A service name that is not a string, and a second one after it, say nothing.
+    same(
+        r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"intValue":1}},{"key":"service.name","value":{"stringValue":"b"}}]},
+            "scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708"}]}]}]}"#,
+    );
+}
+
+#[test]
+fn what_this_reader_does_not_take_is_left_to_the_general_one() {
+    for line in [
+        // Not JSON, not a request, or more after it.
+        "",
+        "[]",
+        r#"{"resourceSpans":[}"#,
+        r#"{"resourceSpans":[],}"#,
+        "{} x",
+        r#"{"a":01}"#,
+        r#"{"a":1.}"#,
+        r#"{"a":"tab	inside"}"#,
+        r#"{"a":"\x"}"#,
+        // A field twice (camelCase and snake_case are one field).
+        r#"{"resourceSpans":[],"resource_spans":[]}"#,
+        // Escapes where the analysis reads the text; a lone surrogate anywhere.
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a\"b"}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"budget.source","value":{"stringValue":"\u0064efault"}}]}]}]}]}"#,
+        r#"{"resourceSpans\u0000":[]}"#,
+        r#"{"x":"\ud800"}"#,
+        // Integers the general reader reads another way, or rejects.
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":1e3}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":"-1"}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"flags":4294967296}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"SERVERISH"}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"xyz"}]}]}]}"#,
+    ] {
+        left(line);
+    }
+}
+
+/// A JSON text of nested arrays `depth` deep.
+fn nested(depth: usize) -> String {
+    format!(r#"{{"x":{}{}}}"#, "[".repeat(depth), "]".repeat(depth))
+}
+
+#[test]
+fn deep_nesting_is_left_to_the_general_reader() {
+    same(&nested(50));
+    left(&nested(200));
+}
+
+proptest::proptest! {
+    /// Any line this reader takes, the general reader takes and reads alike: a valid request
+    /// with a byte changed, taken out or put in.
+    #[test]
+    fn what_this_reader_takes_the_general_reader_reads_alike(
+        base in 0usize..3,
+        at in proptest::prelude::any::<proptest::sample::Index>(),
+        byte in proptest::prelude::any::<u8>(),
+        how in 0u8..3,
+    ) {
+        let line = [CANONICAL, PROTO_NAMES, DEMO][base];
+        let mut bytes = line.as_bytes().to_vec();
+        let i = at.index(bytes.len());
+        match how {
+            0 => bytes[i] = byte,
+            1 => { bytes.remove(i); }
+            _ => bytes.insert(i, byte),
+        }
+        if let Ok(line) = std::str::from_utf8(&bytes)
+            && let Some(fast) = fast(line)
+        {
+            proptest::prop_assert_eq!(Some(fast), general(line), "{}", line);
+        }
+    }
+}
