@@ -159,3 +159,51 @@ fn lost_contexts_are_folded_into_their_chain_when_it_is_judged() {
     other.insert_spans([at(1, 4, Some(1), "edge", SpanKind::Client, 1001, 1002)]);
     assert_eq!(other.report().summary.findings.warning, 0);
 }
+
+#[test]
+fn many_chains_analysed_on_two_threads_report_as_one_thread_does() {
+    // Chains of a hop, its call and the callee, each a little different (budgets, ends,
+    // services, a failed call now and then), more than one slice of `ANALYSED_AT_ONCE`.
+    let chain = |t: u32| {
+        let hop = |id: u8, parent: Option<u8>, service: &str, kind, end: u64| Span {
+            span_id: SpanId([id; 8]),
+            parent_span_id: parent.map(|p| SpanId([p; 8])),
+            service: Arc::from(service),
+            kind,
+            end_unix_nano: end,
+            budget: BudgetFacts {
+                received_ms: (id != 2).then_some(i64::from(t % 700)),
+                forwarded_ms: (id == 2).then_some(i64::from(t % 500)),
+                ..BudgetFacts::default()
+            },
+            status: if t.is_multiple_of(7) && id == 2 {
+                SpanStatus::Error
+            } else {
+                SpanStatus::Unset
+            },
+            ..span(t)
+        };
+        let callee = ["bff", "orders", "stock"][t as usize % 3];
+        let ms = u64::from(t % 900) * 1_000_000;
+        [
+            hop(1, None, "frontend", SpanKind::Server, 10 + 3 * ms),
+            hop(2, Some(1), "frontend", SpanKind::Client, 9 + 2 * ms),
+            hop(3, Some(2), callee, SpanKind::Server, 8 + ms),
+        ]
+    };
+    let chains = 2 * ANALYSED_AT_ONCE as u32 + 1_000;
+    let report = |two_threads: bool| {
+        let mut store = Store::new(10 * chains as usize);
+        for t in 0..chains {
+            store.insert_spans(chain(t));
+        }
+        if !two_threads {
+            // With a time limit, the chains are analysed on this thread.
+            store.analyse_dirty_for(std::time::Duration::from_secs(3600));
+        }
+        serde_json::to_string(&store.report()).unwrap()
+    };
+    let (two, one) = (report(true), report(false));
+    assert!(two.contains(r#""findings_omitted":5660"#), "{two:.600}");
+    assert_eq!(two, one);
+}
