@@ -85,6 +85,8 @@ pub struct Reader {
     number: usize,
     bytes: Vec<u8>,
     text: String,
+    /// The length of the line read last (bytes).
+    last_length: usize,
     torn: Option<Torn>,
 }
 
@@ -158,6 +160,7 @@ impl Reader {
             number: 0,
             bytes: Vec::new(),
             text: String::new(),
+            last_length: 0,
             torn: None,
         })
     }
@@ -197,6 +200,9 @@ impl Reader {
         }
         self.bytes.clear();
         self.text.clear();
+        // A line taken away (`next_text`) leaves no buffer: the next one, likely as long, gets
+        // its room at once instead of through a series of doublings (each a copy).
+        self.bytes.reserve(self.last_length);
         let n = self
             .lines
             .read_until(b'\n', &mut self.bytes)
@@ -208,6 +214,7 @@ impl Reader {
         if n == 0 {
             return Ok(false);
         }
+        self.last_length = n;
         // Checked once: valid UTF-8 (nearly always) becomes the text without a copy.
         match String::from_utf8(std::mem::take(&mut self.bytes)) {
             Ok(text) => self.text = text,

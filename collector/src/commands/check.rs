@@ -117,15 +117,6 @@ pub fn print_report(
             counters.spans_conflicting
         );
     }
-    let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
-        .chains()
-        .map(|c| {
-            (
-                c.trace_id,
-                (c.summary.root_service.clone(), c.summary.root_name.clone()),
-            )
-        })
-        .collect();
     let out = match format {
         Format::Json => {
             let mut out = json_report(&report, ingest_counts, lines_torn)?;
@@ -136,6 +127,16 @@ pub fn print_report(
         }
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            // The root of every chain held, for the text report only.
+            let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
+                .chains()
+                .map(|c| {
+                    (
+                        c.trace_id,
+                        (c.summary.root_service.clone(), c.summary.root_name.clone()),
+                    )
+                })
+                .collect();
             report_text::render(
                 &report,
                 &roots,
