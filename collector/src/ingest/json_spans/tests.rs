@@ -1,5 +1,9 @@
 use super::*;
 use crate::ingest::{decode, json};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1 as common;
+use opentelemetry_proto::tonic::resource::v1 as resource;
+use opentelemetry_proto::tonic::trace::v1 as trace;
 
 /// What the general path reads from `line`: parsed, then decoded.
 fn general(line: &str) -> Option<String> {
@@ -157,6 +161,197 @@ proptest::proptest! {
             && let Some(fast) = fast(line)
         {
             proptest::prop_assert_eq!(Some(fast), general(line), "{}", line);
+        }
+    }
+}
+
+/// The proto-name form of a request's JSON (snake_case names, enums by name, 64-bit integers
+/// as numbers), which receivers take too.
+fn proto_form(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    let snake = |key: &str| {
+        let mut out = String::new();
+        for c in key.chars() {
+            if c.is_ascii_uppercase() {
+                out.push('_');
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    match value {
+        J::Object(map) => J::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("kind", J::Number(n)) if n.as_u64().is_some_and(|n| n < 6) => {
+                            J::String(SPAN_KINDS[n.as_u64().unwrap_or(0) as usize].into())
+                        }
+                        ("code", J::Number(n)) if n.as_u64().is_some_and(|n| n < 3) => {
+                            J::String(STATUS_CODES[n.as_u64().unwrap_or(0) as usize].into())
+                        }
+                        ("intValue" | "startTimeUnixNano" | "endTimeUnixNano", J::String(s)) => {
+                            s.parse::<i128>().map_or(v.clone(), |n| {
+                                serde_json::from_str(&n.to_string()).unwrap_or(v.clone())
+                            })
+                        }
+                        _ => proto_form(v),
+                    };
+                    (snake(k), v)
+                })
+                .collect(),
+        ),
+        J::Array(items) => J::Array(items.iter().map(proto_form).collect()),
+        other => other.clone(),
+    }
+}
+
+fn text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => "[a-z /._-]{0,12}",
+        1 => any::<String>(),
+    ]
+}
+
+fn attribute() -> impl proptest::strategy::Strategy<Value = common::KeyValue> {
+    use common::any_value::Value as V;
+    use proptest::prelude::*;
+    let key = prop_oneof![
+        Just(semconv::RECEIVED_MS.to_owned()),
+        Just(semconv::SOURCE.to_owned()),
+        Just(semconv::FORWARDED_MS.to_owned()),
+        Just(semconv::OUTCOME.to_owned()),
+        Just(semconv::ERROR_TYPE.to_owned()),
+        Just(semconv::HTTP_HEADER_BUDGET_MS.to_owned()),
+        Just(semconv::RPC_METADATA_GRPC_TIMEOUT.to_owned()),
+        text(),
+    ];
+    let value = prop_oneof![
+        text().prop_map(V::StringValue),
+        "-?[0-9]{1,4}".prop_map(V::StringValue),
+        any::<i64>().prop_map(V::IntValue),
+        any::<bool>().prop_map(V::BoolValue),
+        any::<f64>().prop_map(V::DoubleValue),
+        (-1000i32..1000).prop_map(|n| V::DoubleValue(f64::from(n) / 4.0)),
+        proptest::collection::vec(any::<u8>(), 0..5).prop_map(V::BytesValue),
+        proptest::collection::vec(text(), 0..3).prop_map(|v| {
+            V::ArrayValue(common::ArrayValue {
+                values: v
+                    .into_iter()
+                    .map(|s| common::AnyValue {
+                        value: Some(V::StringValue(s)),
+                    })
+                    .collect(),
+            })
+        }),
+    ];
+    (key, proptest::option::of(value)).prop_map(|(key, value)| common::KeyValue {
+        key,
+        value: Some(common::AnyValue { value }),
+        ..Default::default()
+    })
+}
+
+fn otlp_span() -> impl proptest::strategy::Strategy<Value = trace::Span> {
+    use proptest::prelude::*;
+    let id = |len: usize| {
+        prop_oneof![
+            8 => proptest::collection::vec(any::<u8>(), len..=len),
+            1 => proptest::collection::vec(any::<u8>(), 0..20),
+        ]
+    };
+    (
+        (id(16), id(8), proptest::option::of(id(8))),
+        text(),
+        0i32..7,
+        (any::<u64>(), any::<u64>()),
+        proptest::collection::vec(attribute(), 0..6),
+        proptest::collection::vec(prop_oneof![Just("exception".to_owned()), text()], 0..2),
+        proptest::option::of((text(), 0i32..3)),
+    )
+        .prop_map(
+            |(
+                (trace_id, span_id, parent),
+                name,
+                kind,
+                (start, end),
+                attributes,
+                events,
+                status,
+            )| {
+                trace::Span {
+                    trace_id,
+                    span_id,
+                    parent_span_id: parent.unwrap_or_default(),
+                    name,
+                    kind,
+                    start_time_unix_nano: start,
+                    end_time_unix_nano: end,
+                    attributes,
+                    events: events
+                        .into_iter()
+                        .map(|name| trace::span::Event {
+                            name,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    status: status.map(|(message, code)| trace::Status { message, code }),
+                    ..Default::default()
+                }
+            },
+        )
+}
+
+proptest::proptest! {
+    /// Requests as opentelemetry-proto writes them, and in their proto-name form: this reader
+    /// reads what the general path reads, or leaves the line to it; and it takes the plain ones.
+    #[test]
+    fn requests_read_as_the_general_path_reads_them(
+        resources in proptest::collection::vec(
+            (proptest::option::of(text()), proptest::collection::vec(otlp_span(), 0..4)),
+            0..3,
+        )
+    ) {
+        let request = ExportTraceServiceRequest {
+            resource_spans: resources
+                .into_iter()
+                .map(|(service, spans)| trace::ResourceSpans {
+                    resource: service.map(|name| resource::Resource {
+                        attributes: vec![common::KeyValue {
+                            key: "service.name".into(),
+                            value: Some(common::AnyValue {
+                                value: Some(common::any_value::Value::StringValue(name)),
+                            }),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                    scope_spans: vec![trace::ScopeSpans {
+                        spans,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let canonical = serde_json::to_string(&request).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&canonical).unwrap();
+        let proto = proto_form(&value).to_string();
+        for line in [&canonical, &proto] {
+            let general = general(line);
+            proptest::prop_assert!(general.is_some(), "{}", line);
+            match fast(line) {
+                Some(fast) => proptest::prop_assert_eq!(Some(fast), general, "{}", line),
+                // Only for an escape, a double as an exponent, or a long integer.
+                None => proptest::prop_assert!(
+                    line.contains('\\') || line.contains("doubleValue") || line.contains("double_value")
+                        || line.contains("e+") || line.contains("e-"),
+                    "left: {}", line
+                ),
+            }
         }
     }
 }
