@@ -16,12 +16,15 @@
 //! the same 1 %).
 //!
 //! Two registries: the receivers' few lines are encoded on every scrape; the totals' families
-//! once per publish, their text kept until the next (a scraper that reads 100 times a second
-//! costs a copy, not an encoding).
+//! once per publish, off the request path ([`keep_encoded`], on a blocking thread), their text
+//! kept until the next: a scrape never publishes nor encodes the totals (but the first of its
+//! format), it copies the text last encoded, however many chains are being judged. A publish
+//! and an encoding of the totals never overlap ([`Metrics::try_publish_totals`] skips a publish
+//! while an encoding runs), so a text is always one publish whole.
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use deadline_budget::analysis::{ChainOutcome, FindingKind, Sketch, Totals};
@@ -249,6 +252,9 @@ impl EncodeMetric for SketchHistogram {
     }
 }
 
+/// The totals' text as encoded after publish number `.0`.
+type Encoded = (u64, Arc<String>);
+
 /// The registry and its families; see the module documentation.
 #[derive(Debug)]
 pub struct Metrics {
@@ -259,8 +265,14 @@ pub struct Metrics {
     totals_registry: Registry,
     /// Bumped by every publish of the totals.
     version: AtomicU64,
-    /// The totals' families as last encoded: (version, OpenMetrics or not, the text).
-    encoded: Mutex<Option<(u64, bool, Arc<String>)>>,
+    /// Held by a publish of the totals and by an encoding of them: never both at once.
+    totals_busy: Mutex<()>,
+    /// Told of each publish: [`keep_encoded`] waits on it.
+    published: tokio::sync::Notify,
+    /// The totals' families as last encoded, by format (the text format, OpenMetrics).
+    encoded: [Mutex<Option<Encoded>>; 2],
+    /// The formats a scraper has asked for, which each publish encodes anew.
+    wanted: [AtomicBool; 2],
     spans: Family<ResultLabel, Counter>,
     requests: Family<ResultLabel, Counter>,
     chains: Family<OutcomeLabel, Counter>,
@@ -311,7 +323,10 @@ impl Metrics {
             ingest_registry: Registry::default(),
             totals_registry: Registry::default(),
             version: AtomicU64::new(0),
-            encoded: Mutex::new(None),
+            totals_busy: Mutex::new(()),
+            published: tokio::sync::Notify::new(),
+            encoded: [Mutex::new(None), Mutex::new(None)],
+            wanted: [AtomicBool::new(false), AtomicBool::new(false)],
         };
         // Counters are registered without `_total`: the encoders add it.
         ingest_registry.register(
@@ -398,8 +413,25 @@ impl Metrics {
         }
     }
 
-    /// The judged chains' totals.
+    /// The judged chains' totals, unless an encoding of them is running (then `false`: try
+    /// again later; the loop that owns the store must not wait for an encoding).
+    pub fn try_publish_totals(&self, totals: &Totals) -> bool {
+        let _busy = match self.totals_busy.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        self.record_totals(totals);
+        true
+    }
+
+    /// The judged chains' totals (waiting for an encoding in progress).
     pub fn publish_totals(&self, totals: &Totals) {
+        let _busy = lock(&self.totals_busy);
+        self.record_totals(totals);
+    }
+
+    fn record_totals(&self, totals: &Totals) {
         for outcome in ChainOutcome::ALL {
             let labels = OutcomeLabel {
                 outcome: outcome.as_str(),
@@ -450,6 +482,7 @@ impl Metrics {
         self.overflowed("budget_top_edge_latency_seconds", overflow);
         self.publish_timeouts(totals);
         self.version.fetch_add(1, Ordering::Relaxed);
+        self.published.notify_one();
     }
 
     fn publish_findings(&self, totals: &Totals) {
@@ -545,15 +578,23 @@ impl Metrics {
         }
     }
 
-    /// The totals' families as text, encoded again only when they were published since.
+    /// The totals' families as text: the text last encoded for this format, whatever was
+    /// published since ([`keep_encoded`] brings it up to date); encoded here only the first
+    /// time a format is asked for.
     fn totals_text(&self, openmetrics: bool) -> Arc<String> {
-        let version = self.version.load(Ordering::Relaxed);
-        if let Some((v, o, text)) = lock(&self.encoded).as_ref()
-            && *v == version
-            && *o == openmetrics
-        {
+        let format = usize::from(openmetrics);
+        self.wanted[format].store(true, Ordering::Relaxed);
+        if let Some((_, text)) = lock(&self.encoded[format]).as_ref() {
             return text.clone();
         }
+        let _busy = lock(&self.totals_busy);
+        self.encode_totals(openmetrics)
+    }
+
+    /// Encodes the totals' families in `openmetrics` or the text format and keeps the text
+    /// (the caller holds `totals_busy`).
+    fn encode_totals(&self, openmetrics: bool) -> Arc<String> {
+        let version = self.version.load(Ordering::Relaxed);
         let mut out = String::new();
         if openmetrics {
             let _ = text::encode_registry(&mut out, &self.totals_registry);
@@ -561,8 +602,44 @@ impl Metrics {
             let _ = prometheus_text::encode(&mut out, &self.totals_registry);
         }
         let out = Arc::new(out);
-        *lock(&self.encoded) = Some((version, openmetrics, out.clone()));
+        *lock(&self.encoded[usize::from(openmetrics)]) = Some((version, out.clone()));
         out
+    }
+
+    /// Encodes anew, for each format a scraper has asked for, the totals' families published
+    /// since its text was last encoded.
+    pub fn encode_published(&self) {
+        let _busy = lock(&self.totals_busy);
+        let version = self.version.load(Ordering::Relaxed);
+        for openmetrics in [false, true] {
+            let format = usize::from(openmetrics);
+            if !self.wanted[format].load(Ordering::Relaxed) {
+                continue;
+            }
+            let current = lock(&self.encoded[format]).as_ref().map(|(v, _)| *v);
+            if current != Some(version) {
+                self.encode_totals(openmetrics);
+            }
+        }
+    }
+}
+
+/// Keeps the totals' text up to date off the request path: after each publish, encodes it
+/// again on a blocking thread (one encoding at a time; publishes during one are taken by the
+/// next), until `stop`.
+pub async fn keep_encoded(metrics: Arc<Metrics>, stop: tokio_util::sync::CancellationToken) {
+    loop {
+        tokio::select! {
+            () = metrics.published.notified() => {}
+            () = stop.cancelled() => return,
+        }
+        let encoding = metrics.clone();
+        if tokio::task::spawn_blocking(move || encoding.encode_published())
+            .await
+            .is_err()
+        {
+            return;
+        }
     }
 }
 
@@ -734,6 +811,56 @@ mod tests {
             );
             assert!(samples.contains(&line.as_str()), "{line} in {samples:?}");
         }
+    }
+
+    /// A scrape copies the text last encoded (it never encodes a publish itself: that is
+    /// `encode_published`'s, off the request path), and a publish waits for no encoding.
+    #[test]
+    fn a_scrape_reads_the_text_last_encoded_and_a_publish_skips_a_running_encoding() {
+        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, SpanStatus, TraceId};
+        let mut store = crate::store::Store::new(100);
+        store.insert_spans([Span {
+            trace_id: TraceId([1; 16]),
+            span_id: SpanId([1; 8]),
+            parent_span_id: None,
+            service: std::sync::Arc::from("frontend"),
+            name: std::sync::Arc::from("op"),
+            kind: SpanKind::Server,
+            start_unix_nano: 1_000_000,
+            end_unix_nano: 50_000_000,
+            status: SpanStatus::Unset,
+            budget: BudgetFacts::default(),
+        }]);
+        store.judge_all();
+        let metrics = Metrics::new(10);
+        let chains = |text: &str| {
+            text.lines()
+                .filter(|l| l.starts_with("budget_top_chains_total{"))
+                .map(|l| {
+                    l.rsplit_once(' ')
+                        .map_or(0, |(_, v)| v.parse::<u64>().unwrap_or(0))
+                })
+                .sum::<u64>()
+        };
+        // The first scrape of a format encodes it (nothing was kept yet).
+        assert_eq!(chains(&metrics.encode(false).0), 0);
+        let busy = lock(&metrics.totals_busy);
+        assert!(
+            !metrics.try_publish_totals(store.totals()),
+            "published during an encoding"
+        );
+        drop(busy);
+        assert!(metrics.try_publish_totals(store.totals()));
+        assert_eq!(
+            chains(&metrics.encode(false).0),
+            0,
+            "a scrape encoded the publish"
+        );
+        metrics.encode_published();
+        assert_eq!(chains(&metrics.encode(false).0), 1);
+        // OpenMetrics was never asked for: not encoded by the publish, but on its first scrape.
+        assert!(lock(&metrics.encoded[1]).is_none());
+        assert_eq!(chains(&metrics.encode(true).0), 1);
     }
 
     #[test]

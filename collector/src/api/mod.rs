@@ -4,8 +4,10 @@
 //! Requests come in on the API's own server ([`start`]: bound as the receivers are, with their
 //! TLS and token); what the store knows is asked of the one loop that owns it, over a bounded
 //! channel ([`Ask`]), and answered there ([`Answers::answer`]): no lock on the store. The
-//! metrics' families are shared: the loop brings them up to date, the request task encodes
-//! them.
+//! metrics' families are shared: the loop brings them up to date on its timer
+//! ([`Answers::publish`]), a task of their own encodes them after each publish
+//! ([`metrics::keep_encoded`]), and a scrape copies the text last encoded: it never waits for
+//! the loop, however many chains are being judged.
 //!
 //! - [`routes`]: the router, the token check, the probes and the query of `/api/chains`;
 //! - [`metrics`]: the families of §7 from the totals and the receivers' counters;
@@ -17,6 +19,7 @@ pub mod routes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use deadline_budget::analysis::FindingKind;
 use tokio::sync::{mpsc, oneshot};
@@ -30,8 +33,6 @@ use routes::{ApiState, Readiness};
 /// A question for the loop that owns the store; the answer goes back on `reply`.
 #[derive(Debug)]
 pub enum Ask {
-    /// Bring the metrics up to the totals (answered once done).
-    Metrics(oneshot::Sender<()>),
     /// The §4 JSON report of the chains judged so far (or why it could not be written).
     Report(oneshot::Sender<Result<String, String>>),
     /// The newest judged chains with a finding of `kind` (any finding without one), at most
@@ -96,6 +97,7 @@ pub async fn start(
         readiness: readiness.clone(),
     };
     let shutdown = CancellationToken::new();
+    tokio::spawn(metrics::keep_encoded(metrics.clone(), shutdown.clone()));
     let (addr, server) = ingest::serve_app(
         routes::router(state),
         addr,
@@ -111,6 +113,7 @@ pub async fn start(
             metrics,
             stats,
             published: None,
+            published_at: None,
         },
         readiness,
         shutdown,
@@ -126,20 +129,36 @@ pub struct Answers {
     stats: Arc<IngestStats>,
     /// What the totals were when last published: (chains judged, chains judged again).
     published: Option<(u64, u64)>,
+    /// When they were.
+    published_at: Option<Instant>,
 }
 
+/// The metrics' totals are published at most this often (Prometheus scrapes every 15 s by
+/// default, every second at the most): a publish walks every edge, and each is encoded again.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
 impl Answers {
+    /// Brings the metrics' families up to the store's totals when chains were judged since
+    /// the last publish, at most every [`PUBLISH_EVERY`], and not while the last publish is
+    /// still being encoded (the next call tries again). Called by the loop on its timer.
+    pub fn publish(&mut self, store: &Store) {
+        let now = (store.totals().traces, store.counters().chains_rejudged);
+        if self.published == Some(now)
+            || self
+                .published_at
+                .is_some_and(|at| at.elapsed() < PUBLISH_EVERY)
+        {
+            return;
+        }
+        if self.metrics.try_publish_totals(store.totals()) {
+            self.published = Some(now);
+            self.published_at = Some(Instant::now());
+        }
+    }
+
     /// Answers one question from the store.
     pub fn answer(&mut self, ask: Ask, store: &Store) {
         match ask {
-            Ask::Metrics(reply) => {
-                let now = (store.totals().traces, store.counters().chains_rejudged);
-                if self.published != Some(now) {
-                    self.metrics.publish_totals(store.totals());
-                    self.published = Some(now);
-                }
-                let _ = reply.send(());
-            }
             Ask::Report(reply) => {
                 let report = store.report_of_judged();
                 let json =

@@ -1,7 +1,7 @@
 //! `budget-top serve` (CONVENTIONS §7): budget-top beside a team's Collector for days. The
 //! receivers feed one loop that owns the store; a timer judges the chains quiet for `--settle`
-//! into the totals (section 6); the HTTP API ([`crate::api`]) asks the loop for the metrics,
-//! the report and the chains of a finding. No screen.
+//! into the totals (section 6) and publishes them to the metrics; the HTTP API ([`crate::api`])
+//! asks the loop for the report and the chains of a finding. No screen.
 //!
 //! Every file and flag is checked before anything listens (an unwritable `--report` or `--html`
 //! path, the TLS files, the token file: exit 2 with a sentence). SIGTERM or Ctrl-C closes the
@@ -84,6 +84,7 @@ pub async fn run(
                     store.analyse_dirty();
                     analysed_at = tokio::time::Instant::now();
                 }
+                api.answers.publish(&store);
             }
             () = signals.recv() => break,
         }

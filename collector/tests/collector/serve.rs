@@ -101,6 +101,26 @@ async fn report_of(api: SocketAddr, traces: u64, token: Option<&str>) -> Json {
     }
 }
 
+/// `/metrics` (the text format) once it counts `chains` chains judged (at most 60 s): the
+/// loop publishes the totals on its timer and they are encoded after, so a scrape right after
+/// `/api/report` counts them may still show the publish before.
+async fn metrics_of(api: SocketAddr, chains: u64) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = get(&format!("http://{api}/metrics"), None, None).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        if sum(&samples(&answer.body), "budget_top_chains_total") == chains as f64 {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{chains} chains never in /metrics: {}",
+            answer.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `name{labels}` → value, from the text exposition.
 fn samples(text: &str) -> BTreeMap<String, f64> {
     text.lines()
@@ -144,8 +164,7 @@ fn metrics_say_what_the_report_says_and_the_api_answers_every_query() {
         assert_eq!(bad.status(), 400);
         let report = report_of(api, 12, None).await;
 
-        let text = get(&format!("http://{api}/metrics"), None, None).await;
-        assert_eq!(text.status, 200);
+        let text = metrics_of(api, 12).await;
         assert!(
             text.content_type.starts_with("text/plain; version=0.0.4"),
             "{}",
@@ -354,7 +373,7 @@ fn label_sets_past_max_series_go_to_other_and_are_counted() {
             assert_eq!(post(http, &chain(n, &caller), None).await, 200);
         }
         report_of(api, 50, None).await;
-        let m = samples(&get(&format!("http://{api}/metrics"), None, None).await.body);
+        let m = samples(&metrics_of(api, 50).await.body);
         let calls: Vec<(&String, &f64)> = m
             .iter()
             .filter(|(k, _)| k.starts_with("budget_top_edge_calls_total{"))
