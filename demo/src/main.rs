@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
+use budget_demo::otlp_load::{FloodPlan, Pacing, Security, Target, flood_with};
 use budget_demo::{
     Demo, DemoArgs, Scenario, at_least_one, parse_endpoint, parse_positive_duration,
 };
@@ -97,6 +97,17 @@ struct LoadArgs {
     /// (counted as unsent).
     #[arg(long, value_name = "N", default_value_t = 1024, requires = "open_loop", value_parser = at_least_one::<usize>)]
     max_inflight: usize,
+    /// Send over TLS, trusting the receiver's certificate: FILE holds it or the CA that signed
+    /// it (PEM), and it must name localhost (budget-top run with --tls-cert/--tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Send `Authorization: Bearer <token>` with every request, the token being FILE's
+    /// contents (its trailing newline trimmed), as budget-top's --bearer-token-file wants.
+    #[arg(long, value_name = "FILE")]
+    bearer_token_file: Option<std::path::PathBuf>,
+    /// What --tls-ca and --bearer-token-file hold, read (and refused with exit 2) at start.
+    #[arg(skip)]
+    security: Security,
 }
 
 /// A rate in spans per second: more than 0 and finite.
@@ -170,7 +181,13 @@ fn refuse(kind: ErrorKind, message: String) -> ! {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Some(Command::Load(args)) = &mut cli.command {
+        match Security::from_files(args.tls_ca.as_deref(), args.bearer_token_file.as_deref()) {
+            Ok(security) => args.security = security,
+            Err(error) => refuse(ErrorKind::ValueValidation, error.to_string()),
+        }
+    }
     if let Some(flag) = cli.run.budget_top_only.given() {
         refuse(
             ErrorKind::ArgumentConflict,
@@ -296,7 +313,7 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
             args.depth
         );
     }
-    let r = flood(plan).await?;
+    let r = flood_with(plan, &args.security).await?;
     // Line 1 is what scripts have parsed since issue 6 ("spans sent" = accepted); lines 2 and 3
     // count every answer by kind, as key=value pairs.
     budget_demo::stdout_line!(

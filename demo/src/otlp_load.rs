@@ -15,10 +15,18 @@
 //! memory bounded, and a request that would go past it is not sent and is counted as unsent.
 //! Answers are counted by kind: accepted, throttled (gRPC `RESOURCE_EXHAUSTED`, HTTP 429/503:
 //! OTLP's "retry later") and other failures.
+//!
+//! Over TLS when given a root to trust ([`Security`], `--tls-ca`: what a receiver run with
+//! `--tls-cert/--tls-key` needs; rustls, as the receivers), with a bearer token when given one
+//! (`--bearer-token-file`).
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut as _, Bytes};
@@ -183,6 +191,9 @@ pub enum FloodError {
     /// A nonsensical plan.
     #[error("{0}")]
     Plan(&'static str),
+    /// The CA or the token file could not be read.
+    #[error("{0}")]
+    Security(String),
     /// The receiver could not be reached.
     #[error("cannot connect to {addr}: {message}")]
     Connect {
@@ -191,6 +202,112 @@ pub enum FloodError {
         /// What the transport said.
         message: String,
     },
+}
+
+/// The name the receiver's certificate must hold: the load only sends to this machine.
+pub const TLS_SERVER_NAME: &str = "localhost";
+
+/// How the load reaches a receiver that wants TLS or a token: [`flood_with`].
+#[derive(Clone, Default)]
+pub struct Security {
+    /// TLS, trusting these roots; `None`: plain TCP.
+    tls: Option<Arc<rustls::RootCertStore>>,
+    /// `Bearer <token>`, sent with every request.
+    authorization: Option<String>,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a secret: never printed.
+        f.debug_struct("Security")
+            .field("tls", &self.tls.is_some())
+            .field("token", &self.authorization.is_some())
+            .finish()
+    }
+}
+
+impl Security {
+    /// TLS trusting the certificates in `ca` (PEM: the receiver's own certificate or the CA
+    /// that signed it, which must name [`TLS_SERVER_NAME`]) when given, and the token in
+    /// `token` (its trailing newline or CRLF trimmed, as budget-top reads it) when given.
+    pub fn from_files(ca: Option<&Path>, token: Option<&Path>) -> Result<Self, FloodError> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject as _;
+        let tls = match ca {
+            Some(path) => {
+                let shown = path.display();
+                let mut roots = rustls::RootCertStore::empty();
+                let certificates = CertificateDer::pem_file_iter(path).map_err(|e| {
+                    FloodError::Security(format!("cannot read {shown} (--tls-ca): {e}"))
+                })?;
+                for certificate in certificates {
+                    let certificate = certificate.map_err(|e| {
+                        FloodError::Security(format!("{shown} (--tls-ca) is not PEM: {e}"))
+                    })?;
+                    roots.add(certificate).map_err(|e| {
+                        FloodError::Security(format!(
+                            "{shown} (--tls-ca) holds a certificate rustls refuses: {e}"
+                        ))
+                    })?;
+                }
+                if roots.is_empty() {
+                    return Err(FloodError::Security(format!(
+                        "{shown} (--tls-ca) holds no certificate (PEM, -----BEGIN CERTIFICATE-----)"
+                    )));
+                }
+                Some(Arc::new(roots))
+            }
+            None => None,
+        };
+        let authorization = match token {
+            Some(path) => {
+                let shown = path.display();
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    FloodError::Security(format!("cannot read {shown} (--bearer-token-file): {e}"))
+                })?;
+                let token = text
+                    .strip_suffix('\n')
+                    .map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
+                if token.is_empty() {
+                    return Err(FloodError::Security(format!(
+                        "{shown} (--bearer-token-file) is empty"
+                    )));
+                }
+                Some(format!("Bearer {token}"))
+            }
+            None => None,
+        };
+        Ok(Security { tls, authorization })
+    }
+
+    /// A TLS connector offering `alpn`, when TLS is asked for.
+    fn connector(&self, alpn: &[u8]) -> Option<tokio_rustls::TlsConnector> {
+        let roots = self.tls.as_ref()?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // The ring provider's defaults are always a valid set.
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .ok()?;
+        let mut config = builder
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        Some(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    }
+}
+
+/// A TCP connection to `addr` and the TLS handshake over it.
+async fn dial(
+    addr: SocketAddr,
+    tls: &tokio_rustls::TlsConnector,
+) -> std::io::Result<hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>>
+{
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let name =
+        rustls::pki_types::ServerName::try_from(TLS_SERVER_NAME).map_err(std::io::Error::other)?;
+    let stream = tls.connect(name, tcp).await?;
+    Ok(hyper_util::rt::TokioIo::new(stream))
 }
 
 /// One encoded export request and where its trace ids sit in the bytes.
@@ -499,6 +616,11 @@ enum Answer {
 
 /// Send the plan's spans; returns how they were answered and how fast.
 pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
+    flood_with(plan, &Security::default()).await
+}
+
+/// [`flood`] over TLS and with a token, as `security` says.
+pub async fn flood_with(plan: FloodPlan, security: &Security) -> Result<FloodResult, FloodError> {
     let addr = plan.target.addr();
     if !addr.ip().is_loopback() {
         return Err(FloodError::NotLoopback(addr));
@@ -523,7 +645,7 @@ pub async fn flood(plan: FloodPlan) -> Result<FloodResult, FloodError> {
     let requests = plan.spans.div_ceil(template.spans());
     let mut senders = Vec::with_capacity(plan.connections);
     for _ in 0..plan.connections {
-        senders.push(Sender::connect(plan.target).await?);
+        senders.push(Sender::connect(plan.target, security).await?);
     }
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
@@ -635,49 +757,104 @@ async fn open_loop(
 }
 
 /// One connection to the receiver (a clone shares it: gRPC multiplexes requests over the one
-/// HTTP/2 connection; HTTP/1.1 opens more connections to the pool as requests overlap).
+/// HTTP/2 connection; HTTP/1.1 opens more connections to the pool as requests overlap), and
+/// the `authorization` value sent with each request.
 #[derive(Clone)]
 enum Sender {
-    Grpc(tonic::client::Grpc<tonic::transport::Channel>),
-    Http(reqwest::Client, String),
+    Grpc(
+        tonic::client::Grpc<tonic::transport::Channel>,
+        Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    ),
+    Http(reqwest::Client, String, Option<String>),
+    /// OTLP/HTTP over TLS: hyper's pooled client on [`TlsDial`].
+    HttpTls(
+        Box<hyper_util::client::legacy::Client<TlsDial, http_body_util::Full<Bytes>>>,
+        http::Uri,
+        Option<http::HeaderValue>,
+    ),
 }
 
 impl Sender {
-    async fn connect(target: Target) -> Result<Self, FloodError> {
+    async fn connect(target: Target, security: &Security) -> Result<Self, FloodError> {
         let addr = target.addr();
         let fail = |message: String| FloodError::Connect { addr, message };
+        let token = security.authorization.clone();
         match target {
             Target::Grpc(addr) => {
-                let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-                    .map_err(|e| fail(e.to_string()))?
-                    .connect()
-                    .await
+                let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
                     .map_err(|e| fail(e.to_string()))?;
-                Ok(Sender::Grpc(tonic::client::Grpc::new(channel)))
+                let channel = match security.connector(b"h2") {
+                    Some(tls) => endpoint
+                        .connect_with_connector(tower::service_fn(move |_uri| {
+                            let tls = tls.clone();
+                            async move { dial(addr, &tls).await }
+                        }))
+                        .await
+                        .map_err(|e| fail(with_causes(&e)))?,
+                    None => endpoint
+                        .connect()
+                        .await
+                        .map_err(|e| fail(with_causes(&e)))?,
+                };
+                let token = token
+                    .map(|t| t.parse())
+                    .transpose()
+                    .map_err(|_| FloodError::Security("the token is not a header value".into()))?;
+                Ok(Sender::Grpc(tonic::client::Grpc::new(channel), token))
             }
-            Target::Http(addr) => {
-                // One client per sender, one pooled connection each.
-                let client = reqwest::Client::builder()
+            Target::Http(addr) => match security.connector(b"http/1.1") {
+                Some(tls) => {
+                    // One handshake now, so a certificate the CA did not sign is an error
+                    // here rather than every request failing.
+                    dial(addr, &tls).await.map_err(|e| fail(e.to_string()))?;
+                    let client = hyper_util::client::legacy::Client::builder(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
                     .pool_max_idle_per_host(1)
-                    .build()
-                    .map_err(|e| fail(e.to_string()))?;
-                Ok(Sender::Http(client, format!("http://{addr}/v1/traces")))
-            }
+                    .build(TlsDial { addr, tls });
+                    let url = format!("https://{TLS_SERVER_NAME}:{}/v1/traces", addr.port())
+                        .parse()
+                        .map_err(|e: http::uri::InvalidUri| fail(e.to_string()))?;
+                    let token =
+                        token
+                            .map(http::HeaderValue::try_from)
+                            .transpose()
+                            .map_err(|_| {
+                                FloodError::Security("the token is not a header value".into())
+                            })?;
+                    Ok(Sender::HttpTls(Box::new(client), url, token))
+                }
+                None => {
+                    // One client per sender, one pooled connection each.
+                    let client = reqwest::Client::builder()
+                        .pool_max_idle_per_host(1)
+                        .build()
+                        .map_err(|e| fail(e.to_string()))?;
+                    Ok(Sender::Http(
+                        client,
+                        format!("http://{addr}/v1/traces"),
+                        token,
+                    ))
+                }
+            },
         }
     }
 
     /// Send one request and say how it was answered.
     async fn send(&mut self, body: Bytes) -> Answer {
         match self {
-            Sender::Grpc(grpc) => {
+            Sender::Grpc(grpc, token) => {
                 if grpc.ready().await.is_err() {
                     return Answer::Failed;
                 }
                 let path = tonic::codegen::http::uri::PathAndQuery::from_static(EXPORT_PATH);
-                match grpc
-                    .unary::<Bytes, (), _>(tonic::Request::new(body), path, RawCodec)
-                    .await
-                {
+                let mut request = tonic::Request::new(body);
+                if let Some(token) = token {
+                    request
+                        .metadata_mut()
+                        .insert("authorization", token.clone());
+                }
+                match grpc.unary::<Bytes, (), _>(request, path, RawCodec).await {
                     Ok(_) => Answer::Accepted,
                     Err(status) if status.code() == tonic::Code::ResourceExhausted => {
                         Answer::Throttled
@@ -685,25 +862,126 @@ impl Sender {
                     Err(_) => Answer::Failed,
                 }
             }
-            Sender::Http(client, url) => {
-                let response = client
+            Sender::Http(client, url, token) => {
+                let mut request = client
                     .post(url.as_str())
-                    .header("content-type", "application/x-protobuf")
-                    .body(body)
-                    .send()
-                    .await;
-                match response.map(|r| r.status()) {
-                    Ok(status) if status.is_success() => Answer::Accepted,
-                    Ok(status)
-                        if status == reqwest::StatusCode::TOO_MANY_REQUESTS
-                            || status == reqwest::StatusCode::SERVICE_UNAVAILABLE =>
-                    {
-                        Answer::Throttled
+                    .header("content-type", "application/x-protobuf");
+                if let Some(token) = token {
+                    request = request.header("authorization", token.as_str());
+                }
+                match request.body(body).send().await.map(|r| r.status()) {
+                    Ok(status) => http_answer(status),
+                    Err(_) => Answer::Failed,
+                }
+            }
+            Sender::HttpTls(client, url, token) => {
+                let mut request = http::Request::post(url.clone())
+                    .header(http::header::CONTENT_TYPE, "application/x-protobuf");
+                if let Some(token) = token {
+                    request = request.header(http::header::AUTHORIZATION, token.clone());
+                }
+                let Ok(request) = request.body(http_body_util::Full::new(body)) else {
+                    return Answer::Failed;
+                };
+                match client.request(request).await {
+                    Ok(response) => {
+                        let status = response.status();
+                        // Read the answer to its end, so the connection goes back to the pool.
+                        let _ = http_body_util::BodyExt::collect(response.into_body()).await;
+                        http_answer(status)
                     }
-                    _ => Answer::Failed,
+                    Err(_) => Answer::Failed,
                 }
             }
         }
+    }
+}
+
+/// An OTLP/HTTP answer: success, "retry later" (429, 503) or a failure.
+fn http_answer(status: http::StatusCode) -> Answer {
+    if status.is_success() {
+        Answer::Accepted
+    } else if status == http::StatusCode::TOO_MANY_REQUESTS
+        || status == http::StatusCode::SERVICE_UNAVAILABLE
+    {
+        Answer::Throttled
+    } else {
+        Answer::Failed
+    }
+}
+
+/// An error and its causes (tonic's own says only "transport error"), each said once.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Dials the receiver over TLS for hyper's pooled client (which asks with the request's URI:
+/// the address is the load's own).
+#[derive(Clone)]
+struct TlsDial {
+    addr: SocketAddr,
+    tls: tokio_rustls::TlsConnector,
+}
+
+impl tower::Service<http::Uri> for TlsDial {
+    type Response = TlsIo;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = std::io::Result<TlsIo>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let (addr, tls) = (self.addr, self.tls.clone());
+        Box::pin(async move { dial(addr, &tls).await.map(TlsIo) })
+    }
+}
+
+/// A TLS connection as hyper's client wants it.
+struct TlsIo(hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>);
+
+impl hyper::rt::Read for TlsIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for TlsIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+impl hyper_util::client::legacy::connect::Connection for TlsIo {
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        hyper_util::client::legacy::connect::Connected::new()
     }
 }
 

@@ -172,6 +172,7 @@ impl Listening {
 /// A running `budget-top serve` on ports picked by the system.
 pub struct Serving {
     child: Child,
+    pub grpc: SocketAddr,
     pub http: SocketAddr,
     pub api: SocketAddr,
     stderr: mpsc::Receiver<String>,
@@ -198,6 +199,12 @@ pub fn serve(args: &[&str]) -> Serving {
     let receivers = line
         .strip_prefix("serving: receivers ")
         .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    let grpc = receivers
+        .strip_prefix("grpc ")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no gRPC address in {line}"))
+        .parse()
+        .unwrap();
     let http = receivers
         .split(", http ")
         .nth(1)
@@ -215,6 +222,7 @@ pub fn serve(args: &[&str]) -> Serving {
         .unwrap();
     Serving {
         child,
+        grpc,
         http,
         api,
         stderr: rx,

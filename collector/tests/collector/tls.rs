@@ -466,3 +466,76 @@ async fn the_api_speaks_the_receivers_tls() {
         String::from_utf8_lossy(&answer)
     );
 }
+
+/// `budget-demo load --tls-ca --bearer-token-file` (its flood, as the command runs it) delivers
+/// over TLS, gRPC and HTTP, to `budget-top serve --tls-cert --tls-key --bearer-token-file`:
+/// every span it was told was accepted is in the final report. Without the token nothing is
+/// accepted; trusting another CA, it cannot connect.
+#[test]
+fn budget_demo_load_delivers_over_tls_with_a_token_to_serve() {
+    use budget_demo::otlp_load::{FloodPlan, Pacing, Security, Target, flood_with};
+    let pki = pki("tls_load");
+    let token = pki.dir.join("token");
+    std::fs::write(&token, "tok3n\n").unwrap();
+    let report = pki.dir.join("report.json");
+    let serving = crate::support::serve(&[
+        "--tls-cert",
+        pki.server_cert.to_str().unwrap(),
+        "--tls-key",
+        pki.server_key.to_str().unwrap(),
+        "--bearer-token-file",
+        token.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let plan = |target| FloodPlan {
+        target,
+        spans: 2048,
+        batch: 512,
+        depth: 4,
+        connections: 2,
+        rate: None,
+        max_time: Some(Duration::from_secs(60)),
+        pacing: Pacing::Closed,
+    };
+    let trusted = Security::from_files(Some(&pki.ca), Some(&token)).unwrap();
+    let no_token = Security::from_files(Some(&pki.ca), None).unwrap();
+    let stranger_ca = pki.dir.join("stranger-ca.pem");
+    std::fs::write(&stranger_ca, ca().pem()).unwrap();
+    let stranger = Security::from_files(Some(&stranger_ca), Some(&token)).unwrap();
+    let mut sent = 0;
+    crate::support::runtime().block_on(async {
+        for target in [Target::Grpc(serving.grpc), Target::Http(serving.http)] {
+            let r = flood_with(plan(target), &trusted).await.unwrap();
+            assert_eq!(
+                (r.spans_sent, r.requests_failed, r.requests_throttled),
+                (2048, 0, 0),
+                "{target:?}: {r:?}"
+            );
+            sent += r.spans_sent;
+            let r = flood_with(plan(target), &no_token).await.unwrap();
+            assert_eq!(
+                (r.spans_sent, r.requests_failed),
+                (0, 4),
+                "{target:?} without the token: {r:?}"
+            );
+            let refused = flood_with(plan(target), &stranger).await;
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("certificate")),
+                "{target:?} trusting another CA: {refused:?}"
+            );
+        }
+    });
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(written["ingest"]["spans_accepted"], sent, "{written}");
+    assert_eq!(
+        written["ingest"]["requests_unauthenticated"], 8,
+        "{written}"
+    );
+    assert_eq!(written["summary"]["spans"], sent, "{written}");
+}

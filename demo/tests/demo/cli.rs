@@ -156,6 +156,17 @@ fn budget_top_demos_own_flags_are_refused_pointing_at_it() {
 
 #[test]
 fn bad_values_are_refused_with_their_range() {
+    // A CA file without a certificate, and an empty token file.
+    let dir = std::env::temp_dir().join(format!("budget-demo-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_pem = dir.join("ca.pem");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let empty = dir.join("token");
+    std::fs::write(&empty, "").unwrap();
+    let (not_pem, empty) = (
+        not_pem.to_string_lossy().into_owned(),
+        empty.to_string_lossy().into_owned(),
+    );
     for (args, sentence) in [
         (&["--jitter", "2"][..], "must be from 0 to 1"),
         (&["--time-scale", "0"], "must be from 0.05 to 10"),
@@ -207,6 +218,30 @@ fn bad_values_are_refused_with_their_range() {
                 "0",
             ],
             "must be at least 1",
+        ),
+        (
+            &[
+                "load",
+                "--grpc",
+                "127.0.0.1:1",
+                "--tls-ca",
+                "/nonexistent/ca.pem",
+            ],
+            "cannot read /nonexistent/ca.pem (--tls-ca)",
+        ),
+        (
+            &["load", "--grpc", "127.0.0.1:1", "--tls-ca", &not_pem],
+            "(--tls-ca) holds no certificate",
+        ),
+        (
+            &[
+                "load",
+                "--grpc",
+                "127.0.0.1:1",
+                "--bearer-token-file",
+                &empty,
+            ],
+            "(--bearer-token-file) is empty",
         ),
     ] {
         let output = run_to_end(args);
