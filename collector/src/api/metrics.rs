@@ -27,6 +27,8 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+
 use deadline_budget::analysis::{ChainOutcome, FindingKind, Sketch, Totals};
 use prometheus_client::encoding::{
     EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet, prometheus_text, text,
@@ -253,7 +255,7 @@ impl EncodeMetric for SketchHistogram {
 }
 
 /// The totals' text as encoded after publish number `.0`.
-type Encoded = (u64, Arc<String>);
+type Encoded = (u64, Bytes);
 
 /// The registry and its families; see the module documentation.
 #[derive(Debug)]
@@ -561,27 +563,41 @@ impl Metrics {
     }
 
     /// The exposition: OpenMetrics text when `openmetrics`, else the Prometheus text format
-    /// (0.0.4). Returns it and its content type.
-    pub fn encode(&self, openmetrics: bool) -> (String, &'static str) {
+    /// (0.0.4), in three parts a body sends one after the other (the receivers' lines, the
+    /// totals' text as kept, shared and not copied, and the end). Returns them and the content
+    /// type.
+    pub fn encode_parts(&self, openmetrics: bool) -> ([Bytes; 3], &'static str) {
         let totals = self.totals_text(openmetrics);
-        let mut out = String::with_capacity(totals.len() + 4096);
+        let mut head = String::with_capacity(4096);
         // Writing into a String cannot fail.
         if openmetrics {
-            let _ = text::encode_registry(&mut out, &self.ingest_registry);
-            out.push_str(&totals);
-            let _ = text::encode_eof(&mut out);
-            (out, OPENMETRICS)
+            let _ = text::encode_registry(&mut head, &self.ingest_registry);
+            let mut end = String::new();
+            let _ = text::encode_eof(&mut end);
+            ([head.into(), totals, end.into()], OPENMETRICS)
         } else {
-            let _ = prometheus_text::encode(&mut out, &self.ingest_registry);
-            out.push_str(&totals);
-            (out, prometheus_text::CONTENT_TYPE)
+            let _ = prometheus_text::encode(&mut head, &self.ingest_registry);
+            (
+                [head.into(), totals, Bytes::new()],
+                prometheus_text::CONTENT_TYPE,
+            )
         }
+    }
+
+    /// [`Metrics::encode_parts`] as one text.
+    pub fn encode(&self, openmetrics: bool) -> (String, &'static str) {
+        let (parts, content_type) = self.encode_parts(openmetrics);
+        let text = parts
+            .iter()
+            .map(|part| String::from_utf8_lossy(part))
+            .collect();
+        (text, content_type)
     }
 
     /// The totals' families as text: the text last encoded for this format, whatever was
     /// published since ([`keep_encoded`] brings it up to date); encoded here only the first
     /// time a format is asked for.
-    fn totals_text(&self, openmetrics: bool) -> Arc<String> {
+    fn totals_text(&self, openmetrics: bool) -> Bytes {
         let format = usize::from(openmetrics);
         self.wanted[format].store(true, Ordering::Relaxed);
         if let Some((_, text)) = lock(&self.encoded[format]).as_ref() {
@@ -593,7 +609,7 @@ impl Metrics {
 
     /// Encodes the totals' families in `openmetrics` or the text format and keeps the text
     /// (the caller holds `totals_busy`).
-    fn encode_totals(&self, openmetrics: bool) -> Arc<String> {
+    fn encode_totals(&self, openmetrics: bool) -> Bytes {
         let version = self.version.load(Ordering::Relaxed);
         let mut out = String::new();
         if openmetrics {
@@ -601,7 +617,7 @@ impl Metrics {
         } else {
             let _ = prometheus_text::encode(&mut out, &self.totals_registry);
         }
-        let out = Arc::new(out);
+        let out = Bytes::from(out);
         *lock(&self.encoded[usize::from(openmetrics)]) = Some((version, out.clone()));
         out
     }
