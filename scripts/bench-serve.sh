@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # `budget-top serve` against `check`: ingest CPU per span under the same `budget-demo load`
-# (serve scraped at /metrics every second meanwhile, as Prometheus would), then /metrics'
-# latency (p50/p99 of 200 scrapes, one at a time) with 10,000 edges known (so three families
-# hold 10,000 label sets each at the default --max-series). Loopback only; a benchmark, not a
-# test: its figures go to docs/performance.md with the machine's load beside them.
+# (serve scraped at /metrics every second meanwhile, as Prometheus would, each scrape timed);
+# serve's ingest over TLS beside plain, over gRPC and over HTTP, in the same run (certificates
+# made here with openssl; the load trusts the CA with --tls-ca); then /metrics' latency (p50/p99
+# of 200 scrapes, one at a time) with 10,000 edges known (so three families hold 10,000 label
+# sets each at the default --max-series), first with no traffic, then under a `budget-demo load`
+# flood that keeps chains being judged. Loopback only; a benchmark, not a test: its figures go
+# to docs/performance.md with the machine's load beside them.
 #
 #   scripts/bench-serve.sh                  # 1,000,000 spans per run
 #   SPANS=200000 scripts/bench-serve.sh     # a quick run
+#   TLS=0 scripts/bench-serve.sh            # without the TLS runs
 #
-# Knobs (environment): SPANS (per run, default 1000000), TRANSPORT (grpc or http, default grpc),
-# BATCH (spans per request, 512), DEPTH (hops per chain, 4), EDGES (distinct callers for the
-# /metrics run, 10000), SCRAPES (timed scrapes, 200), PROFILE (release or debug, default
-# release), OUT (work folder, target/bench-serve). Each run is bounded: the load stops after
-# SPANS spans or LOAD_TIMEOUT (default 600 s), and a receiver that does not stop is killed.
+# Knobs (environment): SPANS (per run, default 1000000), TRANSPORT (grpc or http, default grpc:
+# check beside serve), TLS (1: serve over TLS beside plain, gRPC and HTTP; default 1), BATCH
+# (spans per request, 512), DEPTH (hops per chain, 4), EDGES (distinct callers for the /metrics
+# run, 10000), SCRAPES (timed scrapes, 200), FLOOD_SPANS (the flood under the timed scrapes,
+# 20000000: it is stopped once they are done), PROFILE (release or debug, default release), OUT
+# (work folder, target/bench-serve). Each run is bounded: the load stops after SPANS spans or
+# LOAD_TIMEOUT (default 600 s), and a receiver that does not stop is killed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,6 +31,8 @@ EDGES=${EDGES:-10000}
 SCRAPES=${SCRAPES:-200}
 PROFILE=${PROFILE:-release}
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-600}
+TLS=${TLS:-1}
+FLOOD_SPANS=${FLOOD_SPANS:-20000000}
 OUT=${OUT:-$ROOT/target/bench-serve}
 mkdir -p "$OUT"
 
@@ -32,6 +40,11 @@ log() { echo "bench-serve: $*" >&2; }
 
 if [[ ! -x /usr/bin/time ]]; then
     log "GNU time (/usr/bin/time) is missing: apt-get install time"
+    exit 1
+fi
+
+if [[ $TLS == 1 ]] && ! command -v openssl >/dev/null; then
+    log "openssl is missing (it makes the TLS runs' certificates): apt-get install openssl, or TLS=0"
     exit 1
 fi
 
@@ -78,39 +91,70 @@ stop() { # PID [timed]: SIGTERM (to the process /usr/bin/time runs, when timed),
     wait "$pid" 2>/dev/null || true
 }
 
-# ingest COMMAND -> "command spans cpu rss"
+# A CA and a certificate for localhost it signed (not a CA itself: rustls refuses that).
+make_certificates() {
+    local dir=$OUT/tls
+    mkdir -p "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=bench-serve-ca -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+        -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$dir/ext"
+    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+        -CAcreateserial -days 2 -extfile "$dir/ext" -out "$dir/server.pem" 2>/dev/null
+}
+
+# p50 and p99 in ms of the seconds in FILE, one a line: "p50 p99 count".
+percentiles() {
+    sort -n "$1" | awk '{a[NR]=$1} END {if (NR==0) {print "- - 0"; exit} i50=int(NR*0.5); if (i50<1) i50=1; i99=int(NR*0.99+0.5); if (i99<1) i99=1; printf "%.1f %.1f %d\n", a[i50]*1000, a[i99]*1000, NR}'
+}
+
+# ingest COMMAND TRANSPORT SECURITY (plain or tls) -> "name spans cpu rss p50 p99 scrapes"
 ingest() {
-    local command=$1 grpc_port http_port api_port port timing=$OUT/$1.time pid scraper=
+    local command=$1 transport=$2 security=$3 grpc_port http_port api_port port pid scraper=
+    local name=$command-$transport-$security
+    local timing=$OUT/$name.time scrapes=$OUT/$name.scrapes tls_args=() load_tls=() curl_tls=()
+    local scheme=http
     grpc_port=$(free_port)
     http_port=$(free_port)
     api_port=$(free_port)
-    [[ $TRANSPORT == grpc ]] && port=$grpc_port || port=$http_port
+    [[ $transport == grpc ]] && port=$grpc_port || port=$http_port
+    if [[ $security == tls ]]; then
+        tls_args=(--tls-cert "$OUT/tls/server.pem" --tls-key "$OUT/tls/server.key")
+        load_tls=(--tls-ca "$OUT/tls/ca.pem")
+        curl_tls=(--cacert "$OUT/tls/ca.pem")
+        scheme=https
+    fi
+    : >"$scrapes"
     case $command in
     check)
         /usr/bin/time -v -o "$timing" "$BUDGET_TOP" check --grpc "127.0.0.1:$grpc_port" \
-            --http "127.0.0.1:$http_port" --idle 3s --format json \
-            >"$OUT/check.json" 2>"$OUT/check.log" &
+            --http "127.0.0.1:$http_port" --idle 3s --format json "${tls_args[@]}" \
+            >"$OUT/$name.json" 2>"$OUT/$name.log" &
         ;;
     serve)
         /usr/bin/time -v -o "$timing" "$BUDGET_TOP" serve --grpc "127.0.0.1:$grpc_port" \
-            --http "127.0.0.1:$http_port" --api "127.0.0.1:$api_port" --report "$OUT/serve.json" \
-            >/dev/null 2>"$OUT/serve.log" &
+            --http "127.0.0.1:$http_port" --api "127.0.0.1:$api_port" --report "$OUT/$name.json" \
+            "${tls_args[@]}" >/dev/null 2>"$OUT/$name.log" &
         ;;
     esac
     pid=$!
     wait_port "$port"
     if [[ $command == serve ]]; then
-        # A scraper every second, as Prometheus (bounded by the load's own bound).
+        # A scraper every second, as Prometheus (bounded by the load's own bound), each
+        # scrape timed.
         (for _ in $(seq "$LOAD_TIMEOUT"); do
-            curl -s -o /dev/null "http://127.0.0.1:$api_port/metrics" || true
+            curl -s -o /dev/null -w '%{time_total}\n' "${curl_tls[@]}" \
+                --resolve "localhost:$api_port:127.0.0.1" "$scheme://localhost:$api_port/metrics" \
+                >>"$scrapes" || true
             sleep 1
         done) &
         scraper=$!
     fi
     local load_out
-    load_out=$(timeout "$LOAD_TIMEOUT" "$LOAD" load "--$TRANSPORT" "127.0.0.1:$port" --spans "$SPANS" \
-        --batch "$BATCH" --depth "$DEPTH" --connections 2 --for "${LOAD_TIMEOUT}s" || true)
-    log "$command: $load_out"
+    load_out=$(timeout "$LOAD_TIMEOUT" "$LOAD" load "--$transport" "127.0.0.1:$port" --spans "$SPANS" \
+        --batch "$BATCH" --depth "$DEPTH" --connections 2 --for "${LOAD_TIMEOUT}s" "${load_tls[@]}" || true)
+    log "$name: $load_out"
     if [[ $command == serve ]]; then
         kill "$scraper" 2>/dev/null || true
         wait "$scraper" 2>/dev/null || true
@@ -121,17 +165,22 @@ ingest() {
         stop "$pid" timed
     fi
     local spans
-    spans=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["spans"])' "$OUT/$command.json")
-    echo "$command $spans $(cpu_of "$timing") $(rss_of "$timing")"
+    spans=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["spans"])' "$OUT/$name.json")
+    echo "$name $spans $(cpu_of "$timing") $(rss_of "$timing") $(percentiles "$scrapes")"
 }
 
-check_line=$(ingest check)
-serve_line=$(ingest serve)
+lines=("$(ingest check "$TRANSPORT" plain)" "$(ingest serve "$TRANSPORT" plain)")
+if [[ $TLS == 1 ]]; then
+    make_certificates
+    [[ $TRANSPORT == grpc ]] && other=http || other=grpc
+    lines+=("$(ingest serve "$TRANSPORT" tls)" "$(ingest serve "$other" plain)" "$(ingest serve "$other" tls)")
+fi
 
 # /metrics with EDGES distinct callers: chains posted as OTLP/JSON, then timed scrapes.
 api_port=$(free_port)
 http_port=$(free_port)
-"$BUDGET_TOP" serve --grpc 127.0.0.1:0 --http "127.0.0.1:$http_port" --api "127.0.0.1:$api_port" \
+series_grpc=$(free_port)
+"$BUDGET_TOP" serve --grpc "127.0.0.1:$series_grpc" --http "127.0.0.1:$http_port" --api "127.0.0.1:$api_port" \
     --settle 200ms >/dev/null 2>"$OUT/serve-series.log" &
 series_pid=$!
 wait_port "$api_port"
@@ -165,19 +214,43 @@ for _ in $(seq 600); do
 done
 series=$(curl -s "http://127.0.0.1:$api_port/metrics" | grep -c '^budget_top_edge_calls_total{' || true)
 bytes=$(curl -s "http://127.0.0.1:$api_port/metrics" | wc -c)
-times=$OUT/scrapes.txt
-: >"$times"
-for _ in $(seq "$SCRAPES"); do
-    curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$api_port/metrics" >>"$times"
-done
+judged() { curl -s "http://127.0.0.1:$api_port/api/report" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["traces"])'; }
+time_scrapes() { # FILE [PATH]: SCRAPES GETs of PATH (/metrics) one after another, each one's
+    # seconds a line
+    : >"$1"
+    for _ in $(seq "$SCRAPES"); do
+        curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$api_port${2:-/metrics}" >>"$1"
+    done
+}
+sleep 2 # the last publish encoded: these scrapes fall between publishes
+time_scrapes "$OUT/scrapes-quiet.txt"
+# The same scrapes while a flood keeps chains being judged (a publish every second).
+"$LOAD" load --grpc "127.0.0.1:$series_grpc" --spans "$FLOOD_SPANS" --batch "$BATCH" --depth "$DEPTH" \
+    --connections 2 --for "${LOAD_TIMEOUT}s" >"$OUT/flood.out" 2>&1 &
+flood_pid=$!
+sleep 2 # under way, its first chains judged
+before=$(judged)
+time_scrapes "$OUT/scrapes-flood.txt"
+after=$(judged)
+# The same number of /healthz (a few bytes, no metrics): what the flood and the machine cost
+# any request.
+time_scrapes "$OUT/healthz-flood.txt" /healthz
+kill -TERM "$flood_pid" 2>/dev/null || true
+wait "$flood_pid" 2>/dev/null || true
 stop "$series_pid"
-read -r p50 p99 < <(sort -n "$times" | awk '{a[NR]=$1} END {i50=int(NR*0.5); if (i50<1) i50=1; i99=int(NR*0.99+0.5); if (i99<1) i99=1; printf "%.1f %.1f\n", a[i50]*1000, a[i99]*1000}')
+read -r q50 q99 _ < <(percentiles "$OUT/scrapes-quiet.txt")
+read -r f50 f99 _ < <(percentiles "$OUT/scrapes-flood.txt")
+read -r h50 h99 _ < <(percentiles "$OUT/healthz-flood.txt")
 
 echo
-echo "profile $PROFILE, $SPANS spans over $TRANSPORT (batch $BATCH, depth $DEPTH); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-8s %10s %10s %14s %12s\n' command spans cpu_s spans/cpu_s peak_rss_kB
-for line in "$check_line" "$serve_line"; do
-    read -r command spans cpu rss <<<"$line"
-    printf '%-8s %10s %10s %14.0f %12s\n' "$command" "$spans" "$cpu" "$(python3 -c "print($spans/max($cpu,0.001))")" "$rss"
+echo "profile $PROFILE, $SPANS spans a run (batch $BATCH, depth $DEPTH); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-18s %10s %10s %14s %12s %22s\n' run spans cpu_s spans/cpu_s peak_rss_kB "scrapes p50/p99 ms (n)"
+for line in "${lines[@]}"; do
+    read -r name spans cpu rss p50 p99 n <<<"$line"
+    [[ $name == check-* ]] && scraped=- || scraped="$p50 / $p99 ($n)"
+    printf '%-18s %10s %10s %14.0f %12s %22s\n' "$name" "$spans" "$cpu" "$(python3 -c "print($spans/max($cpu,0.001))")" "$rss" "$scraped"
 done
-echo "/metrics with $series edge_calls series ($bytes bytes): p50 ${p50} ms, p99 ${p99} ms over $SCRAPES scrapes"
+echo "/metrics with $series edge_calls series ($bytes bytes), $SCRAPES scrapes one after another:"
+echo "  no traffic:            p50 ${q50} ms, p99 ${q99} ms"
+echo "  under a gRPC flood:    p50 ${f50} ms, p99 ${f99} ms ($((after - before)) chains judged meanwhile)"
+echo "  /healthz, same flood:  p50 ${h50} ms, p99 ${h99} ms"
