@@ -17,7 +17,8 @@
 # (spans per request, 512), DEPTH (hops per chain, 4), EDGES (distinct callers for the /metrics
 # run, 10000), SCRAPES (timed scrapes, 200), FLOOD_SPANS (the flood under the timed scrapes,
 # 20000000: it is stopped once they are done), PROFILE (release or debug, default release), OUT
-# (work folder, target/bench-serve). Each run is bounded: the load stops after SPANS spans or
+# (work folder, target/bench-serve), BT (another budget-top binary to measure, e.g. main's, with
+# this tree's load). Each run is bounded: the load stops after SPANS spans or
 # LOAD_TIMEOUT (default 600 s), and a receiver that does not stop is killed.
 set -euo pipefail
 
@@ -55,7 +56,7 @@ else
     cargo build --quiet -p budget-top -p budget-demo
 fi
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-BUDGET_TOP=$TARGET_DIR/$PROFILE/budget-top
+BUDGET_TOP=${BT:-$TARGET_DIR/$PROFILE/budget-top}
 LOAD=$TARGET_DIR/$PROFILE/budget-demo
 
 free_port() {
