@@ -39,6 +39,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
+use super::encoding::{self, Deflated};
 use crate::ingest::IngestCounts;
 
 /// The label value every label of a set past `--max-series` takes.
@@ -254,8 +255,21 @@ impl EncodeMetric for SketchHistogram {
     }
 }
 
-/// The totals' text as encoded after publish number `.0`.
-type Encoded = (u64, Bytes);
+/// The totals' text as encoded after a publish, and compressed when a scraper asked for gzip.
+#[derive(Debug)]
+struct Encoded {
+    /// The publish's number.
+    version: u64,
+    text: Bytes,
+    deflated: Option<Deflated>,
+}
+
+/// The totals' part of a body: as text, or compressed ([`encoding`](super::encoding)).
+#[derive(Debug)]
+pub enum TotalsPart {
+    Text(Bytes),
+    Deflated(Deflated),
+}
 
 /// The registry and its families; see the module documentation.
 #[derive(Debug)]
@@ -275,6 +289,8 @@ pub struct Metrics {
     encoded: [Mutex<Option<Encoded>>; 2],
     /// The formats a scraper has asked for, which each publish encodes anew.
     wanted: [AtomicBool; 2],
+    /// The formats a scraper has asked for gzip-compressed, which each publish compresses too.
+    wanted_gzip: [AtomicBool; 2],
     spans: Family<ResultLabel, Counter>,
     requests: Family<ResultLabel, Counter>,
     chains: Family<OutcomeLabel, Counter>,
@@ -329,6 +345,7 @@ impl Metrics {
             published: tokio::sync::Notify::new(),
             encoded: [Mutex::new(None), Mutex::new(None)],
             wanted: [AtomicBool::new(false), AtomicBool::new(false)],
+            wanted_gzip: [AtomicBool::new(false), AtomicBool::new(false)],
         };
         // Counters are registered without `_total`: the encoders add it.
         ingest_registry.register(
@@ -564,29 +581,36 @@ impl Metrics {
 
     /// The exposition: OpenMetrics text when `openmetrics`, else the Prometheus text format
     /// (0.0.4), in three parts a body sends one after the other (the receivers' lines, the
-    /// totals' text as kept, shared and not copied, and the end). Returns them and the content
-    /// type.
-    pub fn encode_parts(&self, openmetrics: bool) -> ([Bytes; 3], &'static str) {
-        let totals = self.totals_text(openmetrics);
+    /// totals' text as kept, shared and not copied, and the end), or, when `gzip`, one gzip
+    /// member made of them (the totals' part compressed when it was encoded). Returns the body's
+    /// pieces and the content type.
+    pub fn encode_parts(&self, openmetrics: bool, gzip: bool) -> (Vec<Bytes>, &'static str) {
+        let totals = self.totals_part(openmetrics, gzip);
         let mut head = String::with_capacity(4096);
+        let mut end = String::new();
         // Writing into a String cannot fail.
-        if openmetrics {
+        let content_type = if openmetrics {
             let _ = text::encode_registry(&mut head, &self.ingest_registry);
-            let mut end = String::new();
             let _ = text::encode_eof(&mut end);
-            ([head.into(), totals, end.into()], OPENMETRICS)
+            OPENMETRICS
         } else {
             let _ = prometheus_text::encode(&mut head, &self.ingest_registry);
-            (
-                [head.into(), totals, Bytes::new()],
-                prometheus_text::CONTENT_TYPE,
-            )
-        }
+            prometheus_text::CONTENT_TYPE
+        };
+        let pieces = match totals {
+            TotalsPart::Text(totals) => vec![head.into(), totals, end.into()],
+            TotalsPart::Deflated(totals) => encoding::member(&[
+                Deflated::part(head.as_bytes(), false),
+                totals,
+                Deflated::part(end.as_bytes(), true),
+            ]),
+        };
+        (pieces, content_type)
     }
 
     /// [`Metrics::encode_parts`] as one text.
     pub fn encode(&self, openmetrics: bool) -> (String, &'static str) {
-        let (parts, content_type) = self.encode_parts(openmetrics);
+        let (parts, content_type) = self.encode_parts(openmetrics, false);
         let text = parts
             .iter()
             .map(|part| String::from_utf8_lossy(part))
@@ -594,22 +618,34 @@ impl Metrics {
         (text, content_type)
     }
 
-    /// The totals' families as text: the text last encoded for this format, whatever was
-    /// published since ([`keep_encoded`] brings it up to date); encoded here only the first
-    /// time a format is asked for.
-    fn totals_text(&self, openmetrics: bool) -> Bytes {
+    /// The totals' families as text, or compressed when `gzip`: as last encoded for this
+    /// format, whatever was published since ([`keep_encoded`] brings it up to date); encoded
+    /// (or compressed) here only the first time a format (or gzip) is asked for.
+    fn totals_part(&self, openmetrics: bool, gzip: bool) -> TotalsPart {
         let format = usize::from(openmetrics);
         self.wanted[format].store(true, Ordering::Relaxed);
-        if let Some((_, text)) = lock(&self.encoded[format]).as_ref() {
-            return text.clone();
+        if gzip {
+            self.wanted_gzip[format].store(true, Ordering::Relaxed);
+        }
+        if let Some(encoded) = lock(&self.encoded[format]).as_ref() {
+            match (&encoded.deflated, gzip) {
+                (_, false) => return TotalsPart::Text(encoded.text.clone()),
+                (Some(deflated), true) => return TotalsPart::Deflated(deflated.clone()),
+                (None, true) => {}
+            }
         }
         let _busy = lock(&self.totals_busy);
-        self.encode_totals(openmetrics)
+        let encoded = self.encode_totals(openmetrics);
+        match (encoded.deflated, gzip) {
+            (Some(deflated), true) => TotalsPart::Deflated(deflated),
+            _ => TotalsPart::Text(encoded.text),
+        }
     }
 
-    /// Encodes the totals' families in `openmetrics` or the text format and keeps the text
-    /// (the caller holds `totals_busy`).
-    fn encode_totals(&self, openmetrics: bool) -> Bytes {
+    /// Encodes the totals' families in `openmetrics` or the text format, compresses them too
+    /// when a scraper asked for gzip, and keeps both (the caller holds `totals_busy`).
+    fn encode_totals(&self, openmetrics: bool) -> Encoded {
+        let format = usize::from(openmetrics);
         let version = self.version.load(Ordering::Relaxed);
         let mut out = String::new();
         if openmetrics {
@@ -617,13 +653,24 @@ impl Metrics {
         } else {
             let _ = prometheus_text::encode(&mut out, &self.totals_registry);
         }
-        let out = Bytes::from(out);
-        *lock(&self.encoded[usize::from(openmetrics)]) = Some((version, out.clone()));
-        out
+        let deflated = self.wanted_gzip[format]
+            .load(Ordering::Relaxed)
+            .then(|| Deflated::part(out.as_bytes(), false));
+        let text = Bytes::from(out);
+        *lock(&self.encoded[format]) = Some(Encoded {
+            version,
+            text: text.clone(),
+            deflated: deflated.clone(),
+        });
+        Encoded {
+            version,
+            text,
+            deflated,
+        }
     }
 
     /// Encodes anew, for each format a scraper has asked for, the totals' families published
-    /// since its text was last encoded.
+    /// since its text was last encoded (and compresses them, when gzip was asked for).
     pub fn encode_published(&self) {
         let _busy = lock(&self.totals_busy);
         let version = self.version.load(Ordering::Relaxed);
@@ -632,8 +679,11 @@ impl Metrics {
             if !self.wanted[format].load(Ordering::Relaxed) {
                 continue;
             }
-            let current = lock(&self.encoded[format]).as_ref().map(|(v, _)| *v);
-            if current != Some(version) {
+            let current = lock(&self.encoded[format])
+                .as_ref()
+                .map(|e| (e.version, e.deflated.is_some()));
+            let gzip = self.wanted_gzip[format].load(Ordering::Relaxed);
+            if current.is_none_or(|(v, deflated)| v != version || (gzip && !deflated)) {
                 self.encode_totals(openmetrics);
             }
         }
@@ -712,18 +762,8 @@ fn bounded<L: Labels, V: Summed>(
 /// What the scraper asked for: OpenMetrics when its `Accept` header names
 /// `application/openmetrics-text` (Prometheus does, first), else the classic text format.
 pub fn wants_openmetrics(accept: Option<&str>) -> bool {
-    accept.is_some_and(|accept| {
-        accept.split(',').any(|part| {
-            let mut params = part.split(';');
-            let media = params.next().unwrap_or("").trim();
-            let refused = params.any(|p| {
-                p.trim()
-                    .strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f64>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
-        })
+    encoding::accepts(accept, |media| {
+        media.eq_ignore_ascii_case("application/openmetrics-text")
     })
 }
 
@@ -877,6 +917,74 @@ mod tests {
         // OpenMetrics was never asked for: not encoded by the publish, but on its first scrape.
         assert!(lock(&metrics.encoded[1]).is_none());
         assert_eq!(chains(&metrics.encode(true).0), 1);
+    }
+
+    /// `n` chains, each a call from its own service `svc-I` to `db`: `n` edges.
+    fn edge_chains(n: u32) -> Vec<deadline_budget::analysis::Span> {
+        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, SpanStatus, TraceId};
+        (0..n)
+            .flat_map(|i| {
+                let mut trace = [1u8; 16];
+                trace[..4].copy_from_slice(&i.to_be_bytes());
+                let hop = |id: u8, parent: Option<u8>, service: String| Span {
+                    trace_id: TraceId(trace),
+                    span_id: SpanId([id; 8]),
+                    parent_span_id: parent.map(|p| SpanId([p; 8])),
+                    service: std::sync::Arc::from(service),
+                    name: std::sync::Arc::from("op"),
+                    kind: SpanKind::Server,
+                    start_unix_nano: 1_000_000,
+                    end_unix_nano: 50_000_000,
+                    status: SpanStatus::Unset,
+                    budget: BudgetFacts::default(),
+                };
+                [
+                    hop(1, None, format!("svc-{i}")),
+                    hop(2, Some(1), "db".into()),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_gzip_scrape_is_the_same_text_compressed_and_follows_each_publish() {
+        use std::io::Read as _;
+        let gunzip = |pieces: Vec<Bytes>| {
+            let body: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(&body[..])
+                .read_to_string(&mut text)
+                .expect("one valid gzip member");
+            (text, body.len())
+        };
+        let metrics = Metrics::new(10_000);
+        let mut totals = Totals::new();
+        let mut store = crate::store::Store::new(1000);
+        for openmetrics in [false, true] {
+            // Before any publish, then after one with many edges: the same text either way.
+            for round in 0..2 {
+                let (text, content_type) = metrics.encode(openmetrics);
+                let (pieces, gzip_type) = metrics.encode_parts(openmetrics, true);
+                let (unzipped, compressed) = gunzip(pieces);
+                assert_eq!(unzipped, text, "openmetrics {openmetrics}, round {round}");
+                assert_eq!(content_type, gzip_type);
+                if round == 1 {
+                    assert!(text.contains("budget_top_edge_calls_total{caller=\"svc-999\""));
+                    assert!(
+                        compressed * 5 < text.len(),
+                        "{compressed} of {}",
+                        text.len()
+                    );
+                }
+                if round == 0 && !openmetrics {
+                    store.insert_spans(edge_chains(1000));
+                    store.judge_all();
+                    totals = store.totals().clone();
+                }
+                assert!(metrics.try_publish_totals(&totals));
+                metrics.encode_published();
+            }
+        }
     }
 
     #[test]

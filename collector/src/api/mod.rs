@@ -11,9 +11,11 @@
 //!
 //! - [`routes`]: the router, the token check, the probes and the query of `/api/chains`;
 //! - [`metrics`]: the families of §7 from the totals and the receivers' counters;
-//! - [`chains`]: the newest judged chains with a finding, as OTLP/JSON lines.
+//! - [`chains`]: the newest judged chains with a finding, as OTLP/JSON lines;
+//! - [`encoding`]: what a scraper's `Accept` headers take, and `/metrics` gzip-compressed.
 
 pub mod chains;
+pub mod encoding;
 pub mod metrics;
 pub mod routes;
 
