@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use deadline_budget::analysis::{
     Chain, ChainAnalysis, ChainSummary, Coverage, DEFAULT_MAX_FINDINGS, EdgeAggregate, EdgeReport,
-    FindingList, HopSample, Inserted, LostContext, Options, OutcomeCounts, Report, SeverityCounts,
-    Span, Totals, TraceId, lost_contexts,
+    FindingList, Inserted, LostContext, Options, OutcomeCounts, Report, SeverityCounts, Span,
+    Totals, TraceId, lost_contexts,
 };
 
 use crate::batch::{self, Batch, RawAttributes};
@@ -38,7 +38,7 @@ use bulk::ANALYSED_AT_ONCE;
 use pins::Pins;
 use samples::EdgeSamples;
 pub use verdicts::RECENT_SECONDS;
-use verdicts::{Judged, Recent, Verdicts};
+use verdicts::{HopRows, Judged, Recent, Verdicts};
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
@@ -165,8 +165,11 @@ struct Entry {
     attributes_dropped_below: u32,
     /// The chain's place in [`Store::attribute_order`]; 0 when it is not there.
     attribute_seq: u64,
-    /// The latest analysis, without its edge samples (held packed in `samples`).
+    /// The latest analysis, without its edge samples (held packed in `samples`) and without its
+    /// waterfall rows (rebuilt when asked for: [`Store::analysis`]).
     analysis: Option<Arc<ChainAnalysis>>,
+    /// The latest analysis's hop rows: what its hop samples are read from.
+    hop_rows: HopRows,
     /// The latest analysis's edge samples, packed: they are in the edge aggregates, and are
     /// taken out again when the chain is analysed anew or evicted.
     samples: EdgeSamples,
@@ -352,11 +355,12 @@ impl Store {
             // name it by: name them in full until the chain is analysed again.
             entry.samples = entry.samples.detach(&entry.chain);
         }
-        if let (Some(judged), Some(analysis)) = (entry.judged.as_mut(), entry.analysis.as_ref())
+        if let Some(judged) = entry.judged.as_mut()
+            && entry.analysis.is_some()
             && judged.hops.is_none()
         {
             // The span may replace a hop: keep what the chain was judged with.
-            judged.hops = Some(HopSample::of(analysis, &entry.chain).into());
+            judged.hops = Some(entry.hop_rows.samples(&entry.chain).into());
         }
         match entry.chain.insert(span) {
             Inserted::New => {
@@ -446,6 +450,7 @@ impl Store {
                 attributes_dropped_below: 0,
                 attribute_seq: 0,
                 analysis: None,
+                hop_rows: HopRows::default(),
                 samples: EdgeSamples::default(),
                 dirty: false,
                 arrived_unix_nano: self.clock_unix_nano,
@@ -575,6 +580,9 @@ impl Store {
         if !entry.lost.is_empty() {
             fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
         }
+        let old_hops = std::mem::replace(&mut entry.hop_rows, HopRows::of(&fresh, &entry.chain));
+        // The rows are rebuilt for the few chains a person opens ([`Store::analysis`]).
+        fresh.rows = Vec::new();
         let old = entry.analysis.replace(Arc::new(fresh));
         // The old samples name services by positions of spans that are still there with the
         // same service (see `insert_span`).
@@ -582,7 +590,7 @@ impl Store {
         entry.samples = EdgeSamples::pack(&edges, &entry.chain);
         if let Some(judged) = entry.judged.take() {
             if let (Some(old), Some(old_edges)) = (old, old_edges) {
-                verdicts.unfold(&judged, &old, &old_edges, &entry.chain);
+                verdicts.unfold(&judged, &old, &old_hops, &old_edges, &entry.chain);
             }
             counters.chains_rejudged += 1;
             verdicts.fold(entry, &edges);
@@ -766,23 +774,33 @@ impl Store {
         self.chains.get(&trace_id).map(|e| &e.chain)
     }
 
-    /// The latest analysis of one chain (possibly stale: see [`Store::has_dirty`]).
+    /// The latest analysis of one chain (possibly stale: see [`Store::has_dirty`]), with its
+    /// waterfall rows, rebuilt: the analysis again, with the calls that lost their context
+    /// folded in as they were (the same rows as the analysis held had, unless spans joined the
+    /// chain since).
     pub fn analysis(&self, trace_id: TraceId) -> Option<Arc<ChainAnalysis>> {
         let entry = self.chains.get(&trace_id)?;
         let held = entry.analysis.as_ref()?;
-        let edges = entry.samples.unpack(&entry.chain);
-        if edges.is_empty() {
-            return Some(held.clone());
+        let mut fresh = entry.chain.analyse(&self.options);
+        if !entry.lost.is_empty() {
+            let mut edges = std::mem::take(&mut fresh.edges);
+            fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
         }
         Some(Arc::new(ChainAnalysis {
-            edges,
+            rows: fresh.rows,
+            edges: entry.samples.unpack(&entry.chain),
             ..ChainAnalysis::clone(held)
         }))
     }
 
+    /// The summary of one chain's latest analysis (what the chain list shows of it).
+    pub fn summary(&self, trace_id: TraceId) -> Option<&ChainSummary> {
+        Some(&self.chains.get(&trace_id)?.analysis.as_ref()?.summary)
+    }
+
     /// The latest analysis of one chain as held: everything but its edge samples (`edges` is
-    /// empty; they are in [`Store::edges`]), without the copy [`Store::analysis`] makes to give
-    /// them back. For passes over every chain.
+    /// empty; they are in [`Store::edges`]) and its waterfall rows (`rows` is empty), without
+    /// the copy [`Store::analysis`] makes to give them back. For passes over every chain.
     pub fn held_analysis(&self, trace_id: TraceId) -> Option<&ChainAnalysis> {
         self.chains.get(&trace_id)?.analysis.as_deref()
     }

@@ -7,6 +7,53 @@ use deadline_budget::analysis::{Chain, ChainAnalysis, EdgeSample, FindingList, H
 
 use super::Entry;
 
+/// A held chain's hop rows, in its analysis's row order: each hop's span position and dead
+/// work, ms. What its hop samples are read from once the analysis held has no waterfall rows
+/// (they are ~36 bytes a span, and only the detail view and the page draw them: rebuilt there,
+/// see `Store::analysis`); 8 bytes a hop instead.
+#[derive(Debug, Default)]
+pub(super) struct HopRows(Box<[(u32, u32)]>);
+
+impl HopRows {
+    /// The hop rows of an analysis of `chain` (with its rows).
+    pub(super) fn of(analysis: &ChainAnalysis, chain: &Chain) -> Self {
+        HopRows(
+            analysis
+                .rows
+                .iter()
+                .filter(|row| {
+                    chain
+                        .span(row.span as usize)
+                        .is_some_and(|s| s.kind.is_hop())
+                })
+                .map(|row| (row.span, row.dead_ms))
+                .collect(),
+        )
+    }
+
+    /// The hop samples, as [`HopSample::fill`] makes them from the rows, into `out` (emptied
+    /// first).
+    pub(super) fn fill(&self, out: &mut Vec<HopSample>, chain: &Chain) {
+        out.clear();
+        out.extend(self.0.iter().filter_map(|&(at, dead_ms)| {
+            let span = chain.span(at as usize)?;
+            span.kind.is_hop().then(|| HopSample {
+                service: span.service.clone(),
+                work_ms: span.duration_ms(),
+                dead_ms: i64::from(dead_ms),
+                queue_wait_ms: span.budget.queue_wait_ms,
+            })
+        }));
+    }
+
+    /// The same, as a list of their own.
+    pub(super) fn samples(&self, chain: &Chain) -> Vec<HopSample> {
+        let mut out = Vec::new();
+        self.fill(&mut out, chain);
+        out
+    }
+}
+
 /// What a judged chain was folded with beyond its analysis and edge samples.
 #[derive(Debug)]
 pub(super) struct Judged {
@@ -94,7 +141,7 @@ impl Verdicts {
         let Some(analysis) = entry.analysis.as_ref() else {
             return;
         };
-        HopSample::fill(&mut self.hops, analysis, &entry.chain);
+        entry.hop_rows.fill(&mut self.hops, &entry.chain);
         self.folds += 1;
         self.totals.fold(analysis, edges, &self.hops);
         if let Some(recent) = self.recent.as_mut() {
@@ -108,20 +155,21 @@ impl Verdicts {
         });
     }
 
-    /// Takes a judged entry's contribution back out (`old` and `old_edges`: what it was folded
-    /// with; `chain`: the chain now, whose hop samples are the ones folded unless `judged`
-    /// kept them apart).
+    /// Takes a judged entry's contribution back out (`old`, `old_hops` and `old_edges`: what it
+    /// was folded with; `chain`: the chain now, whose hop samples are the ones folded unless
+    /// `judged` kept them apart).
     pub(super) fn unfold(
         &mut self,
         judged: &Judged,
         old: &ChainAnalysis,
+        old_hops: &HopRows,
         old_edges: &[EdgeSample],
         chain: &Chain,
     ) {
         let hops = match &judged.hops {
             Some(kept) => kept,
             None => {
-                HopSample::fill(&mut self.hops, old, chain);
+                old_hops.fill(&mut self.hops, chain);
                 &self.hops[..]
             }
         };

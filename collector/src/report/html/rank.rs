@@ -57,9 +57,9 @@ pub(super) fn rank(store: &Store, report: &Report) -> Vec<(FindingKind, Vec<Rank
         let mut ranked: Vec<Ranked> = by_trace
             .into_values()
             .map(|mut r| {
-                if let Some(a) = store.analysis(r.trace) {
-                    r.failed = a.summary.outcome.failed();
-                    r.chain_wasted = a.summary.wasted_ms;
+                if let Some(s) = store.summary(r.trace) {
+                    r.failed = s.outcome.failed();
+                    r.chain_wasted = s.wasted_ms;
                 }
                 r
             })
