@@ -309,9 +309,16 @@ impl Store {
     }
 
     /// Adds a batch from ingest (its spans and, if kept, their raw attributes).
-    pub fn insert_batch(&mut self, batch: Batch) {
-        let mut attributes = batch.attributes.into_iter();
-        for span in batch.spans {
+    pub fn insert_batch(&mut self, mut batch: Batch) {
+        self.insert_batch_from(&mut batch);
+    }
+
+    /// The same, leaving the batch's memory to the caller (its spans taken, their vector
+    /// and the raw attributes left as they were, copied into the store): the screen frees it
+    /// on the thread that decoded it (see `ScreenData::add_batch`).
+    pub fn insert_batch_from(&mut self, batch: &mut Batch) {
+        let mut attributes = batch.attributes.iter();
+        for span in batch.spans.drain(..) {
             let attrs = attributes.next();
             self.insert_span(span, attrs);
         }
@@ -326,7 +333,7 @@ impl Store {
 
     // Inlined into the loops above: a `Span` is 304 bytes, and each call by value copies it.
     #[inline]
-    fn insert_span(&mut self, span: Span, attributes: Option<RawAttributes>) {
+    fn insert_span(&mut self, span: Span, attributes: Option<&RawAttributes>) {
         let trace_id = span.trace_id;
         let span_id = span.span_id;
         let known = self
@@ -377,7 +384,7 @@ impl Store {
             let dictionary_before = self.dictionary.bytes();
             entry
                 .attributes
-                .insert(&mut self.dictionary, span_id, &attrs);
+                .insert(&mut self.dictionary, span_id, attrs);
             let held = entry.attributes.bytes_held();
             self.counters.attribute_bytes = self.counters.attribute_bytes + held as u64
                 - entry.attribute_bytes as u64

@@ -175,6 +175,19 @@ impl RateWindow {
 /// root may never come: an unsampled or uninstrumented caller).
 pub const ROOTLESS_GRACE_NS: u64 = 5_000_000_000;
 
+/// Frees what is left of a batch (its spans' vector, their raw attributes: allocated by the
+/// receivers on the runtime's worker threads) on a worker thread too, when there is a runtime.
+/// Freed on the screen's own thread, glibc keeps the small pieces in that thread's cache and
+/// hands them out again to the store, whose chains then live scattered through the workers'
+/// malloc arenas and hold their pages: at full speed the arenas kept ~40 MiB each, ~80 bytes a
+/// span held (docs/performance.md, issue 27's fourth round).
+fn free_on_a_worker(batch: Batch) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(async move { drop(batch) })),
+        Err(_) => drop(batch),
+    }
+}
+
 /// The store and the screen's views of it.
 #[derive(Debug)]
 pub struct ScreenData {
@@ -254,10 +267,11 @@ impl ScreenData {
     }
 
     /// Take in a batch from ingest, received at `now`.
-    pub fn add_batch(&mut self, batch: Batch, now_unix_nano: u64) {
+    pub fn add_batch(&mut self, mut batch: Batch, now_unix_nano: u64) {
         self.span_rate.add(now_unix_nano, batch.spans.len() as i64);
         self.store.set_clock(now_unix_nano);
-        self.store.insert_batch(batch);
+        self.store.insert_batch_from(&mut batch);
+        free_on_a_worker(batch);
     }
 
     /// Take in spans without raw attributes, received at `now` (the tests and benches feed

@@ -81,7 +81,7 @@ fn chains_evicted_with_attributes_leave_no_trace_behind() {
     }]);
     let mut store = Store::new(5);
     for t in 0..20_000 {
-        store.insert_span(span(t), Some(attrs.clone()));
+        store.insert_span(span(t), Some(&attrs));
         assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
     }
     let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
