@@ -22,6 +22,9 @@ pub async fn run(
     config.carriers = carriers;
     // What may wait in the channel is bounded like what the store holds.
     config.max_queued_attribute_bytes = max_attribute_bytes;
+    // ... and in bytes, spans and their attributes together: what waits is decoded on the
+    // runtime's workers, whose malloc arenas keep their high-water mark.
+    config.max_queued_bytes = ingest::SCREEN_MAX_QUEUED_BYTES;
     let ingest = ingest::start(config).await?;
     let stats = ingest.stats.clone();
     #[cfg(feature = "demo")]

@@ -85,6 +85,15 @@ pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
 pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 * DEFAULT_MAX_BODY;
 /// The default for [`IngestConfig::max_queued_spans`].
 pub const DEFAULT_MAX_QUEUED_SPANS: usize = 100_000;
+/// [`IngestConfig::max_queued_bytes`] for the live screen: what may wait for its loop. A
+/// queued span with the raw attributes the screen keeps is ~700 bytes, so 100,000 of them
+/// (`--max-queued-spans`) were ~70 MB, decoded on the runtime's workers; glibc keeps each
+/// worker's malloc arena at its high-water mark, and at full speed that was ~80 bytes a span
+/// held on top of the store. This holds ~12,000 such spans: more than the loop takes in
+/// between two frames at full speed.
+pub const SCREEN_MAX_QUEUED_BYTES: u64 = 8 * 1024 * 1024;
+/// What a queued span costs beyond its raw attributes: the `Span` it is decoded into.
+const QUEUED_SPAN_BYTES: u64 = std::mem::size_of::<deadline_budget::analysis::Span>() as u64;
 /// How long a throttled client is asked to wait before retrying.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -124,6 +133,11 @@ pub struct IngestConfig {
     /// A connection whose first request has not started this long after it was accepted
     /// (headers that trickle in, or nothing at all) is closed.
     pub header_timeout: Duration,
+    /// Bytes the spans waiting in the channel may hold, their raw attributes included (a span
+    /// counted as the `Span` it is decoded into, plus its attributes' bytes): a second bound
+    /// beside [`IngestConfig::max_queued_spans`], enforced the same way. Unbounded by default;
+    /// the live screen sets it (see [`SCREEN_MAX_QUEUED_BYTES`]).
+    pub max_queued_bytes: u64,
     /// Keep each span's raw attributes in [`Batch::attributes`] (for the detail view).
     pub keep_attributes: bool,
     /// Raw attribute bytes that may wait in the channel; a batch that would go past it is
@@ -160,6 +174,7 @@ impl Default for IngestConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             idle_timeout_near_cap: DEFAULT_IDLE_TIMEOUT_NEAR_CAP,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_queued_bytes: u64::MAX,
             keep_attributes: true,
             max_queued_attribute_bytes: crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
@@ -349,8 +364,10 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
             spans: 0,
             attribute_bytes: 0,
             last: 0,
+            last_bytes: 0,
         }),
         max_queued_spans: config.max_queued_spans as u64,
+        max_queued_bytes: config.max_queued_bytes,
         max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
         body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
@@ -469,6 +486,7 @@ async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpLis
 struct Shared {
     queue: Mutex<Queue>,
     max_queued_spans: u64,
+    max_queued_bytes: u64,
     max_queued_attribute_bytes: u64,
     /// One permit per request being read and decoded.
     inflight: Arc<Semaphore>,
@@ -510,6 +528,8 @@ struct Queue {
     attribute_bytes: u64,
     /// Spans of the last batch sent: what the next request probably holds.
     last: u64,
+    /// What the last batch sent holds in bytes ([`Queue::bytes_waiting`]).
+    last_bytes: u64,
 }
 
 impl Queue {
@@ -530,23 +550,33 @@ impl Queue {
         self.spans
     }
 
-    /// Sends the batch if the queue has room for it (it stays within `max` spans, or the queue
-    /// is empty: a request larger than the limit alone is still taken) and the channel has a
-    /// free slot. Its raw attributes go with it only while the queue holds fewer than
-    /// `max_attribute_bytes` of them (or none): past that, each span says its attributes were
-    /// not kept.
+    /// The bytes the batches not taken yet hold: their spans as decoded, and their raw
+    /// attributes (call after [`Queue::spans_waiting`]).
+    fn bytes_waiting(&self) -> u64 {
+        self.spans * QUEUED_SPAN_BYTES + self.attribute_bytes
+    }
+
+    /// Sends the batch if the queue has room for it (it stays within `max` spans and
+    /// `max_bytes`, or the queue is empty: a request larger than the limit alone is still
+    /// taken) and the channel has a free slot. Its raw attributes go with it only while the
+    /// queue holds fewer than `max_attribute_bytes` of them (or none): past that, each span
+    /// says its attributes were not kept.
     fn try_send(
         &mut self,
         mut batch: Batch,
         max: u64,
+        max_bytes: u64,
         max_attribute_bytes: u64,
     ) -> Result<(), Batch> {
         let spans = batch.spans.len() as u64;
         let waiting = self.spans_waiting();
-        if waiting > 0 && waiting + spans > max {
+        let mut bytes: u64 = batch.attributes.iter().map(|a| a.bytes_held() as u64).sum();
+        if waiting > 0
+            && (waiting + spans > max
+                || self.bytes_waiting() + spans * QUEUED_SPAN_BYTES + bytes > max_bytes)
+        {
             return Err(batch);
         }
-        let mut bytes: u64 = batch.attributes.iter().map(|a| a.bytes_held() as u64).sum();
         if bytes > 0
             && self.attribute_bytes > 0
             && self.attribute_bytes + bytes > max_attribute_bytes
@@ -562,6 +592,7 @@ impl Queue {
                 self.spans += spans;
                 self.attribute_bytes += bytes;
                 self.last = spans;
+                self.last_bytes = spans * QUEUED_SPAN_BYTES + bytes;
                 Ok(())
             }
             Err(error) => Err(error.into_inner()),
@@ -596,7 +627,9 @@ impl Shared {
         let queue_full = {
             let mut queue = self.queue();
             let waiting = queue.spans_waiting();
-            waiting > 0 && waiting + queue.last > self.max_queued_spans
+            waiting > 0
+                && (waiting + queue.last > self.max_queued_spans
+                    || queue.bytes_waiting() + queue.last_bytes > self.max_queued_bytes)
         };
         let permit = if queue_full {
             None
@@ -710,6 +743,7 @@ impl Shared {
                 .try_send(
                     batch,
                     self.max_queued_spans,
+                    self.max_queued_bytes,
                     self.max_queued_attribute_bytes,
                 )
                 .is_err()

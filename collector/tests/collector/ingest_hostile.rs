@@ -910,6 +910,51 @@ async fn an_open_loop_past_capacity_is_throttled_and_every_accepted_span_is_held
     assert!(counts.requests_refused_unread >= 2);
 }
 
+/// The live screen's queue is bounded in bytes as well as in spans (its spans are decoded on the
+/// runtime's workers, whose malloc arenas keep their high-water mark): with room for the
+/// decoded spans of four requests, the fifth is throttled however many spans the span bound
+/// allows, and every span accepted is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_bounded_in_bytes_throttles_past_them_and_every_accepted_span_is_held() {
+    use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
+
+    let span_bytes = std::mem::size_of::<deadline_budget::analysis::Span>() as u64;
+    let ingest = ingest::start(IngestConfig {
+        grpc: Some("127.0.0.1:0".parse().unwrap()),
+        http: None,
+        max_queued_spans: 1_000_000,
+        max_queued_bytes: 4 * 256 * span_bytes,
+        keep_attributes: false,
+        ..IngestConfig::default()
+    })
+    .await
+    .unwrap();
+    let report = flood(FloodPlan {
+        target: Target::Grpc(ingest.grpc_addr.unwrap()),
+        spans: 16 * 256,
+        batch: 256,
+        depth: 4,
+        connections: 2,
+        rate: Some(16.0 * 256.0 * 4.0),
+        max_time: Some(Duration::from_secs(120)),
+        pacing: Pacing::Open { max_inflight: 16 },
+    })
+    .await
+    .unwrap();
+    assert_eq!((report.requests_failed, report.requests_unsent), (0, 0));
+    assert!(report.requests_throttled > 0, "nothing was throttled");
+    // The owner loop took nothing: four requests of 256 spans fill the bytes.
+    assert_eq!(report.spans_sent, 1024);
+    let mut store = budget_top::store::Store::new(1_000_000);
+    let counts = budget_top::commands::listen::finish(ingest, &mut store).await;
+    assert_eq!(counts.spans_accepted, 1024);
+    assert_eq!(
+        store.counters().spans_held,
+        1024,
+        "nothing accepted is lost"
+    );
+}
+
 /// Past `max_inflight`, a request is refused before its body is read: a client that holds the
 /// only slot with a body that never ends makes the next request get 503 and RESOURCE_EXHAUSTED
 /// at once, counted as refused unread; once the slot is free, requests are served again.
