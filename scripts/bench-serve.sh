@@ -11,6 +11,7 @@
 #   scripts/bench-serve.sh                  # 1,000,000 spans per run
 #   SPANS=200000 scripts/bench-serve.sh     # a quick run
 #   TLS=0 scripts/bench-serve.sh            # without the TLS runs
+#   INGEST=0 scripts/bench-serve.sh         # only /metrics' latency
 #
 # Knobs (environment): SPANS (per run, default 1000000), TRANSPORT (grpc or http, default grpc:
 # check beside serve), TLS (1: serve over TLS beside plain, gRPC and HTTP; default 1), BATCH
@@ -18,7 +19,9 @@
 # run, 10000), SCRAPES (timed scrapes, 200), FLOOD_SPANS (the flood under the timed scrapes,
 # 20000000: it is stopped once they are done), PROFILE (release or debug, default release), OUT
 # (work folder, target/bench-serve), BT (another budget-top binary to measure, e.g. main's, with
-# this tree's load). Each run is bounded: the load stops after SPANS spans or
+# this tree's load), GZIP (1: every scrape asks for gzip, as Prometheus does, and is timed to
+# its last byte, the scraper's own decompression left out; 2: the same, decompressed as curl's
+# --compressed does; 0: plain text; default 1), INGEST (0: skip the ingest runs). Each run is bounded: the load stops after SPANS spans or
 # LOAD_TIMEOUT (default 600 s), and a receiver that does not stop is killed.
 set -euo pipefail
 
@@ -34,6 +37,12 @@ PROFILE=${PROFILE:-release}
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-600}
 TLS=${TLS:-1}
 FLOOD_SPANS=${FLOOD_SPANS:-20000000}
+GZIP=${GZIP:-1}
+INGEST=${INGEST:-1}
+# As Prometheus scrapes: Accept-Encoding: gzip.
+scrape_gzip=()
+[[ $GZIP == 1 ]] && scrape_gzip=(-H 'Accept-Encoding: gzip')
+[[ $GZIP == 2 ]] && scrape_gzip=(--compressed)
 OUT=${OUT:-$ROOT/target/bench-serve}
 mkdir -p "$OUT"
 
@@ -145,7 +154,7 @@ ingest() {
         # A scraper every second, as Prometheus (bounded by the load's own bound), each
         # scrape timed.
         (for _ in $(seq "$LOAD_TIMEOUT"); do
-            curl -s -o /dev/null -w '%{time_total}\n' "${curl_tls[@]}" \
+            curl -s -o /dev/null -w '%{time_total}\n' "${curl_tls[@]}" "${scrape_gzip[@]}" \
                 --resolve "localhost:$api_port:127.0.0.1" "$scheme://localhost:$api_port/metrics" \
                 >>"$scrapes" || true
             sleep 1
@@ -170,8 +179,9 @@ ingest() {
     echo "$name $spans $(cpu_of "$timing") $(rss_of "$timing") $(percentiles "$scrapes")"
 }
 
-lines=("$(ingest check "$TRANSPORT" plain)" "$(ingest serve "$TRANSPORT" plain)")
-if [[ $TLS == 1 ]]; then
+lines=()
+[[ $INGEST == 1 ]] && lines=("$(ingest check "$TRANSPORT" plain)" "$(ingest serve "$TRANSPORT" plain)")
+if [[ $INGEST == 1 && $TLS == 1 ]]; then
     make_certificates
     [[ $TRANSPORT == grpc ]] && other=http || other=grpc
     lines+=("$(ingest serve "$TRANSPORT" tls)" "$(ingest serve "$other" plain)" "$(ingest serve "$other" tls)")
@@ -215,12 +225,13 @@ for _ in $(seq 600); do
 done
 series=$(curl -s "http://127.0.0.1:$api_port/metrics" | grep -c '^budget_top_edge_calls_total{' || true)
 bytes=$(curl -s "http://127.0.0.1:$api_port/metrics" | wc -c)
+gzip_bytes=$(curl -s -H 'Accept-Encoding: gzip' "http://127.0.0.1:$api_port/metrics" | wc -c)
 judged() { curl -s "http://127.0.0.1:$api_port/api/report" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["traces"])'; }
 time_scrapes() { # FILE [PATH]: SCRAPES GETs of PATH (/metrics) one after another, each one's
     # seconds a line
     : >"$1"
     for _ in $(seq "$SCRAPES"); do
-        curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$api_port${2:-/metrics}" >>"$1"
+        curl -s -o /dev/null -w '%{time_total}\n' "${scrape_gzip[@]}" "http://127.0.0.1:$api_port${2:-/metrics}" >>"$1"
     done
 }
 sleep 2 # the last publish encoded: these scrapes fall between publishes
@@ -251,7 +262,7 @@ for line in "${lines[@]}"; do
     [[ $name == check-* ]] && scraped=- || scraped="$p50 / $p99 ($n)"
     printf '%-18s %10s %10s %14.0f %12s %22s\n' "$name" "$spans" "$cpu" "$(python3 -c "print($spans/max($cpu,0.001))")" "$rss" "$scraped"
 done
-echo "/metrics with $series edge_calls series ($bytes bytes), $SCRAPES scrapes one after another:"
+echo "/metrics with $series edge_calls series ($bytes bytes, $gzip_bytes gzip-compressed), $SCRAPES scrapes one after another (GZIP=$GZIP):"
 echo "  no traffic:            p50 ${q50} ms, p99 ${q99} ms"
 echo "  under a gRPC flood:    p50 ${f50} ms, p99 ${f99} ms ($((after - before)) chains judged meanwhile)"
 echo "  /healthz, same flood:  p50 ${h50} ms, p99 ${h99} ms"
