@@ -166,6 +166,13 @@ pub(crate) struct SpanView<'a> {
     pub error_type: Option<&'a Arc<str>>,
 }
 
+impl SpanView<'_> {
+    /// As [`Span::duration_ms`].
+    pub fn duration_ms(&self) -> i64 {
+        (self.end_unix_nano.saturating_sub(self.start_unix_nano) / 1_000_000) as i64
+    }
+}
+
 /// The spans of one trace, deduplicated by span id, in arrival order. Spans are held packed
 /// (see [`Chain::insert`]); [`Chain::span`] and [`Chain::spans`] give them back as [`Span`]s.
 #[derive(Clone, Debug)]
@@ -464,6 +471,14 @@ impl Chain {
     /// The spans, in arrival order.
     pub fn spans(&self) -> impl ExactSizeIterator<Item = Span> + '_ {
         (0..self.spans.len()).map(|i| self.unpack(i))
+    }
+
+    /// Whether a span of the chain is a call with no parent: a call that may have lost its
+    /// request's context. Reads the packed spans (no span is unpacked).
+    pub fn roots_in_a_call(&self) -> bool {
+        self.spans
+            .iter()
+            .any(|s| s.kind.is_call() && s.parent().is_none())
     }
 
     /// Whether the chain has a span with this id.

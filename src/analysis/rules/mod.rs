@@ -116,6 +116,16 @@ struct Scratch {
     // The rule pass's working space (given back when the pass is done).
     found: Vec<(u32, Finding)>,
     calls: Vec<u32>,
+    // The spans' views: empty between analyses, kept for its allocation (see `recycle`).
+    views: Vec<SpanView<'static>>,
+}
+
+/// The same vector, emptied, for views of another lifetime: its allocation is kept (collecting
+/// a vector's own iterator into elements of the same size reuses its buffer), so the analysis
+/// of each chain does not allocate its spans' views anew.
+fn recycle<'b>(mut views: Vec<SpanView<'_>>) -> Vec<SpanView<'b>> {
+    views.clear();
+    views.into_iter().map(|_| unreachable!("emptied")).collect()
 }
 
 /// A chain of more spans than this does not leave its working vectors to the next analysis on
@@ -174,15 +184,17 @@ impl Chain {
             hops,
             found,
             calls,
+            views,
         } = scratch;
         // Borrowed views, not unpacked `Span`s: see `SpanView`.
-        let mut spans: Vec<SpanView<'_>> = (0..self.len()).map(|i| self.view(i)).collect();
+        let mut viewed: Vec<SpanView<'_>> = recycle(std::mem::take(views));
+        viewed.extend((0..self.len()).map(|i| self.view(i)));
         tree.build(self);
         let tree = &*tree;
         // Every rule below reads the corrected times.
-        clocks.correct(&mut spans, tree, options);
+        clocks.correct(&mut viewed, tree, options);
         let clocks = &*clocks;
-        let spans = &spans[..];
+        let spans = &viewed[..];
         let n = spans.len();
         timing.measure(spans, tree, options, timeouts);
         state.reset(n);
@@ -233,6 +245,7 @@ impl Chain {
         hops.extend((0..n).filter(|&i| spans[i].kind.is_hop()));
         let summary = summary::summary(spans, tree, timing, &findings, counts, hops, options);
         let services_without_budget = summary::services_without_budget(spans, hops);
+        *views = recycle(viewed);
         ChainAnalysis {
             trace_id: self.trace_id(),
             summary,
@@ -241,5 +254,18 @@ impl Chain {
             edges,
             services_without_budget,
         }
+    }
+}
+
+#[cfg(test)]
+mod recycle_tests {
+    use super::*;
+
+    #[test]
+    fn recycling_the_views_keeps_their_allocation() {
+        let views: Vec<SpanView<'_>> = Vec::with_capacity(64);
+        let again: Vec<SpanView<'static>> = recycle(views);
+        assert!(again.is_empty());
+        assert!(again.capacity() >= 64);
     }
 }
