@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use deadline_budget::analysis::{
     Chain, ChainAnalysis, ChainSummary, Coverage, DEFAULT_MAX_FINDINGS, EdgeAggregate, EdgeReport,
-    FindingList, Inserted, LostContext, Options, OutcomeCounts, Report, SeverityCounts, Span,
-    Totals, TraceId, lost_contexts,
+    EdgeSample, FindingList, Inserted, LostContext, Options, OutcomeCounts, Report, SeverityCounts,
+    Span, Totals, TraceId, lost_contexts,
 };
 
 use crate::batch::{self, Batch, RawAttributes};
@@ -79,13 +79,6 @@ impl Retention {
 /// The most spans held for which a chain whose root is a call is judged for lost contexts
 /// when it is evicted (a pass over every span held); one that settles first is always judged.
 const LOST_CONTEXT_EVICTION_SPANS: u64 = 200_000;
-
-/// Whether a chain's root is a call: a call that may have lost its request's context.
-fn roots_in_a_call(chain: &Chain) -> bool {
-    chain
-        .spans()
-        .any(|s| s.kind.is_call() && s.parent_span_id.is_none())
-}
 
 /// Chains kept whole past their eviction per finding kind, for the HTML page (which draws as
 /// many per kind): the ones with the most dead work (`CONVENTIONS.md` section 6).
@@ -151,6 +144,15 @@ pub struct StoreCounters {
     pub spans_after_verdict: u64,
     /// Times a chain still held was judged again because a span joined it after its verdict.
     pub chains_rejudged: u64,
+}
+
+/// What becomes of a chain judged or analysed now: held on (its edge samples packed, its
+/// vectors shrunk), or leaving memory right after (evicted: neither is worth doing unless it is
+/// kept for the page after all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Staying,
+    Leaving,
 }
 
 #[derive(Debug)]
@@ -507,7 +509,7 @@ impl Store {
         };
         // Judged now if it was not: nothing leaves the totals with the chain.
         let lost = if entry.judged.is_none()
-            && roots_in_a_call(&entry.chain)
+            && entry.chain.roots_in_a_call()
             && self.counters.spans_held <= LOST_CONTEXT_EVICTION_SPANS
         {
             let held = self.chains.values().map(|e| &e.chain);
@@ -515,16 +517,21 @@ impl Store {
         } else {
             Vec::new()
         };
-        Self::judge_entry(
+        let fresh = Self::judge_entry(
             &mut entry,
             &self.options,
             &mut self.counters,
             &mut self.verdicts,
             &lost,
+            Fate::Leaving,
         );
         let released = self.pin(trace_id, &mut entry);
         if entry.pins > 0 {
-            // Kept whole for the page, out of the eviction order.
+            // Kept whole for the page, out of the eviction order: held as any chain analysed.
+            if let Some(edges) = fresh {
+                entry.chain.shrink_to_fit();
+                entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+            }
             self.chains.insert(trace_id, entry);
         } else {
             self.let_go(trace_id, &entry);
@@ -556,14 +563,17 @@ impl Store {
     }
 
     /// Analyses one entry now (what the screen shows of it); a judged chain is judged again:
-    /// its old contribution taken out of the totals, the new one folded in.
+    /// its old contribution taken out of the totals, the new one folded in. Returns the fresh
+    /// edge samples (held packed too, unless the chain is [`Fate::Leaving`]: then the caller
+    /// packs them if it keeps the chain after all).
     fn analyse_entry(
         entry: &mut Entry,
         options: &Options,
         counters: &mut StoreCounters,
         verdicts: &mut Verdicts,
-    ) {
-        Self::take_analysis(entry, None, options, counters, verdicts);
+        fate: Fate,
+    ) -> Vec<EdgeSample> {
+        Self::take_analysis(entry, None, options, counters, verdicts, fate)
     }
 
     /// [`Store::analyse_entry`] with the chain's analysis when it was made already (on another
@@ -574,9 +584,12 @@ impl Store {
         options: &Options,
         counters: &mut StoreCounters,
         verdicts: &mut Verdicts,
-    ) {
+        fate: Fate,
+    ) -> Vec<EdgeSample> {
         entry.dirty = false;
-        entry.chain.shrink_to_fit();
+        if fate == Fate::Staying {
+            entry.chain.shrink_to_fit();
+        }
         entry.attributes.shrink();
         let held = entry.attributes.bytes_held();
         counters.attribute_bytes =
@@ -593,8 +606,14 @@ impl Store {
         let old = entry.analysis.replace(Arc::new(fresh));
         // The old samples name services by positions of spans that are still there with the
         // same service (see `insert_span`).
-        let old_edges = old.as_ref().map(|_| entry.samples.unpack(&entry.chain));
-        entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+        let old_edges = match (&old, &entry.judged) {
+            (Some(_), Some(_)) => Some(entry.samples.unpack(&entry.chain)),
+            _ => None,
+        };
+        entry.samples = match fate {
+            Fate::Staying => EdgeSamples::pack(&edges, &entry.chain),
+            Fate::Leaving => EdgeSamples::default(),
+        };
         if let Some(judged) = entry.judged.take() {
             if let (Some(old), Some(old_edges)) = (old, old_edges) {
                 verdicts.unfold(&judged, &old, &old_hops, &old_edges, &entry.chain);
@@ -602,25 +621,32 @@ impl Store {
             counters.chains_rejudged += 1;
             verdicts.fold(entry, &edges);
         }
+        edges
     }
 
     /// Judges one entry that is not judged yet: analysed first if a span joined it since, and
     /// with its calls that lost their context among `lost` (judged across the chains held).
+    /// Returns the edge samples it was folded with when it was analysed now (a chain
+    /// [`Fate::Leaving`] then holds none packed).
     fn judge_entry(
         entry: &mut Entry,
         options: &Options,
         counters: &mut StoreCounters,
         verdicts: &mut Verdicts,
         lost: &[LostContext],
-    ) {
+        fate: Fate,
+    ) -> Option<Vec<EdgeSample>> {
         if entry.judged.is_some() {
-            return;
+            return None;
         }
-        if entry.dirty || entry.analysis.is_none() {
-            Self::analyse_entry(entry, options, counters, verdicts);
-        }
+        // Analysed now, its fresh samples are folded as they are (not packed, then unpacked).
+        let analysed = entry.dirty || entry.analysis.is_none();
+        let mut edges = if analysed {
+            Self::analyse_entry(entry, options, counters, verdicts, fate)
+        } else {
+            entry.samples.unpack(&entry.chain)
+        };
         let trace_id = entry.chain.trace_id();
-        let mut edges = entry.samples.unpack(&entry.chain);
         let mine: Vec<LostContext> = lost
             .iter()
             .filter(|l| l.finding.trace_id == trace_id)
@@ -630,10 +656,13 @@ impl Store {
             && let Some(held) = entry.analysis.as_mut()
         {
             Arc::make_mut(held).fold_lost_contexts(&mut edges, &mine, &entry.chain);
-            entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+            if !analysed || fate == Fate::Staying {
+                entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+            }
             entry.lost = mine;
         }
         verdicts.fold(entry, &edges);
+        analysed.then_some(edges)
     }
 
     /// Analyses every chain a span joined since the last call; returns how many.
@@ -660,7 +689,13 @@ impl Store {
                 continue; // evicted since
             };
             if entry.dirty {
-                Self::analyse_entry(entry, &self.options, &mut self.counters, &mut self.verdicts);
+                Self::analyse_entry(
+                    entry,
+                    &self.options,
+                    &mut self.counters,
+                    &mut self.verdicts,
+                    Fate::Staying,
+                );
                 analysed += 1;
             }
             if analysed.is_multiple_of(32)
@@ -720,7 +755,7 @@ impl Store {
                     break;
                 }
                 if due(entry) {
-                    any_root_call |= roots_in_a_call(&entry.chain);
+                    any_root_call |= entry.chain.roots_in_a_call();
                     now.push(trace_id);
                 } else {
                     self.unjudged[kept] = trace_id;
@@ -746,6 +781,7 @@ impl Store {
                     &mut self.counters,
                     &mut self.verdicts,
                     &lost,
+                    Fate::Staying,
                 );
             }
         }
@@ -877,6 +913,7 @@ impl Store {
     /// is written from the totals of every chain judged, held or evicted. Findings are in trace
     /// order, then as the analysis ordered them within a chain; the edges' own last.
     pub fn report(&mut self) -> Report {
+        // Analysed first (many at once on two threads: store/bulk.rs), then judged.
         self.analyse_dirty();
         self.judge_all();
         self.report_of_judged()

@@ -7,7 +7,7 @@
 
 use deadline_budget::analysis::{ChainAnalysis, TraceId};
 
-use super::Store;
+use super::{Fate, Store};
 
 /// Chains analysed on two threads at a time when many wait (`Store::analyse_dirty`): enough to
 /// pay for a thread, few enough that their analyses held at once (each with its edges before
@@ -58,6 +58,7 @@ impl Store {
                         &self.options,
                         &mut self.counters,
                         &mut self.verdicts,
+                        Fate::Staying,
                     );
                     analysed += 1;
                 }
