@@ -38,7 +38,7 @@ use bulk::ANALYSED_AT_ONCE;
 use pins::Pins;
 use samples::EdgeSamples;
 pub use verdicts::RECENT_SECONDS;
-use verdicts::{HopRows, Judged, Recent, Verdicts};
+use verdicts::{Fate, HopRows, Judged, Recent, Verdicts};
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
@@ -144,15 +144,6 @@ pub struct StoreCounters {
     pub spans_after_verdict: u64,
     /// Times a chain still held was judged again because a span joined it after its verdict.
     pub chains_rejudged: u64,
-}
-
-/// What becomes of a chain judged or analysed now: held on (its edge samples packed, its
-/// vectors shrunk), or leaving memory right after (evicted: neither is worth doing unless it is
-/// kept for the page after all).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fate {
-    Staying,
-    Leaving,
 }
 
 #[derive(Debug)]
@@ -564,8 +555,7 @@ impl Store {
 
     /// Analyses one entry now (what the screen shows of it); a judged chain is judged again:
     /// its old contribution taken out of the totals, the new one folded in. Returns the fresh
-    /// edge samples (held packed too, unless the chain is [`Fate::Leaving`]: then the caller
-    /// packs them if it keeps the chain after all).
+    /// edge samples, held packed too unless the chain is [`Fate::Leaving`].
     fn analyse_entry(
         entry: &mut Entry,
         options: &Options,
@@ -606,10 +596,8 @@ impl Store {
         let old = entry.analysis.replace(Arc::new(fresh));
         // The old samples name services by positions of spans that are still there with the
         // same service (see `insert_span`).
-        let old_edges = match (&old, &entry.judged) {
-            (Some(_), Some(_)) => Some(entry.samples.unpack(&entry.chain)),
-            _ => None,
-        };
+        let old_edges =
+            (old.is_some() && entry.judged.is_some()).then(|| entry.samples.unpack(&entry.chain));
         entry.samples = match fate {
             Fate::Staying => EdgeSamples::pack(&edges, &entry.chain),
             Fate::Leaving => EdgeSamples::default(),
@@ -626,8 +614,7 @@ impl Store {
 
     /// Judges one entry that is not judged yet: analysed first if a span joined it since, and
     /// with its calls that lost their context among `lost` (judged across the chains held).
-    /// Returns the edge samples it was folded with when it was analysed now (a chain
-    /// [`Fate::Leaving`] then holds none packed).
+    /// Returns the samples folded when it was analysed now (held packed unless it is leaving).
     fn judge_entry(
         entry: &mut Entry,
         options: &Options,
@@ -639,7 +626,6 @@ impl Store {
         if entry.judged.is_some() {
             return None;
         }
-        // Analysed now, its fresh samples are folded as they are (not packed, then unpacked).
         let analysed = entry.dirty || entry.analysis.is_none();
         let mut edges = if analysed {
             Self::analyse_entry(entry, options, counters, verdicts, fate)

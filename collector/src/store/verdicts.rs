@@ -54,6 +54,15 @@ impl HopRows {
     }
 }
 
+/// What becomes of a chain judged or analysed now: held on (its edge samples packed, its
+/// vectors shrunk), or leaving memory right after (evicted: neither is worth doing unless it is
+/// kept for the page after all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fate {
+    Staying,
+    Leaving,
+}
+
 /// What a judged chain was folded with beyond its analysis and edge samples.
 #[derive(Debug)]
 pub(super) struct Judged {
