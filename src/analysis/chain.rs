@@ -473,6 +473,11 @@ impl Chain {
         (0..self.spans.len()).map(|i| self.unpack(i))
     }
 
+    /// Whether the span at `index` is a hop (SERVER or CONSUMER), read from the packed span.
+    pub fn is_hop(&self, index: usize) -> bool {
+        self.spans.get(index).is_some_and(|s| s.kind.is_hop())
+    }
+
     /// Whether a span of the chain is a call with no parent: a call that may have lost its
     /// request's context. Reads the packed spans (no span is unpacked).
     pub fn roots_in_a_call(&self) -> bool {

@@ -51,19 +51,27 @@ impl HopSample {
     /// was most of what folding a chain cost.
     pub fn fill(out: &mut Vec<HopSample>, analysis: &ChainAnalysis, chain: &Chain) {
         out.clear();
-        out.extend(analysis.rows.iter().filter_map(|row| {
-            let at = row.span as usize;
-            if at >= chain.len() {
-                return None;
-            }
-            let span = chain.view(at);
-            span.kind.is_hop().then(|| HopSample {
-                service: span.service.clone(),
-                work_ms: span.duration_ms(),
-                dead_ms: i64::from(row.dead_ms),
-                queue_wait_ms: span.budget.queue_wait_ms,
-            })
-        }));
+        out.extend(
+            analysis
+                .rows
+                .iter()
+                .filter_map(|row| Self::at(chain, row.span as usize, i64::from(row.dead_ms))),
+        );
+    }
+
+    /// The hop sample of the span at `at` in `chain`, with `dead_ms` of dead work; `None` when
+    /// that span is not a hop. Reads the span as a view (no unpacking).
+    pub fn at(chain: &Chain, at: usize, dead_ms: i64) -> Option<HopSample> {
+        if !chain.is_hop(at) {
+            return None;
+        }
+        let span = chain.view(at);
+        Some(HopSample {
+            service: span.service.clone(),
+            work_ms: span.duration_ms(),
+            dead_ms,
+            queue_wait_ms: span.budget.queue_wait_ms,
+        })
     }
 }
 

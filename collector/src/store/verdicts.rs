@@ -21,11 +21,7 @@ impl HopRows {
             analysis
                 .rows
                 .iter()
-                .filter(|row| {
-                    chain
-                        .span(row.span as usize)
-                        .is_some_and(|s| s.kind.is_hop())
-                })
+                .filter(|row| chain.is_hop(row.span as usize))
                 .map(|row| (row.span, row.dead_ms))
                 .collect(),
         )
@@ -35,15 +31,11 @@ impl HopRows {
     /// first).
     pub(super) fn fill(&self, out: &mut Vec<HopSample>, chain: &Chain) {
         out.clear();
-        out.extend(self.0.iter().filter_map(|&(at, dead_ms)| {
-            let span = chain.span(at as usize)?;
-            span.kind.is_hop().then(|| HopSample {
-                service: span.service.clone(),
-                work_ms: span.duration_ms(),
-                dead_ms: i64::from(dead_ms),
-                queue_wait_ms: span.budget.queue_wait_ms,
-            })
-        }));
+        out.extend(
+            self.0
+                .iter()
+                .filter_map(|&(at, dead_ms)| HopSample::at(chain, at as usize, i64::from(dead_ms))),
+        );
     }
 
     /// The same, as a list of their own.
