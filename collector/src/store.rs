@@ -13,16 +13,14 @@
 //! chains (by first arrival) are evicted first, so memory stays flat under any load, and
 //! nothing evicted leaves the totals.
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
-    Chain, ChainAnalysis, ChainSummary, Coverage, DEFAULT_MAX_FINDINGS, EdgeAggregate, EdgeReport,
-    EdgeSample, FindingList, Inserted, LostContext, Options, OutcomeCounts, Report, SeverityCounts,
-    Span, Totals, TraceId, lost_contexts,
+    Chain, ChainAnalysis, ChainSummary, DEFAULT_MAX_FINDINGS, EdgeSample, FindingList, Inserted,
+    LostContext, Options, Span, Totals, TraceId, lost_contexts,
 };
 
 use crate::batch::{self, Batch, RawAttributes};
@@ -841,81 +839,9 @@ impl Store {
             .is_some_and(|e| e.judged.is_some())
     }
 
-    /// Caller -> callee figures over every judged chain (held or not), by (caller, callee).
-    pub fn edges(&self) -> Vec<&EdgeAggregate> {
-        self.verdicts.totals.edges.sorted()
-    }
-
-    /// The same edges as the report's `edges` array.
-    pub fn edge_reports(&self) -> Vec<EdgeReport> {
-        self.verdicts.totals.edges.to_reports()
-    }
-
-    /// Findings by severity over every judged chain, and the edges' own.
-    pub fn finding_counts(&self) -> SeverityCounts {
-        self.verdicts.totals.finding_counts()
-    }
-
-    /// The judged chains' wasted ms (their hops' dead work).
-    pub fn wasted_ms(&self) -> i64 {
-        self.verdicts.totals.wasted_ms
-    }
-
-    /// The judged chains by outcome.
-    pub fn outcomes(&self) -> OutcomeCounts {
-        self.verdicts.totals.outcomes
-    }
-
-    /// What the analysis could see over every judged chain.
-    pub fn coverage(&self) -> Coverage {
-        let t = &self.verdicts.totals;
-        Coverage {
-            hops_with_budget: t.hops_with_budget,
-            hops_without_budget: t.hops_without_budget(),
-            services_without_budget: t.services_without_budget(),
-        }
-    }
-
-    /// The running totals of every judged chain.
-    pub fn totals(&self) -> &Totals {
-        &self.verdicts.totals
-    }
-
-    /// The totals of the chains judged in the last [`RECENT_SECONDS`] of the store's clock,
-    /// held or evicted since; empty unless the store keeps them ([`Store::with_recent`]).
-    pub fn recent_totals(&self) -> Totals {
-        self.verdicts
-            .recent
-            .as_ref()
-            .map_or_else(Totals::new, |r| r.merged(self.verdicts.second))
-    }
-
     /// Store-wide counters.
     pub fn counters(&self) -> StoreCounters {
         self.counters
-    }
-
-    /// The whole report: every chain held is judged first (the end of a run), then the report
-    /// is written from the totals of every chain judged, held or evicted. Findings are in trace
-    /// order, then as the analysis ordered them within a chain; the edges' own last.
-    pub fn report(&mut self) -> Report {
-        // Analysed first (many at once on two threads: store/bulk.rs), then judged.
-        self.analyse_dirty();
-        self.judge_all();
-        self.report_of_judged()
-    }
-
-    /// The report of the chains judged so far, without judging the others (a report while
-    /// spans still arrive).
-    pub fn report_of_judged(&self) -> Report {
-        // Each chain's samples unpacked as the report walks it (all at once would be ~800
-        // bytes a chain held).
-        let held = self
-            .chains
-            .values()
-            .filter(|e| e.judged.is_some())
-            .map(|e| (Cow::Owned(e.samples.unpack(&e.chain)), &e.chain));
-        self.verdicts.totals.report(&self.verdicts.list, held)
     }
 }
 

@@ -1,11 +1,15 @@
 //! The verdicts: what a judged chain was folded into (the running totals, the findings list,
 //! the last minute's totals), and how a chain judged again is taken back out.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use deadline_budget::analysis::{Chain, ChainAnalysis, EdgeSample, FindingList, HopSample, Totals};
+use deadline_budget::analysis::{
+    Chain, ChainAnalysis, Coverage, EdgeAggregate, EdgeReport, EdgeSample, FindingList, HopSample,
+    OutcomeCounts, Report, SeverityCounts, Totals,
+};
 
-use super::Entry;
+use super::{Entry, Store};
 
 /// A held chain's hop rows, in its analysis's row order: each hop's span position and dead
 /// work, ms. What its hop samples are read from once the analysis held has no waterfall rows
@@ -179,5 +183,80 @@ impl Verdicts {
             t.unfold(old, old_edges, hops);
         }
         self.list.withdraw(&old.findings, judged.fold);
+    }
+}
+
+/// What the verdicts say: the totals of every chain judged, held or evicted, and the report.
+impl Store {
+    /// Caller -> callee figures over every judged chain (held or not), by (caller, callee).
+    pub fn edges(&self) -> Vec<&EdgeAggregate> {
+        self.verdicts.totals.edges.sorted()
+    }
+
+    /// The same edges as the report's `edges` array.
+    pub fn edge_reports(&self) -> Vec<EdgeReport> {
+        self.verdicts.totals.edges.to_reports()
+    }
+
+    /// Findings by severity over every judged chain, and the edges' own.
+    pub fn finding_counts(&self) -> SeverityCounts {
+        self.verdicts.totals.finding_counts()
+    }
+
+    /// The judged chains' wasted ms (their hops' dead work).
+    pub fn wasted_ms(&self) -> i64 {
+        self.verdicts.totals.wasted_ms
+    }
+
+    /// The judged chains by outcome.
+    pub fn outcomes(&self) -> OutcomeCounts {
+        self.verdicts.totals.outcomes
+    }
+
+    /// What the analysis could see over every judged chain.
+    pub fn coverage(&self) -> Coverage {
+        let t = &self.verdicts.totals;
+        Coverage {
+            hops_with_budget: t.hops_with_budget,
+            hops_without_budget: t.hops_without_budget(),
+            services_without_budget: t.services_without_budget(),
+        }
+    }
+
+    /// The running totals of every judged chain.
+    pub fn totals(&self) -> &Totals {
+        &self.verdicts.totals
+    }
+
+    /// The totals of the chains judged in the last [`RECENT_SECONDS`] of the store's clock,
+    /// held or evicted since; empty unless the store keeps them ([`Store::with_recent`]).
+    pub fn recent_totals(&self) -> Totals {
+        self.verdicts
+            .recent
+            .as_ref()
+            .map_or_else(Totals::new, |r| r.merged(self.verdicts.second))
+    }
+
+    /// The whole report: every chain held is judged first (the end of a run), then the report
+    /// is written from the totals of every chain judged, held or evicted. Findings are in trace
+    /// order, then as the analysis ordered them within a chain; the edges' own last.
+    pub fn report(&mut self) -> Report {
+        // Analysed first (many at once on two threads: store/bulk.rs), then judged.
+        self.analyse_dirty();
+        self.judge_all();
+        self.report_of_judged()
+    }
+
+    /// The report of the chains judged so far, without judging the others (a report while
+    /// spans still arrive).
+    pub fn report_of_judged(&self) -> Report {
+        // Each chain's samples unpacked as the report walks it (all at once would be ~800
+        // bytes a chain held).
+        let held = self
+            .chains
+            .values()
+            .filter(|e| e.judged.is_some())
+            .map(|e| (Cow::Owned(e.samples.unpack(&e.chain)), &e.chain));
+        self.verdicts.totals.report(&self.verdicts.list, held)
     }
 }
