@@ -68,21 +68,8 @@ TARGET_DIR=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 BUDGET_TOP=${BT:-$TARGET_DIR/$PROFILE/budget-top}
 LOAD=$TARGET_DIR/$PROFILE/budget-demo
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() { # PORT: until something listens (at most 20 s)
-    for _ in $(seq 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    log "nothing listens on 127.0.0.1:$1"
-    return 1
-}
-
-cpu_of() { awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {printf "%.3f", u+s}' "$1"; }
-rss_of() { awk -F': ' '/Maximum resident set size/ {print $2}' "$1"; }
+# free_port, wait_port, cpu_of, rss_of
+source "$ROOT/scripts/bench-lib.sh"
 
 stop() { # PID [timed]: SIGTERM (to the process /usr/bin/time runs, when timed), at most 60 s,
     # then SIGKILL
@@ -223,6 +210,9 @@ for _ in $(seq 600); do
     [[ $judged -ge $EDGES ]] && break
     sleep 0.1
 done
+# The last publish (at most a second after the judging) encoded: the counts below and the
+# quiet scrapes read it, and fall between publishes.
+sleep 2
 series=$(curl -s "http://127.0.0.1:$api_port/metrics" | grep -c '^budget_top_edge_calls_total{' || true)
 bytes=$(curl -s "http://127.0.0.1:$api_port/metrics" | wc -c)
 gzip_bytes=$(curl -s -H 'Accept-Encoding: gzip' "http://127.0.0.1:$api_port/metrics" | wc -c)
@@ -234,7 +224,6 @@ time_scrapes() { # FILE [PATH]: SCRAPES GETs of PATH (/metrics) one after anothe
         curl -s -o /dev/null -w '%{time_total}\n' "${scrape_gzip[@]}" "http://127.0.0.1:$api_port${2:-/metrics}" >>"$1"
     done
 }
-sleep 2 # the last publish encoded: these scrapes fall between publishes
 time_scrapes "$OUT/scrapes-quiet.txt"
 # The same scrapes while a flood keeps chains being judged (a publish every second).
 "$LOAD" load --grpc "127.0.0.1:$series_grpc" --spans "$FLOOD_SPANS" --batch "$BATCH" --depth "$DEPTH" \
