@@ -116,50 +116,43 @@ impl<'a> Scan<'a> {
         &mut self,
         mut field: impl FnMut(&mut Self, &'a str) -> Option<()>,
     ) -> Option<()> {
-        self.byte(b'{')?;
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
-        if self.peek()? == b'}' {
-            self.at += 1;
-        } else {
-            loop {
-                let Text::Plain(key) = self.text()? else {
-                    return None;
-                };
-                self.byte(b':')?;
-                field(self, key)?;
-                match self.peek()? {
-                    b',' => self.at += 1,
-                    b'}' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        self.depth -= 1;
-        Some(())
+        self.delimited(b'{', b'}', |scan| {
+            let Text::Plain(key) = scan.text()? else {
+                return None;
+            };
+            scan.byte(b':')?;
+            field(scan, key)
+        })
     }
 
     /// An array, each element given to `element`.
     #[inline]
-    pub(super) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.byte(b'[')?;
+    pub(super) fn array(&mut self, element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.delimited(b'[', b']', element)
+    }
+
+    /// `open`, items read by `item` and separated by commas, `close`: what an object and an
+    /// array share (nesting past [`MAX_DEPTH`]: `None`).
+    #[inline]
+    fn delimited(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.byte(open)?;
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return None;
         }
-        if self.peek()? == b']' {
+        if self.peek()? == close {
             self.at += 1;
         } else {
             loop {
-                element(self)?;
+                item(self)?;
                 match self.peek()? {
                     b',' => self.at += 1,
-                    b']' => {
+                    c if c == close => {
                         self.at += 1;
                         break;
                     }
