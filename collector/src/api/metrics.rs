@@ -2,9 +2,9 @@
 //! Prometheus metrics, with the `prometheus-client` crate (the Prometheus project's Rust
 //! client: registries of typed families, its text and OpenMetrics encoders).
 //!
-//! In: the store's [`Totals`] and the receivers' [`IngestCounts`], given to [`Metrics::publish`]
-//! by the loop that owns the store. Out: [`Metrics::encode`], called by the API's request
-//! task. The figures are absolute totals; a counter only grows, so each series is raised to
+//! In: the store's [`Totals`], given to [`Metrics::try_publish_totals`] by the loop that owns
+//! the store, and the receivers' [`IngestCounts`], given to [`Metrics::publish_ingest`] by each
+//! scrape. Out: [`Metrics::encode_parts`], called by the API's request task. The figures are absolute totals; a counter only grows, so each series is raised to
 //! the figure and never lowered (a chain judged again can take a count back: the series then
 //! waits until the totals pass it again). Each family holds at most `--max-series` label sets
 //! of its own; a set first seen past that is recorded under every label `other`, and
@@ -266,7 +266,7 @@ struct Encoded {
 
 /// The totals' part of a body: as text, or compressed ([`encoding`](super::encoding)).
 #[derive(Debug)]
-pub enum TotalsPart {
+enum TotalsPart {
     Text(Bytes),
     Deflated(Deflated),
 }
@@ -405,12 +405,6 @@ impl Metrics {
         }
     }
 
-    /// Brings every family up to the receivers' counters and the totals.
-    pub fn publish(&self, totals: &Totals, ingest: &IngestCounts) {
-        self.publish_ingest(ingest);
-        self.publish_totals(totals);
-    }
-
     /// The receivers' counters (cheap: a scrape always reads them fresh).
     pub fn publish_ingest(&self, ingest: &IngestCounts) {
         let spans = [
@@ -442,12 +436,6 @@ impl Metrics {
         };
         self.record_totals(totals);
         true
-    }
-
-    /// The judged chains' totals (waiting for an encoding in progress).
-    pub fn publish_totals(&self, totals: &Totals) {
-        let _busy = lock(&self.totals_busy);
-        self.record_totals(totals);
     }
 
     fn record_totals(&self, totals: &Totals) {
@@ -608,7 +596,8 @@ impl Metrics {
         (pieces, content_type)
     }
 
-    /// [`Metrics::encode_parts`] as one text.
+    /// [`Metrics::encode_parts`] as one text (the tests read it).
+    #[cfg(test)]
     pub fn encode(&self, openmetrics: bool) -> (String, &'static str) {
         let (parts, content_type) = self.encode_parts(openmetrics, false);
         let text = parts
@@ -845,7 +834,7 @@ mod tests {
         store.insert_spans([hop(2, Some(1), "orders", SpanStatus::Unset)]);
         store.judge_all();
         let metrics = Metrics::new(10);
-        metrics.publish_totals(store.totals());
+        assert!(metrics.try_publish_totals(store.totals()));
         let before = store.totals().outcomes;
         // The root arrives, answering with an error: judged again.
         store.insert_spans([hop(1, None, "frontend", SpanStatus::Error)]);
@@ -853,7 +842,7 @@ mod tests {
         let after = store.totals().outcomes;
         assert_eq!(store.counters().chains_rejudged, 1);
         assert_ne!(before, after);
-        metrics.publish_totals(store.totals());
+        assert!(metrics.try_publish_totals(store.totals()));
         let (text, _) = metrics.encode(false);
         let samples: Vec<&str> = text
             .lines()
