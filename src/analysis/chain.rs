@@ -85,6 +85,49 @@ fn facts_of(b: &BudgetFacts) -> [Option<i64>; FACTS] {
     ]
 }
 
+/// The longest run of facts a span has, encoded: twelve varints of at most ten bytes.
+const RUN_BYTES: usize = FACTS * 10;
+
+/// Writes the present facts as zigzag varints into `out` (7 bits a byte, low first, the high bit
+/// set on every byte but a value's last); returns the bytes written. A budget fact is a few ms,
+/// a status or an attempt (one or two bytes) or a deadline in Unix ms (six): ~3 bytes a fact
+/// instead of an `i64`'s 8.
+fn encode_run(facts: &[Option<i64>; FACTS], out: &mut [u8; RUN_BYTES]) -> usize {
+    let mut len = 0;
+    for &v in facts.iter().flatten() {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        while z >= 0x80 {
+            out[len] = z as u8 | 0x80;
+            len += 1;
+            z >>= 7;
+        }
+        out[len] = z as u8;
+        len += 1;
+    }
+    len
+}
+
+/// The varint at the front of `bytes` (as [`encode_run`] wrote it) and its length in bytes.
+fn get_varint(bytes: &[u8]) -> (i64, usize) {
+    let mut z: u64 = 0;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        z |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (((z >> 1) as i64) ^ -((z & 1) as i64), i + 1);
+        }
+    }
+    (0, bytes.len()) // never the case for what `encode_run` wrote
+}
+
+/// The length in bytes of the `count` varints at the front of `bytes`.
+fn varints_len(bytes: &[u8], count: usize) -> usize {
+    let mut len = 0;
+    for _ in 0..count {
+        len += get_varint(&bytes[len..]).1;
+    }
+    len
+}
+
 fn facts_from(f: [Option<i64>; FACTS], b: &mut BudgetFacts) {
     let [
         received_ms,
@@ -115,8 +158,9 @@ fn facts_from(f: [Option<i64>; FACTS], b: &mut BudgetFacts) {
 }
 
 /// One span as a chain holds it: 80 bytes instead of a [`Span`]'s 304. The trace id is the
-/// chain's; the budget facts that are present sit in the chain's `values`, from `values_at`, one
-/// `i64` per bit set in `present`; an `error.type` sits in the chain's `error_types`.
+/// chain's; the budget facts that are present sit in the chain's `values`, from byte
+/// `values_at`, one varint per bit set in `present`; an `error.type` sits in the chain's
+/// `error_types`.
 #[derive(Clone, Debug)]
 struct Packed {
     span_id: SpanId,
@@ -179,9 +223,11 @@ impl SpanView<'_> {
 pub struct Chain {
     trace_id: TraceId,
     spans: Vec<Packed>,
-    /// The present budget facts of every span, each span's run at its `values_at`.
-    values: Vec<i64>,
-    /// `values` no span points at any more (left by replaced spans); compacted past half.
+    /// The present budget facts of every span as zigzag varints ([`encode_run`]), each span's
+    /// run from byte `values_at`.
+    values: Vec<u8>,
+    /// Bytes of `values` no span points at any more (left by replaced spans); compacted past
+    /// half.
     garbage: u32,
     /// `error.type` by span position, for the few spans that carry one.
     error_types: Vec<(u32, Arc<str>)>,
@@ -297,23 +343,22 @@ impl Chain {
             source: budget.source,
             outcome: budget.outcome,
         };
-        let count = packed.fact_count();
-        let present_values = facts.into_iter().flatten();
+        let mut encoded = [0u8; RUN_BYTES];
+        let run_len = encode_run(&facts, &mut encoded);
+        let run = &encoded[..run_len];
         match at {
             Some(i) => {
                 let old = &self.spans[i as usize];
-                let old_count = old.fact_count();
-                if count <= old_count {
+                let at = old.values_at as usize;
+                let old_len = varints_len(&self.values[at..], old.fact_count());
+                if run.len() <= old_len {
                     packed.values_at = old.values_at;
-                    let at = old.values_at as usize;
-                    for (slot, v) in self.values[at..at + count].iter_mut().zip(present_values) {
-                        *slot = v;
-                    }
-                    self.garbage += (old_count - count) as u32;
+                    self.values[at..at + run.len()].copy_from_slice(run);
+                    self.garbage += (old_len - run.len()) as u32;
                 } else {
                     packed.values_at = self.values.len() as u32;
-                    self.values.extend(present_values);
-                    self.garbage += old_count as u32;
+                    self.values.extend_from_slice(run);
+                    self.garbage += old_len as u32;
                 }
                 self.error_types.retain(|(at, _)| *at != i);
                 if let Some(e) = budget.error_type {
@@ -328,9 +373,10 @@ impl Chain {
             None => {
                 let i = self.spans.len() as u32;
                 if i == 0 {
-                    // Room for a typical chain at once, instead of a series of doublings.
+                    // Room for a typical chain at once, instead of a series of doublings (about
+                    // five facts a span, ~3 bytes each).
                     self.spans.reserve_exact(TYPICAL_SPANS);
-                    self.values.reserve_exact(TYPICAL_SPANS * 6);
+                    self.values.reserve_exact(TYPICAL_SPANS * 16);
                 }
                 match &mut self.index {
                     Some(index) => {
@@ -349,9 +395,7 @@ impl Chain {
                     None => {}
                 }
                 packed.values_at = self.values.len() as u32;
-                // `count` values exactly: one reservation (a flattening iterator cannot say).
-                self.values.reserve(count);
-                self.values.extend(present_values);
+                self.values.extend_from_slice(run);
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
                 }
@@ -366,9 +410,9 @@ impl Chain {
         let mut values = Vec::with_capacity(self.values.len() - self.garbage as usize);
         for s in &mut self.spans {
             let at = s.values_at as usize;
-            let count = s.fact_count();
+            let len = varints_len(&self.values[at..], s.fact_count());
             s.values_at = values.len() as u32;
-            values.extend_from_slice(&self.values[at..at + count]);
+            values.extend_from_slice(&self.values[at..at + len]);
         }
         self.values = values;
         self.garbage = 0;
@@ -439,10 +483,12 @@ impl Chain {
             ..BudgetFacts::default()
         };
         let mut facts = [None; FACTS];
-        let mut values = self.values[p.values_at as usize..].iter();
+        let mut values = &self.values[p.values_at as usize..];
         for (bit, f) in facts.iter_mut().enumerate() {
             if p.present & (1 << bit) != 0 {
-                *f = values.next().copied();
+                let (v, len) = get_varint(values);
+                *f = Some(v);
+                values = &values[len..];
             }
         }
         facts_from(facts, &mut budget);
