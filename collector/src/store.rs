@@ -27,12 +27,14 @@ use crate::batch::{self, Batch, RawAttributes};
 
 mod attributes;
 mod bulk;
+mod held;
 mod pins;
 mod samples;
 mod verdicts;
 pub use attributes::SpanAttributes;
 use attributes::{ChainAttributes, Dictionary};
 use bulk::ANALYSED_AT_ONCE;
+pub use held::HeldAnalysis;
 use pins::Pins;
 use samples::EdgeSamples;
 pub use verdicts::RECENT_SECONDS;
@@ -158,7 +160,7 @@ struct Entry {
     attribute_seq: u64,
     /// The latest analysis, without its edge samples (held packed in `samples`) and without its
     /// waterfall rows (rebuilt when asked for: [`Store::analysis`]).
-    analysis: Option<Arc<ChainAnalysis>>,
+    analysis: Option<Box<HeldAnalysis>>,
     /// The latest analysis's hop rows: what its hop samples are read from.
     hop_rows: HopRows,
     /// The latest analysis's edge samples, packed: they are in the edge aggregates, and are
@@ -591,7 +593,8 @@ impl Store {
         let old_hops = std::mem::replace(&mut entry.hop_rows, HopRows::of(&fresh, &entry.chain));
         // The rows are rebuilt for the few chains a person opens ([`Store::analysis`]).
         fresh.rows = Vec::new();
-        let old = entry.analysis.replace(Arc::new(fresh));
+        let trace_id = entry.chain.trace_id();
+        let old = entry.analysis.as_mut().map(|held| held.lend(trace_id));
         // The old samples name services by positions of spans that are still there with the
         // same service (see `insert_span`).
         let old_edges =
@@ -601,11 +604,16 @@ impl Store {
             Fate::Leaving => EdgeSamples::default(),
         };
         if let Some(judged) = entry.judged.take() {
-            if let (Some(old), Some(old_edges)) = (old, old_edges) {
-                verdicts.unfold(&judged, &old, &old_hops, &old_edges, &entry.chain);
+            if let (Some(old), Some(old_edges)) = (&old, old_edges) {
+                verdicts.unfold(&judged, old, &old_hops, &old_edges, &entry.chain);
             }
             counters.chains_rejudged += 1;
-            verdicts.fold(entry, &edges);
+            verdicts.fold(entry, &fresh, &edges);
+        }
+        // Into the old one's place when there is one: no allocation.
+        match entry.analysis.as_mut() {
+            Some(held) => held.put(fresh),
+            None => entry.analysis = Some(Box::new(HeldAnalysis::of(fresh))),
         }
         edges
     }
@@ -636,16 +644,21 @@ impl Store {
             .filter(|l| l.finding.trace_id == trace_id)
             .cloned()
             .collect();
-        if !mine.is_empty()
-            && let Some(held) = entry.analysis.as_mut()
-        {
-            Arc::make_mut(held).fold_lost_contexts(&mut edges, &mine, &entry.chain);
+        let Some(held) = entry.analysis.as_mut() else {
+            return analysed.then_some(edges);
+        };
+        let mut analysis = held.lend(trace_id);
+        if !mine.is_empty() {
+            analysis.fold_lost_contexts(&mut edges, &mine, &entry.chain);
             if !analysed || fate == Fate::Staying {
                 entry.samples = EdgeSamples::pack(&edges, &entry.chain);
             }
             entry.lost = mine;
         }
-        verdicts.fold(entry, &edges);
+        verdicts.fold(entry, &analysis, &edges);
+        if let Some(held) = entry.analysis.as_mut() {
+            held.put(analysis);
+        }
         analysed.then_some(edges)
     }
 
@@ -813,11 +826,11 @@ impl Store {
             let mut edges = std::mem::take(&mut fresh.edges);
             fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
         }
-        Some(Arc::new(ChainAnalysis {
-            rows: fresh.rows,
-            edges: entry.samples.unpack(&entry.chain),
-            ..ChainAnalysis::clone(held)
-        }))
+        Some(Arc::new(held.to_analysis(
+            trace_id,
+            fresh.rows,
+            entry.samples.unpack(&entry.chain),
+        )))
     }
 
     /// The summary of one chain's latest analysis (what the chain list shows of it).
@@ -825,10 +838,10 @@ impl Store {
         Some(&self.chains.get(&trace_id)?.analysis.as_ref()?.summary)
     }
 
-    /// The latest analysis of one chain as held: everything but its edge samples (`edges` is
-    /// empty; they are in [`Store::edges`]) and its waterfall rows (`rows` is empty), without
-    /// the copy [`Store::analysis`] makes to give them back. For passes over every chain.
-    pub fn held_analysis(&self, trace_id: TraceId) -> Option<&ChainAnalysis> {
+    /// The latest analysis of one chain as held: its summary and findings, without the copy
+    /// [`Store::analysis`] makes to give back its rows and edge samples. For passes over every
+    /// chain.
+    pub fn held_analysis(&self, trace_id: TraceId) -> Option<&HeldAnalysis> {
         self.chains.get(&trace_id)?.analysis.as_deref()
     }
 

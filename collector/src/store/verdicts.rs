@@ -141,11 +141,13 @@ pub(super) struct Verdicts {
 }
 
 impl Verdicts {
-    /// Folds an entry's analysis (and `edges`, its edge samples) in, once.
-    pub(super) fn fold(&mut self, entry: &mut Entry, edges: &[EdgeSample]) {
-        let Some(analysis) = entry.analysis.as_ref() else {
-            return;
-        };
+    /// Folds an entry's analysis (`analysis`, and `edges`, its edge samples) in, once.
+    pub(super) fn fold(
+        &mut self,
+        entry: &mut Entry,
+        analysis: &ChainAnalysis,
+        edges: &[EdgeSample],
+    ) {
         entry.hop_rows.fill(&mut self.hops, &entry.chain);
         self.folds += 1;
         self.totals.fold(analysis, edges, &self.hops);
