@@ -85,6 +85,7 @@ if [ "$FLOOD_SECS" -gt 0 ]; then
         kill -0 "$FLOOD" 2>/dev/null || break
     done
     wait "$FLOOD" || true
+    cp "/proc/$PID/smaps" "$OUT/smaps-flood.txt" 2>/dev/null || true
     header >"$OUT/header-flood.txt"
     python3 - "$OUT" "$FULL" <<'PY'
 import re, sys
