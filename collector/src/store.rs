@@ -535,6 +535,7 @@ impl Store {
         };
         let fresh = Self::judge_entry(
             &mut entry,
+            None,
             &self.options,
             &mut self.counters,
             &mut self.verdicts,
@@ -651,6 +652,7 @@ impl Store {
     /// Returns the samples folded when it was analysed now (held packed unless it is leaving).
     fn judge_entry(
         entry: &mut Entry,
+        made: Option<ChainAnalysis>,
         options: &Options,
         counters: &mut StoreCounters,
         verdicts: &mut Verdicts,
@@ -662,7 +664,7 @@ impl Store {
         }
         let analysed = entry.dirty || entry.analysis.is_none();
         let mut edges = if analysed {
-            Self::analyse_entry(entry, options, counters, verdicts, fate)
+            Self::take_analysis(entry, made, options, counters, verdicts, fate)
         } else {
             entry.samples.unpack(&entry.chain)
         };
@@ -798,16 +800,38 @@ impl Store {
         } else {
             Vec::new()
         };
-        for trace_id in &now {
-            if let Some(entry) = self.chains.get_mut(trace_id) {
-                Self::judge_entry(
-                    entry,
-                    &self.options,
-                    &mut self.counters,
-                    &mut self.verdicts,
-                    &lost,
-                    Fate::Staying,
-                );
+        // Many to analyse first (the end of a run, a report): their analyses made on two
+        // threads, a slice at a time, each folded with its fresh samples as it is taken in
+        // (not packed, then unpacked again to be folded).
+        let to_analyse = now
+            .iter()
+            .filter(|id| self.chains.get(*id).is_some_and(|e| e.dirty))
+            .count();
+        let slice = if to_analyse >= 2 * ANALYSED_AT_ONCE {
+            ANALYSED_AT_ONCE
+        } else {
+            now.len().max(1)
+        };
+        for ids in now.chunks(slice) {
+            let made = if slice == ANALYSED_AT_ONCE {
+                self.analyses_on_two_threads(ids)
+            } else {
+                Vec::new()
+            };
+            let mut made = made.into_iter();
+            for trace_id in ids {
+                let made = made.next().flatten();
+                if let Some(entry) = self.chains.get_mut(trace_id) {
+                    Self::judge_entry(
+                        entry,
+                        made,
+                        &self.options,
+                        &mut self.counters,
+                        &mut self.verdicts,
+                        &lost,
+                        Fate::Staying,
+                    );
+                }
             }
         }
         now.len()

@@ -243,7 +243,12 @@ impl Store {
     /// is written from the totals of every chain judged, held or evicted. Findings are in trace
     /// order, then as the analysis ordered them within a chain; the edges' own last.
     pub fn report(&mut self) -> Report {
-        // Analysed first (many at once on two threads: store/bulk.rs), then judged.
+        // The chains judged already that a span joined since are judged again first, as
+        // `analyse_dirty` does; then every other chain is analysed as it is judged (many at
+        // once on two threads: store/bulk.rs), its fresh samples folded as they are.
+        let chains = &self.chains;
+        self.dirty
+            .retain(|id| chains.get(id).is_some_and(|e| e.judged.is_some()));
         self.analyse_dirty();
         self.judge_all();
         self.report_of_judged()
