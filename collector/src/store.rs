@@ -329,28 +329,42 @@ impl Store {
     fn insert_span(&mut self, span: Span, attributes: Option<&RawAttributes>) {
         let trace_id = span.trace_id;
         let span_id = span.span_id;
-        let known = self
-            .chains
-            .get(&trace_id)
-            .map(|e| (e.chain.contains(span_id), e.chain.len() >= self.max_spans));
-        match known {
-            None if self.evicted_set.contains(&trace_id) => {
-                self.counters.spans_after_verdict += 1;
-                return;
-            }
-            None => self.add_chain(trace_id),
-            // A copy of a span already held replaces it: no room needed.
-            Some((true, _)) => {}
-            Some((false, true)) => {
+        let max_spans = self.max_spans;
+        // While one more span fits, a span of a chain held needs no eviction first: its entry
+        // is looked up once (most spans: the map is large, and each lookup a cache miss).
+        let room = self.counters.spans_held < max_spans as u64;
+        let (entry, held) = if room && let Some(entry) = self.chains.get_mut(&trace_id) {
+            let held = entry.chain.contains(span_id);
+            if !held && entry.chain.len() >= max_spans {
                 self.counters.spans_over_limit += 1;
                 return;
             }
-            Some((false, false)) => self.make_room_except(1, trace_id),
-        }
-        let Some(entry) = self.chains.get_mut(&trace_id) else {
-            return;
+            (entry, held)
+        } else {
+            let known = self
+                .chains
+                .get(&trace_id)
+                .map(|e| (e.chain.contains(span_id), e.chain.len() >= max_spans));
+            match known {
+                None if self.evicted_set.contains(&trace_id) => {
+                    self.counters.spans_after_verdict += 1;
+                    return;
+                }
+                None => self.add_chain(trace_id),
+                // A copy of a span already held replaces it: no room needed.
+                Some((true, _)) => {}
+                Some((false, true)) => {
+                    self.counters.spans_over_limit += 1;
+                    return;
+                }
+                Some((false, false)) => self.make_room_except(1, trace_id),
+            }
+            let Some(entry) = self.chains.get_mut(&trace_id) else {
+                return;
+            };
+            (entry, known.is_some_and(|(held, _)| held))
         };
-        if known.is_some_and(|(held, _)| held) && !entry.samples.is_empty() {
+        if held && !entry.samples.is_empty() {
             // The copy may win and bring another service to the position the packed samples
             // name it by: name them in full until the chain is analysed again.
             entry.samples = entry.samples.detach(&entry.chain);
