@@ -821,13 +821,14 @@ impl Store {
             .iter()
             .filter(|id| self.chains.get(*id).is_some_and(|e| e.dirty))
             .count();
-        let slice = if to_analyse >= 2 * ANALYSED_AT_ONCE {
+        let two_threads = to_analyse >= 2 * ANALYSED_AT_ONCE;
+        let slice = if two_threads {
             ANALYSED_AT_ONCE
         } else {
             now.len().max(1)
         };
         for ids in now.chunks(slice) {
-            let made = if slice == ANALYSED_AT_ONCE {
+            let made = if two_threads {
                 self.analyses_on_two_threads(ids)
             } else {
                 Vec::new()
