@@ -8,7 +8,7 @@
 //! message says what went wrong and where (file and line).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write as _};
+use std::io::{self, Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -75,12 +75,17 @@ fn at_line(line: usize) -> String {
     }
 }
 
-/// Bytes read from the file (and inflated from gzip) at a time.
-const READ_BUFFER: usize = 256 * 1024;
+/// Bytes read from the file (and inflated from gzip) at a time, straight into the line being
+/// read: what follows its end (half a read on average) is copied to the next line.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// Reads a recording a request at a time.
 pub struct Reader {
-    lines: Box<dyn BufRead + Send>,
+    /// The file, or its gzip stream inflated.
+    source: Box<dyn Read + Send>,
+    /// Bytes read past the end of the last line, from `spilled_at` on.
+    spill: Vec<u8>,
+    spilled_at: usize,
     path: PathBuf,
     number: usize,
     bytes: Vec<u8>,
@@ -133,7 +138,7 @@ pub struct Request {
 impl Reader {
     /// Opens a recording, gzip-compressed or not; `-` is standard input.
     pub fn open(path: &Path) -> Result<Self, RecordingError> {
-        let source: Box<dyn Read + Send> = if path == Path::new("-") {
+        let mut source: Box<dyn Read + Send> = if path == Path::new("-") {
             Box::new(io::stdin())
         } else {
             Box::new(File::open(path).map_err(|source| RecordingError::Open {
@@ -141,21 +146,37 @@ impl Reader {
                 source,
             })?)
         };
-        // Large reads: a recording is read whole, often hundreds of megabytes.
-        let mut reader = BufReader::with_capacity(READ_BUFFER, source);
-        let magic = reader.fill_buf().map_err(|source| RecordingError::Read {
-            path: path.to_owned(),
-            line: 0,
-            source,
-        })?;
-        let lines: Box<dyn BufRead + Send> = if magic.starts_with(&[0x1f, 0x8b]) {
-            let decoder = flate2::bufread::MultiGzDecoder::new(reader);
-            Box::new(BufReader::with_capacity(READ_BUFFER, decoder))
+        // The first bytes say whether it is gzip.
+        let mut first = vec![0; READ_CHUNK];
+        let mut filled = 0;
+        while filled < 2 {
+            match source.read(&mut first[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(RecordingError::Read {
+                        path: path.to_owned(),
+                        line: 0,
+                        source,
+                    });
+                }
+            }
+        }
+        first.truncate(filled);
+        let (source, spill): (Box<dyn Read + Send>, Vec<u8>) = if first.starts_with(&[0x1f, 0x8b]) {
+            let compressed = io::Cursor::new(first).chain(source);
+            (
+                Box::new(flate2::read::MultiGzDecoder::new(compressed)),
+                Vec::new(),
+            )
         } else {
-            Box::new(reader)
+            (source, first)
         };
         Ok(Reader {
-            lines,
+            source,
+            spill,
+            spilled_at: 0,
             path: path.to_owned(),
             number: 0,
             bytes: Vec::new(),
@@ -175,57 +196,103 @@ impl Reader {
         &self.path
     }
 
-    /// The next line as text, blank or not (`None` at the end), with its number: what a reader
-    /// that parses lines elsewhere (`check --input`'s decoders) takes. Invalid UTF-8 is
-    /// repaired and told as [`Reader::next_request`] tells it. A line cut short is for the
-    /// caller to recognise ([`cut_short`], and whether a line that is not blank follows).
-    pub fn next_text(
+    /// The next line's bytes as read, blank or not, with its number (`None` at the end), in
+    /// `buffer` (a line given back, to be used again: its contents do not matter): what a
+    /// reader that parses lines elsewhere (`check --input`'s decoders) takes. The bytes are not
+    /// checked: [`line_text`] makes them text, as [`Reader::next_request`] does. A line cut short
+    /// is for the caller to recognise ([`cut_short`], and whether a line that is not blank
+    /// follows).
+    pub fn next_line(
         &mut self,
-        repaired: impl FnMut(usize, &str),
-    ) -> Result<Option<(usize, String)>, RecordingError> {
-        if !self.read_line(repaired)? {
-            return Ok(None);
-        }
-        Ok(Some((self.number, std::mem::take(&mut self.text))))
-    }
-
-    /// Reads the next line into `self.text` and counts it; `false` at the end. A line that is
-    /// not valid UTF-8 is repaired (U+FFFD for the bad bytes) and `repaired` told its number
-    /// and what was repaired.
-    fn read_line(&mut self, mut repaired: impl FnMut(usize, &str)) -> Result<bool, RecordingError> {
+        mut buffer: Vec<u8>,
+    ) -> Result<Option<(usize, Vec<u8>)>, RecordingError> {
         self.number += 1;
-        // The buffer of the line before, whichever of the two holds it.
-        if self.bytes.capacity() < self.text.capacity() {
-            self.bytes = std::mem::take(&mut self.text).into_bytes();
-        }
-        self.bytes.clear();
-        self.text.clear();
-        // A line taken away (`next_text`) leaves no buffer: the next one, likely as long, gets
-        // its room at once instead of through a series of doublings (each a copy).
-        self.bytes.reserve(self.last_length);
+        // A line taken away leaves no buffer: the next one, likely as long, gets its room (and
+        // a read's beyond) at once instead of through a series of doublings (each a copy).
+        buffer.reserve((self.last_length + READ_CHUNK).saturating_sub(buffer.len()));
         let n = self
-            .lines
-            .read_until(b'\n', &mut self.bytes)
+            .read_raw(&mut buffer)
             .map_err(|source| RecordingError::Read {
                 path: self.path.clone(),
                 line: self.number,
                 source,
             })?;
         if n == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         self.last_length = n;
-        // Checked once: valid UTF-8 (nearly always) becomes the text without a copy.
-        match String::from_utf8(std::mem::take(&mut self.bytes)) {
-            Ok(text) => self.text = text,
-            Err(invalid) => {
-                self.bytes = invalid.into_bytes();
-                let (text, repairs) = ingest::utf8::repair_json(&self.bytes);
-                self.text.push_str(&String::from_utf8_lossy(&text));
-                if let Some(message) = repairs.message() {
-                    repaired(self.number, &message);
-                }
+        Ok(Some((self.number, buffer)))
+    }
+
+    /// Reads the next line, with its `\n` if it has one, into `out` (its contents and length
+    /// replaced; what it held is written over, so a buffer used before costs nothing to fill),
+    /// reading the file straight into it; returns its length, 0 at the end.
+    fn read_raw(&mut self, out: &mut Vec<u8>) -> io::Result<usize> {
+        let mut filled = 0;
+        let rest = &self.spill[self.spilled_at..];
+        if !rest.is_empty() {
+            let (take, whole) = match memchr::memchr(b'\n', rest) {
+                Some(end) => (end + 1, true),
+                None => (rest.len(), false),
+            };
+            if out.len() < take {
+                out.resize(take, 0);
             }
+            out[..take].copy_from_slice(&rest[..take]);
+            self.spilled_at += take;
+            filled = take;
+            if whole {
+                out.truncate(filled);
+                return Ok(filled);
+            }
+        }
+        self.spill.clear();
+        self.spilled_at = 0;
+        loop {
+            // Room for one read, written over where the buffer held bytes already (no zeroing).
+            if out.len() < filled + READ_CHUNK {
+                out.resize(filled + READ_CHUNK, 0);
+            }
+            let n = match self.source.read(&mut out[filled..filled + READ_CHUNK]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    out.truncate(filled);
+                    return Err(e);
+                }
+            };
+            if n == 0 {
+                out.truncate(filled);
+                return Ok(filled);
+            }
+            let read = filled..filled + n;
+            filled += n;
+            if let Some(at) = memchr::memchr(b'\n', &out[read.clone()]) {
+                let end = read.start + at + 1;
+                self.spill.extend_from_slice(&out[end..filled]);
+                out.truncate(end);
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Reads the next line into `self.text` and counts it; `false` at the end. A line that is
+    /// not valid UTF-8 is repaired (U+FFFD for the bad bytes) and `repaired` told its number
+    /// and what was repaired.
+    fn read_line(&mut self, mut repaired: impl FnMut(usize, &str)) -> Result<bool, RecordingError> {
+        // The buffer of the line before, whichever of the two holds it.
+        let buffer = if self.bytes.capacity() < self.text.capacity() {
+            std::mem::take(&mut self.text).into_bytes()
+        } else {
+            std::mem::take(&mut self.bytes)
+        };
+        let Some((number, bytes)) = self.next_line(buffer)? else {
+            return Ok(false);
+        };
+        let (text, repairs) = line_text(bytes);
+        self.text = text;
+        if let Some(message) = repairs {
+            repaired(number, &message);
         }
         Ok(true)
     }
@@ -266,11 +333,10 @@ impl Reader {
     /// Whether nothing but blank lines follows (reads them).
     fn rest_is_blank(&mut self) -> Result<bool, RecordingError> {
         let line = self.number;
+        let mut bytes = std::mem::take(&mut self.bytes);
         loop {
-            self.bytes.clear();
             let n = self
-                .lines
-                .read_until(b'\n', &mut self.bytes)
+                .read_raw(&mut bytes)
                 .map_err(|source| RecordingError::Read {
                     path: self.path.clone(),
                     line,
@@ -279,9 +345,25 @@ impl Reader {
             if n == 0 {
                 return Ok(true);
             }
-            if !self.bytes.iter().all(u8::is_ascii_whitespace) {
+            if !bytes.iter().all(u8::is_ascii_whitespace) {
                 return Ok(false);
             }
+        }
+    }
+}
+
+/// A line's bytes as text: valid UTF-8 (nearly always) becomes the text without a copy;
+/// else it is repaired (U+FFFD for the bad bytes, as the receivers repair it), with what was
+/// repaired.
+pub fn line_text(bytes: Vec<u8>) -> (String, Option<String>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(invalid) => {
+            let (text, repairs) = ingest::utf8::repair_json(invalid.as_bytes());
+            (
+                String::from_utf8_lossy(&text).into_owned(),
+                repairs.message(),
+            )
         }
     }
 }
@@ -481,5 +563,67 @@ mod tests {
             matches!(err, RecordingError::Parse { line: 2, .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn lines_longer_than_a_read_come_whole_into_buffers_used_before_gzip_or_not() {
+        // Lines of every length around a read's, blank ones, and a last one without its newline.
+        let lines: Vec<String> = [
+            0,
+            1,
+            READ_CHUNK - 1,
+            READ_CHUNK,
+            3 * READ_CHUNK + 7,
+            5,
+            0,
+            9,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| "x".repeat(n) + &i.to_string())
+        .collect();
+        let text = lines.join("\n");
+        let plain = std::env::temp_dir().join(format!(
+            "budget-top-recording-{}-long.jsonl",
+            std::process::id()
+        ));
+        let gzip = plain.with_extension("jsonl.gz");
+        std::fs::write(&plain, &text).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gzip, encoder.finish().unwrap()).unwrap();
+        for path in [&plain, &gzip] {
+            let mut reader = Reader::open(path).unwrap();
+            // A buffer given back holds the line before (longer or shorter): written over.
+            let mut buffer = b"left over from a line before".repeat(10_000);
+            let mut read = Vec::new();
+            while let Some((number, bytes)) = reader.next_line(buffer).unwrap() {
+                assert_eq!(number, read.len() + 1);
+                read.push(String::from_utf8(bytes.clone()).unwrap());
+                buffer = bytes;
+            }
+            let expected: Vec<String> = lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    if i + 1 < lines.len() {
+                        format!("{l}\n")
+                    } else {
+                        l.clone()
+                    }
+                })
+                .collect();
+            assert!(read == expected, "{}", path.display());
+        }
+        let _ = std::fs::remove_file(&plain);
+        let _ = std::fs::remove_file(&gzip);
+    }
+
+    #[test]
+    fn a_line_not_utf8_is_repaired_and_told() {
+        let (text, repaired) = line_text(b"{\"a\":\"x\xffy\"}\n".to_vec());
+        assert_eq!(text, "{\"a\":\"x\u{fffd}y\"}\n");
+        assert!(repaired.is_some_and(|m| m.contains("not valid UTF-8")));
+        assert_eq!(line_text(b"{}".to_vec()), ("{}".to_owned(), None));
     }
 }

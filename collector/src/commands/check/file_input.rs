@@ -4,9 +4,10 @@
 //! of the lines, with the warnings on stderr in that order too.
 //!
 //! Three stages, each on its own thread, joined by bounded channels: a reader reads lines (and
-//! inflates gzip), [`DECODERS`] decoders parse and decode them (line `i` goes to decoder
-//! `i % DECODERS`), and the caller's thread takes the decoded batches in line order (the same
-//! round) into the store, which judges and evicts as they come. Decoding the JSON is most of the
+//! inflates gzip) straight into line buffers, [`DECODERS`] decoders check them as UTF-8, parse
+//! and decode them (line `i` goes to decoder `i % DECODERS`) and give the buffers back to the
+//! reader, and the caller's thread takes the decoded batches in line order (the same round)
+//! into the store, which judges and evicts as they come. Decoding the JSON is most of the
 //! work, so it runs beside the store instead of before it; at most a few lines wait at each
 //! step, so the file path holds little beyond the store.
 //!
@@ -30,16 +31,18 @@ use crate::store::Store;
 const DECODERS: usize = 2;
 /// Lines waiting for each decoder, and decoded lines waiting for the store, at most.
 const AHEAD: usize = 2;
+/// Line buffers given back to the reader, waiting to be used again, at most: each line read is
+/// written over one (no allocation, no page to fault in) once the decoders are going.
+const SPARE: usize = 2 * DECODERS * AHEAD;
 
 /// A line for a decoder.
 enum Line {
     Text {
         number: usize,
-        text: String,
+        /// As read: not checked as UTF-8 yet.
+        bytes: Vec<u8>,
         /// No line that is not blank follows it.
         last: bool,
-        /// Warnings about this line (UTF-8 repaired), printed when it is stored.
-        warnings: Vec<String>,
     },
     /// Reading failed here: nothing follows.
     Failed(RecordingError),
@@ -68,18 +71,27 @@ pub fn read_into(
     std::thread::scope(|scope| {
         let mut to_decoders = Vec::with_capacity(DECODERS);
         let mut from_decoders = Vec::with_capacity(DECODERS);
+        let (spare_out, spare) = sync_channel(SPARE);
         for i in 0..DECODERS {
             let (lines, lines_in) = sync_channel(AHEAD);
             let (decoded_out, decoded) = sync_channel(AHEAD);
-            let carriers = carriers.clone();
+            let (carriers, spare_out) = (carriers.clone(), spare_out.clone());
             spawn(scope, path, format!("check-decode-{i}"), move || {
-                decode_lines(path, &lines_in, &decoded_out, carriers, keep_attributes);
+                decode_lines(
+                    path,
+                    &lines_in,
+                    &decoded_out,
+                    &spare_out,
+                    carriers,
+                    keep_attributes,
+                );
             })?;
             to_decoders.push(lines);
             from_decoders.push(decoded);
         }
+        drop(spare_out);
         spawn(scope, path, "check-read".into(), move || {
-            read_lines(reader, &to_decoders);
+            read_lines(reader, &to_decoders, &spare);
         })?;
         store_in_order(path, &from_decoders, store)
     })
@@ -103,9 +115,9 @@ fn spawn<'scope, 'env>(
 }
 
 /// The reader: each line to its decoder, once it is known whether a line that is not blank
-/// follows (blank lines in between are held with it). Stops at the end, on an error, or when
-/// the store stops taking.
-fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
+/// follows (blank lines in between are held with it), read into a buffer a decoder gave back
+/// when there is one. Stops at the end, on an error, or when the store stops taking.
+fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>], spare: &Receiver<Vec<u8>>) {
     let mut next = 0;
     let mut send = |line: Line| {
         let sent = decoders[next % decoders.len()].send(line).is_ok();
@@ -113,10 +125,14 @@ fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
         sent
     };
     let mut held: Vec<Line> = Vec::new();
+    let mut blank_buffer = None;
     loop {
-        let mut warnings = Vec::new();
-        let read = reader.next_text(|_, message| warnings.push(message.to_owned()));
-        let (number, text) = match read {
+        let buffer = match blank_buffer.take() {
+            Some(buffer) => buffer,
+            // None given back yet (or the decoders are gone): a new one.
+            None => spare.try_recv().unwrap_or_default(),
+        };
+        let (number, bytes) = match reader.next_line(buffer) {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(error) => {
@@ -124,7 +140,7 @@ fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
                 break;
             }
         };
-        let blank = text.bytes().all(|b| b.is_ascii_whitespace());
+        let blank = bytes.iter().all(u8::is_ascii_whitespace);
         if !blank {
             for line in held.drain(..) {
                 if !send(line) {
@@ -132,15 +148,16 @@ fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
                 }
             }
         }
-        let warnings = warnings
-            .into_iter()
-            .map(|message| format!("line {number}: {message}"))
-            .collect();
+        let bytes = if blank {
+            blank_buffer = Some(bytes);
+            Vec::new()
+        } else {
+            bytes
+        };
         held.push(Line::Text {
             number,
-            text: if blank { String::new() } else { text },
+            bytes,
             last: false,
-            warnings,
         });
     }
     for mut line in held {
@@ -153,13 +170,16 @@ fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>]) {
     }
 }
 
-/// A decoder: each line parsed and decoded into a batch, in the order received. A line is read
-/// straight into spans (`json_spans`) when it can be; else (and for `--html`, which keeps each
-/// span's attributes) through the general OTLP/JSON reader, which names the field in an error.
+/// A decoder: each line checked as UTF-8 (repaired, with a warning, when it is not), parsed and
+/// decoded into a batch, in the order received, its buffer then given back to the reader. A
+/// line is read straight into spans (`json_spans`) when it can be; else (and for `--html`,
+/// which keeps each span's attributes) through the general OTLP/JSON reader, which names the
+/// field in an error.
 fn decode_lines(
     path: &Path,
     lines: &Receiver<Line>,
     decoded: &SyncSender<Decoded>,
+    spare: &SyncSender<Vec<u8>>,
     carriers: Arc<Carriers>,
     keep_attributes: bool,
 ) {
@@ -169,10 +189,14 @@ fn decode_lines(
             Line::Failed(error) => Decoded::Failed(error),
             Line::Text {
                 number,
-                text,
+                bytes,
                 last,
-                warnings,
             } => {
+                let (text, repaired) = otlp_lines::line_text(bytes);
+                let warnings: Vec<String> = repaired
+                    .into_iter()
+                    .map(|message| format!("line {number}: {message}"))
+                    .collect();
                 // As `otlp_lines::parse_line` trims it.
                 let json = text.trim().trim_start_matches('\u{feff}');
                 let fast = if keep_attributes || json.is_empty() {
@@ -180,21 +204,23 @@ fn decode_lines(
                 } else {
                     json_spans::decode_line(json, &mut interner)
                 };
-                match fast {
-                    Some(out) => {
-                        drop(text);
-                        batch(number, out, warnings)
-                    }
+                let out = match fast {
+                    Some(out) => batch(number, out, warnings),
                     None => decode_line(
                         path,
                         number,
-                        text,
+                        &text,
                         last,
                         warnings,
                         &mut interner,
                         keep_attributes,
                     ),
+                };
+                // Full (the reader is behind) or gone: the buffer is freed instead.
+                if text.capacity() > 0 {
+                    let _ = spare.try_send(text.into_bytes());
                 }
+                out
             }
         };
         if decoded.send(out).is_err() {
@@ -207,24 +233,23 @@ fn decode_lines(
 fn decode_line(
     path: &Path,
     number: usize,
-    text: String,
+    text: &str,
     last: bool,
     warnings: Vec<String>,
     interner: &mut Interner,
     keep_attributes: bool,
 ) -> Decoded {
-    match otlp_lines::parse_line(path, number, &text) {
+    match otlp_lines::parse_line(path, number, text) {
         Ok(None) => Decoded::Batch {
             batch: None,
             warnings,
         },
         Ok(Some(mut request)) => {
-            drop(text);
             let out = decode::decode_request(&mut request, interner, keep_attributes);
             drop(request);
             batch(number, out, warnings)
         }
-        Err(RecordingError::Parse { message, .. }) if last && otlp_lines::cut_short(&text) => {
+        Err(RecordingError::Parse { message, .. }) if last && otlp_lines::cut_short(text) => {
             Decoded::Torn(Torn {
                 line: number,
                 message,
