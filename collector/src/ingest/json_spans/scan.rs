@@ -302,13 +302,27 @@ impl<'a> Scan<'a> {
         if magnitude.is_empty() || magnitude.len() > 20 {
             return None;
         }
-        let mut n = 0i128;
-        for b in magnitude.bytes() {
-            if !b.is_ascii_digit() {
-                return None;
+        // Up to 19 digits fit a `u64` (a timestamp in ns has 19): summed there, one multiply a
+        // digit instead of `i128`'s two.
+        let n = if magnitude.len() <= 19 {
+            let mut n = 0u64;
+            for b in magnitude.bytes() {
+                if !b.is_ascii_digit() {
+                    return None;
+                }
+                n = n * 10 + u64::from(b - b'0');
             }
-            n = n * 10 + i128::from(b - b'0');
-        }
+            i128::from(n)
+        } else {
+            let mut n = 0i128;
+            for b in magnitude.bytes() {
+                if !b.is_ascii_digit() {
+                    return None;
+                }
+                n = n * 10 + i128::from(b - b'0');
+            }
+            n
+        };
         let n = if negative { -n } else { n };
         (min..=max).contains(&n).then_some(n)
     }
@@ -383,8 +397,15 @@ impl<'a> Scan<'a> {
             return None;
         }
         let mut id = Id::EMPTY;
+        // Without a branch a digit: any byte that is not one sets the high bit of `bad`.
+        let mut bad = 0;
         for (byte, pair) in id.bytes.iter_mut().zip(hex.chunks_exact(2)) {
-            *byte = hex_digit(pair[0])? << 4 | hex_digit(pair[1])?;
+            let (high, low) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
+            bad |= high | low;
+            *byte = high << 4 | low;
+        }
+        if bad & NOT_HEX != 0 {
+            return None;
         }
         id.len = hex.len() / 2;
         Some(id)
@@ -404,6 +425,25 @@ impl<'a> Scan<'a> {
         }
     }
 }
+
+/// [`HEX`]'s mark for a byte that is not a hex digit.
+const NOT_HEX: u8 = 0x80;
+
+/// Each byte's value as a hex digit (either case), or [`NOT_HEX`].
+const HEX: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut c = 0;
+    while c < 256 {
+        table[c] = match c as u8 {
+            b'0'..=b'9' => c as u8 - b'0',
+            b'a'..=b'f' => c as u8 - b'a' + 10,
+            b'A'..=b'F' => c as u8 - b'A' + 10,
+            _ => NOT_HEX,
+        };
+        c += 1;
+    }
+    table
+};
 
 pub(super) fn hex_digit(c: u8) -> Option<u8> {
     match c {

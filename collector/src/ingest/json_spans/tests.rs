@@ -123,9 +123,34 @@ fn what_this_reader_does_not_take_is_left_to_the_general_one() {
         r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"flags":4294967296}]}]}]}"#,
         r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"SERVERISH"}]}]}]}"#,
         r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"xyz"}]}]}]}"#,
+        // A byte that is not a hex digit, high or low in its pair, first or last.
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"g102030405060708"}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"010203040506070:"}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f1G"}]}]}]}"#,
+        // Past u64 (20 digits), and past 20 digits.
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":"18446744073709551616"}]}]}]}"#,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":"100000000000000000000"}]}]}]}"#,
     ] {
         left(line);
     }
+}
+
+#[test]
+fn integers_and_ids_at_their_edges_read_as_the_general_path_reads_them() {
+    for start in [
+        "0",
+        "9999999999999999999", // 19 digits: the most a u64 sums without overflow
+        "10000000000000000000", // 20 digits
+        "18446744073709551615", // u64::MAX
+    ] {
+        same(&format!(
+            r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"traceId":"0102030405060708090A0B0C0D0E0F10","spanId":"abcdefABCDEF0099","startTimeUnixNano":"{start}","endTimeUnixNano":{start}}}]}}]}}]}}"#
+        ));
+    }
+    // 20 digits with leading zeros (a string: a JSON number cannot have them).
+    same(
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":"00000000000000000001"}]}]}]}"#,
+    );
 }
 
 /// A JSON text of nested arrays `depth` deep.
