@@ -142,8 +142,8 @@ pub struct Listen {
     /// Largest request body accepted, in bytes, before and after decompression (at least 1).
     #[arg(long, value_name = "BYTES", default_value_t = ingest::DEFAULT_MAX_BODY, value_parser = at_least_one)]
     pub max_body: usize,
-    /// Requests read and decoded at once (both receivers); past it requests are refused
-    /// (RESOURCE_EXHAUSTED / 503) before their body is read (at least 1)
+    /// Requests read and decoded at once (both receivers); past it a request waits up to
+    /// 250 ms, then is refused (RESOURCE_EXHAUSTED / 503) before its body is read (at least 1)
     #[arg(long, value_name = "N", default_value_t = ingest::DEFAULT_MAX_INFLIGHT, value_parser = at_least_one)]
     pub max_inflight: usize,
     /// Bytes the request bodies being read may hold between them, counted as they arrive

@@ -131,16 +131,15 @@ where
         .extensions()
         .get::<ConnectionTag>()
         .map(ConnectionTag::busy);
-    // Refused before the message is read: the cheap answer to load past capacity.
-    let Some(permit) = shared.begin() else {
-        return Box::pin(async { Ok(throttled().into_http()) });
-    };
-    let (parts, body) = request.into_parts();
-    let (body, held) = shared.body_bytes.meter(body);
-    let request = http::Request::from_parts(parts, body);
     Box::pin(async move {
-        // Held while the message is read and handled.
-        let _permit = permit;
+        // Waited for a moment, then refused before the message is read: the cheap answer to
+        // load past capacity. The permit is held while the message is read and handled.
+        let Some(_permit) = shared.begin().await else {
+            return Ok(throttled().into_http());
+        };
+        let (parts, body) = request.into_parts();
+        let (body, held) = shared.body_bytes.meter(body);
+        let request = http::Request::from_parts(parts, body);
         let _busy = busy;
         let response = grpc(codec, max_body).unary(method, request).await;
         if held.over() {

@@ -230,10 +230,10 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
         Ok(encoding) => encoding,
         Err(response) => return response,
     };
-    // Refused before the body is read into memory or decoded: the cheap answer to load past
-    // capacity. The body is still read off the connection (and dropped as it comes), so the
-    // client gets the 503 instead of a reset connection.
-    let Some(_permit) = shared.begin() else {
+    // Waited for a moment, then refused before the body is read into memory or decoded: the
+    // cheap answer to load past capacity. The body is still read off the connection (and
+    // dropped as it comes), so the client gets the 503 instead of a reset connection.
+    let Some(_permit) = shared.begin().await else {
         let drained = tokio::time::timeout(state.body_timeout, drain(body, state.max_body));
         let _ = drained.await;
         return throttled(encoding);

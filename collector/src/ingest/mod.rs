@@ -2,7 +2,8 @@
 //!
 //! Two receivers (OTLP/gRPC `TraceService` and OTLP/HTTP `POST /v1/traces`) decode each export
 //! request into [`Batch`]es and hand them to the one loop that owns the store, over a bounded
-//! channel. A producer is never blocked.
+//! channel. A producer is never blocked for long: a request the store has no room for waits
+//! a moment unread, then gets OTLP's throttling answer.
 //!
 //! Admission control, so that load past what the store can take is refused cheaply and memory
 //! stays bounded (the OpenTelemetry Collector's memory limiter refuses once the heap is too big;
@@ -11,8 +12,12 @@
 //! 1. At most [`IngestConfig::max_inflight`] requests are being read and decoded at once, and
 //!    their bodies hold at most [`IngestConfig::max_inflight_bytes`] between them (counted as
 //!    the bytes arrive, see `body_bytes`). A request past the count, or one that arrives while
-//!    the queue is already full, is refused before its body is read or decoded; a body that
-//!    would go past the bytes is cut off where it is and its request refused.
+//!    the queue is already full, waits unread for [`ADMISSION_WAIT`] at most (the store's
+//!    passing lag: a judging spike, a frame drawn), then is refused before its body is read or
+//!    decoded; a body that would go past the bytes is cut off where it is and its request
+//!    refused. Waiting costs no CPU (one waiter at a time looks for room, the others queue
+//!    behind it in arrival order), where a refusal costs its client a retry and the receiver
+//!    about what serving the request would (HTTP reads the refused body off the connection).
 //! 2. At most [`IngestConfig::max_queued_spans`] spans wait in the channel for the owner loop
 //!    (a request larger than that alone is taken into an empty queue). A request that would
 //!    overfill it is refused after decoding; while the queue has no room for a request the size
@@ -96,6 +101,13 @@ pub const SCREEN_MAX_QUEUED_BYTES: u64 = 8 * 1024 * 1024;
 const QUEUED_SPAN_BYTES: u64 = std::mem::size_of::<deadline_budget::analysis::Span>() as u64;
 /// How long a throttled client is asked to wait before retrying.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long a request may wait, unread, for a slot to read it in and room in the queue before
+/// it is refused with [`RETRY_AFTER`]: long enough to ride out the store's passing lag, short
+/// beside an exporter's own timeout (10 s in the OpenTelemetry SDKs).
+pub const ADMISSION_WAIT: Duration = Duration::from_millis(250);
+/// How often the one waiter looks for room in the queue (the owner loop takes batches
+/// without telling anyone).
+const ADMISSION_POLL: Duration = Duration::from_millis(1);
 
 /// What to listen on and how to hand batches over.
 #[derive(Clone, Debug)]
@@ -370,6 +382,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         max_queued_bytes: config.max_queued_bytes,
         max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
         inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
+        room: tokio::sync::Mutex::new(()),
         body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
         stats: stats.clone(),
         interner: Mutex::new(interner::Interner::with_carriers(config.carriers.clone())),
@@ -490,6 +503,8 @@ struct Shared {
     max_queued_attribute_bytes: u64,
     /// One permit per request being read and decoded.
     inflight: Arc<Semaphore>,
+    /// The turn to wait for room in the queue: one waiter polls, the others queue behind it.
+    room: tokio::sync::Mutex<()>,
     /// The bytes the bodies being read hold between them.
     body_bytes: body_bytes::BodyBytes,
     stats: Arc<IngestStats>,
@@ -620,26 +635,51 @@ impl Shared {
     }
 
     /// The cheap first gate, before a request's body is read: a permit to read and decode it,
-    /// or `None` when too many requests are in flight or the queue has no room for a request
-    /// the size of the last one taken. A refusal is counted here (its spans are unknown: the
-    /// body is never read).
-    fn begin(&self) -> Option<OwnedSemaphorePermit> {
-        let queue_full = {
-            let mut queue = self.queue();
-            let waiting = queue.spans_waiting();
-            waiting > 0
-                && (waiting + queue.last > self.max_queued_spans
-                    || queue.bytes_waiting() + queue.last_bytes > self.max_queued_bytes)
-        };
-        let permit = if queue_full {
-            None
+    /// once one is free and the queue has room for a request the size of the last one taken,
+    /// waited for up to [`ADMISSION_WAIT`]; `None` past that. A refusal is counted here (its
+    /// spans are unknown: the body is never read).
+    async fn begin(&self) -> Option<OwnedSemaphorePermit> {
+        let deadline = tokio::time::Instant::now() + ADMISSION_WAIT;
+        let room = !self.queue_full() || self.wait_for_room(deadline).await;
+        let permit = if room {
+            tokio::time::timeout_at(deadline, self.inflight.clone().acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
         } else {
-            self.inflight.clone().try_acquire_owned().ok()
+            None
         };
         if permit.is_none() {
             self.refuse_unread();
         }
         permit
+    }
+
+    /// Whether the queue has no room for a request the size of the last one taken (or the
+    /// channel no free slot).
+    fn queue_full(&self) -> bool {
+        let mut queue = self.queue();
+        let waiting = queue.spans_waiting();
+        queue.tx.capacity() == 0
+            || waiting > 0
+                && (waiting + queue.last > self.max_queued_spans
+                    || queue.bytes_waiting() + queue.last_bytes > self.max_queued_bytes)
+    }
+
+    /// Waits, in arrival order, until the queue has room or `deadline` passes; whether it has.
+    async fn wait_for_room(&self, deadline: tokio::time::Instant) -> bool {
+        let Ok(_turn) = tokio::time::timeout_at(deadline, self.room.lock()).await else {
+            return false;
+        };
+        loop {
+            if !self.queue_full() {
+                return true;
+            }
+            if tokio::time::Instant::now() + ADMISSION_POLL > deadline {
+                return false;
+            }
+            tokio::time::sleep(ADMISSION_POLL).await;
+        }
     }
 
     /// Counts a request refused before its spans were read (throttled).

@@ -259,7 +259,8 @@ async fn a_full_channel_throttles_with_503_retry_after_and_resource_exhausted_an
     let body = reset_chain(1).encode_to_vec();
     let (status, _, _) = post(&url(&ingest), "application/x-protobuf", None, body.clone()).await;
     assert_eq!(status, StatusCode::OK);
-    // Nobody reads the channel: the next request must be refused, not queued without bound.
+    // Nobody reads the channel: the next request must be refused (once it has waited
+    // `ADMISSION_WAIT` for room, unread), not queued without bound.
     let (status, headers, text) = post(&url(&ingest), "application/x-protobuf", None, body).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(headers["retry-after"], "1");
@@ -280,9 +281,11 @@ async fn a_full_channel_throttles_with_503_retry_after_and_resource_exhausted_an
         (
             counts.spans_accepted,
             counts.spans_refused,
-            counts.requests_refused
+            counts.requests_refused,
+            counts.requests_refused_unread
         ),
-        (5, 10, 2)
+        (5, 0, 2, 2),
+        "refused before they were read: their spans never seen"
     );
     // Everything answered with success is in the channel; nothing refused is.
     assert_eq!(ingest.receiver.recv().await.unwrap().spans.len(), 5);
@@ -292,6 +295,46 @@ async fn a_full_channel_throttles_with_503_retry_after_and_resource_exhausted_an
     ));
     // Drained: accepted again.
     assert_good_request_served(&mut ingest, 3).await;
+}
+
+/// The store's passing lag costs a client a moment, not a retry: a request that arrives while
+/// the channel is full waits, unread, and is served once the owner loop takes a batch (within
+/// `ADMISSION_WAIT`); nothing is refused. Before, it was refused at once and its client had to
+/// send it again a second later.
+#[tokio::test]
+async fn a_request_arriving_while_the_store_lags_waits_for_room_and_is_served() {
+    let mut ingest = start(ingest::DEFAULT_MAX_BODY, 1).await;
+    let mut conclusive = false;
+    for attempt in 1..=5u8 {
+        let body = reset_chain(attempt).encode_to_vec();
+        let (status, _, _) =
+            post(&url(&ingest), "application/x-protobuf", None, body.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        let refused_before = ingest.stats.snapshot().requests_refused;
+        let target = url(&ingest);
+        let sent = std::time::Instant::now();
+        let waiting =
+            tokio::spawn(async move { post(&target, "application/x-protobuf", None, body).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let answered_early = waiting.is_finished();
+        next_batch(&mut ingest).await;
+        let drained_after = sent.elapsed();
+        let (status, _, _) = waiting.await.unwrap();
+        if status == StatusCode::SERVICE_UNAVAILABLE && drained_after >= ingest::ADMISSION_WAIT {
+            // This machine stalled past the wait itself: inconclusive, try again.
+            continue;
+        }
+        assert!(
+            !answered_early,
+            "answered before there was room: refused at once"
+        );
+        assert_eq!(status, StatusCode::OK, "served once the loop took a batch");
+        assert_eq!(ingest.stats.snapshot().requests_refused, refused_before);
+        assert_eq!(next_batch(&mut ingest).await.spans.len(), 5);
+        conclusive = true;
+        break;
+    }
+    assert!(conclusive, "five attempts stalled past ADMISSION_WAIT");
 }
 
 #[tokio::test]
@@ -957,7 +1000,8 @@ async fn a_queue_bounded_in_bytes_throttles_past_them_and_every_accepted_span_is
 
 /// Past `max_inflight`, a request is refused before its body is read: a client that holds the
 /// only slot with a body that never ends makes the next request get 503 and RESOURCE_EXHAUSTED
-/// at once, counted as refused unread; once the slot is free, requests are served again.
+/// once it has waited `ADMISSION_WAIT` for the slot, counted as refused unread; once the slot
+/// is free, requests are served again.
 #[tokio::test]
 async fn a_request_past_the_inflight_limit_is_refused_before_its_body_is_read() {
     use tokio::io::AsyncWriteExt as _;
