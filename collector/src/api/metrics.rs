@@ -817,19 +817,8 @@ mod tests {
     /// keeps it (a counter never goes down) and counts the new one.
     #[test]
     fn a_chain_judged_again_never_lowers_a_counter() {
-        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, SpanStatus, TraceId};
-        let hop = |id: u8, parent: Option<u8>, service: &str, status| Span {
-            trace_id: TraceId([1; 16]),
-            span_id: SpanId([id; 8]),
-            parent_span_id: parent.map(|p| SpanId([p; 8])),
-            service: std::sync::Arc::from(service),
-            name: std::sync::Arc::from("op"),
-            kind: SpanKind::Server,
-            start_unix_nano: 1_000_000,
-            end_unix_nano: 50_000_000,
-            status,
-            budget: BudgetFacts::default(),
-        };
+        use deadline_budget::analysis::SpanStatus;
+        let hop = |id, parent, service, status| hop([1; 16], id, parent, service, status);
         let mut store = crate::store::Store::new(100);
         store.insert_spans([hop(2, Some(1), "orders", SpanStatus::Unset)]);
         store.judge_all();
@@ -862,20 +851,9 @@ mod tests {
     /// `encode_published`'s, off the request path), and a publish waits for no encoding.
     #[test]
     fn a_scrape_reads_the_text_last_encoded_and_a_publish_skips_a_running_encoding() {
-        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, SpanStatus, TraceId};
+        use deadline_budget::analysis::SpanStatus;
         let mut store = crate::store::Store::new(100);
-        store.insert_spans([Span {
-            trace_id: TraceId([1; 16]),
-            span_id: SpanId([1; 8]),
-            parent_span_id: None,
-            service: std::sync::Arc::from("frontend"),
-            name: std::sync::Arc::from("op"),
-            kind: SpanKind::Server,
-            start_unix_nano: 1_000_000,
-            end_unix_nano: 50_000_000,
-            status: SpanStatus::Unset,
-            budget: BudgetFacts::default(),
-        }]);
+        store.insert_spans([hop([1; 16], 1, None, "frontend", SpanStatus::Unset)]);
         store.judge_all();
         let metrics = Metrics::new(10);
         let chains = |text: &str| {
@@ -908,28 +886,39 @@ mod tests {
         assert_eq!(chains(&metrics.encode(true).0), 1);
     }
 
+    /// A server span of 49 ms named `op` in trace `trace`, without budget attributes.
+    fn hop(
+        trace: [u8; 16],
+        id: u8,
+        parent: Option<u8>,
+        service: &str,
+        status: deadline_budget::analysis::SpanStatus,
+    ) -> deadline_budget::analysis::Span {
+        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, TraceId};
+        Span {
+            trace_id: TraceId(trace),
+            span_id: SpanId([id; 8]),
+            parent_span_id: parent.map(|p| SpanId([p; 8])),
+            service: std::sync::Arc::from(service),
+            name: std::sync::Arc::from("op"),
+            kind: SpanKind::Server,
+            start_unix_nano: 1_000_000,
+            end_unix_nano: 50_000_000,
+            status,
+            budget: BudgetFacts::default(),
+        }
+    }
+
     /// `n` chains, each a call from its own service `svc-I` to `db`: `n` edges.
     fn edge_chains(n: u32) -> Vec<deadline_budget::analysis::Span> {
-        use deadline_budget::analysis::{BudgetFacts, Span, SpanId, SpanKind, SpanStatus, TraceId};
+        use deadline_budget::analysis::SpanStatus::Unset;
         (0..n)
             .flat_map(|i| {
                 let mut trace = [1u8; 16];
                 trace[..4].copy_from_slice(&i.to_be_bytes());
-                let hop = |id: u8, parent: Option<u8>, service: String| Span {
-                    trace_id: TraceId(trace),
-                    span_id: SpanId([id; 8]),
-                    parent_span_id: parent.map(|p| SpanId([p; 8])),
-                    service: std::sync::Arc::from(service),
-                    name: std::sync::Arc::from("op"),
-                    kind: SpanKind::Server,
-                    start_unix_nano: 1_000_000,
-                    end_unix_nano: 50_000_000,
-                    status: SpanStatus::Unset,
-                    budget: BudgetFacts::default(),
-                };
                 [
-                    hop(1, None, format!("svc-{i}")),
-                    hop(2, Some(1), "db".into()),
+                    hop(trace, 1, None, &format!("svc-{i}"), Unset),
+                    hop(trace, 2, Some(1), "db", Unset),
                 ]
             })
             .collect()
