@@ -11,9 +11,8 @@ use deadline_budget::analysis::{ChainAnalysis, TraceId};
 use super::{Fate, Store};
 
 /// Chains analysed on two threads at a time when many wait (`Store::analyse_dirty`,
-/// `Store::judge_all`): enough to
-/// pay for a thread, few enough that their analyses held at once (each with its edges before
-/// they are packed) stay a few MiB.
+/// `Store::judge_all`): enough to pay for a thread, few enough that their analyses held at once
+/// (each with its edges before they are packed) stay a few MiB.
 pub(super) const ANALYSED_AT_ONCE: usize = 4096;
 
 impl Store {
