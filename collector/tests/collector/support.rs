@@ -545,7 +545,29 @@ pub fn assert_guide_chain_classified(
     .iter()
     .map(|(k, s, n)| (k.to_string(), format!("{prefix}-{s}"), n.to_string()))
     .collect();
-    assert_eq!(finding_names(&report), expected, "{transport}: {report:#}");
+    // The request that arrives with 0 ms is shed at once, but "at once" is the machine's: a
+    // shed answer that took longer than the tolerance (5 ms) came after its budget ran out,
+    // and is rightly a late answer too (on a busy 2-core machine, 9 ms). Taken out of the
+    // names only as that: on the expired request, late by less than a shed can take.
+    let mut names = finding_names(&report);
+    let late_shed = (
+        "late_answer".to_string(),
+        format!("{prefix}-orders"),
+        "GET /orders".to_string(),
+    );
+    if names.contains(&late_shed) {
+        let late = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["kind"] == "late_answer" && f["service"] == late_shed.1)
+            .unwrap();
+        assert_eq!(late["received_ms"], 0, "{transport}: {late}");
+        let by = -late["remaining_ms"].as_i64().unwrap();
+        assert!((1..1000).contains(&by), "{transport}: {late}");
+        names.retain(|n| *n != late_shed);
+    }
+    assert_eq!(names, expected, "{transport}: {report:#}");
     // 5 chains: checkout 5 spans, report 5, search 3, refused 2 (the refused call's span is
     // exported, no request is made), expired 1; one trace each: trace context went through.
     assert_eq!(report["summary"]["traces"], 5, "{report:#}");
