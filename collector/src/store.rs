@@ -785,6 +785,9 @@ impl Store {
     /// listening store's tick then looks at the chains of the last `settle`, not at every one.
     fn judge_where(&mut self, due: impl Fn(&Entry) -> bool, arrived_before: u64) -> usize {
         let mut now: Vec<TraceId> = Vec::new();
+        // Of them, those a span joined since their last analysis (counted as they are found:
+        // a second walk of the map was a cache miss a chain).
+        let mut to_analyse = 0;
         let mut any_root_call = false;
         // Chains looked at and kept for later are moved to the front, in their order.
         let (mut kept, mut looked) = (0, 0);
@@ -797,6 +800,7 @@ impl Store {
                 }
                 if due(entry) {
                     any_root_call |= entry.chain.roots_in_a_call();
+                    to_analyse += usize::from(entry.dirty);
                     now.push(trace_id);
                 } else {
                     self.unjudged[kept] = trace_id;
@@ -817,10 +821,6 @@ impl Store {
         // Many to analyse first (the end of a run, a report): their analyses made on two
         // threads, a slice at a time, each folded with its fresh samples as it is taken in
         // (not packed, then unpacked again to be folded).
-        let to_analyse = now
-            .iter()
-            .filter(|id| self.chains.get(*id).is_some_and(|e| e.dirty))
-            .count();
         let two_threads = to_analyse >= 2 * ANALYSED_AT_ONCE;
         let slice = if two_threads {
             ANALYSED_AT_ONCE

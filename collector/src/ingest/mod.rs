@@ -105,6 +105,12 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// it is refused with [`RETRY_AFTER`]: long enough to ride out the store's passing lag, short
 /// beside an exporter's own timeout (10 s in the OpenTelemetry SDKs).
 pub const ADMISSION_WAIT: Duration = Duration::from_millis(250);
+/// How many name interners the receivers share (see `Shared::interner`): as many as requests
+/// are decoded at once, one on each of the runtime's workers (a thread per core), each
+/// interner holding its own copy of the names (at most 16 copies).
+fn interners() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16))
+}
 /// How often the one waiter looks for room in the queue (the owner loop takes batches
 /// without telling anyone).
 const ADMISSION_POLL: Duration = Duration::from_millis(1);
@@ -385,7 +391,9 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         room: tokio::sync::Mutex::new(()),
         body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
         stats: stats.clone(),
-        interner: Mutex::new(interner::Interner::with_carriers(config.carriers.clone())),
+        interners: (0..interners())
+            .map(|_| Mutex::new(interner::Interner::with_carriers(config.carriers.clone())))
+            .collect(),
         keep_attributes: config.keep_attributes,
         keep_raw: config.keep_raw,
         bearer,
@@ -508,7 +516,8 @@ struct Shared {
     /// The bytes the bodies being read hold between them.
     body_bytes: body_bytes::BodyBytes,
     stats: Arc<IngestStats>,
-    interner: Mutex<interner::Interner>,
+    /// Name interners (see [`interners`]): a request is decoded with whichever is free.
+    interners: Vec<Mutex<interner::Interner>>,
     keep_attributes: bool,
     keep_raw: bool,
     /// The token every request must carry, when `--bearer-token-file` is given.
@@ -756,8 +765,18 @@ impl Shared {
         Ok(self.offer(decoded, None, total))
     }
 
+    /// A free interner for one request's decoding, or the first one once it is free: the
+    /// runtime's workers decode requests side by side (one interner held by each request
+    /// for its whole decoding made the other worker sleep on it, and wake again).
     fn interner(&self) -> std::sync::MutexGuard<'_, interner::Interner> {
-        match self.interner.lock() {
+        for interner in &self.interners {
+            match interner.try_lock() {
+                Ok(guard) => return guard,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        match self.interners[0].lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         }
