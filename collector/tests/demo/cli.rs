@@ -411,8 +411,13 @@ fn sigterm_ends_the_load_early_and_still_reports() {
         "took {:?} to stop",
         signalled.elapsed()
     );
-    assert_eq!(status.code(), Some(0), "{stdout}");
-    let report: Json = serde_json::from_str(&stdout).expect("the JSON report");
+    let report: Json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("the JSON report ({e}), exit status {status}: {stdout:?}"));
+    // The exit status is the report's, never the signal's: 0, or 1 when an error finding is in
+    // it (on a busy machine a hop of the cure may stop a few ms after its caller: CI once saw
+    // `orphaned_work` of 6 ms on the request in flight).
+    let errors = report["summary"]["findings"]["error"].as_u64().unwrap();
+    assert_eq!(status.code(), Some(i32::from(errors > 0)), "{stdout}");
     assert!(
         report["summary"]["traces"].as_u64().unwrap() >= 1,
         "{report}"
