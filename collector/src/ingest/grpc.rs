@@ -47,8 +47,8 @@ const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 /// 1 MiB): room for a whole request of the SDKs' default 512 spans (~190 KB of the demo's),
 /// so that it arrives without waiting for the server. With 64 KiB, such a request waited for
 /// three `WINDOW_UPDATE`s, each a write by the server and a wake-up on both sides: a gRPC
-/// flood took 3.1-3.6 CPU-s per 2,000,384 spans instead of 2.8-3.2 (12,000 voluntary context
-/// switches instead of 4,000). A request refused unread is answered at once, and what the
+/// flood of 2,000,384 spans took 3.07-3.62 CPU-s instead of 2.78-3.55 (3 runs of 5 under 2.92)
+/// and ~12,000 voluntary context switches instead of 3,600-5,000. A request refused unread is answered at once, and what the
 /// client sent meanwhile (up to this) is read and thrown away; since refused requests first
 /// wait for room (`ADMISSION_WAIT`), that no longer costs goodput at ten times capacity
 /// (docs/performance.md).

@@ -105,15 +105,15 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// it is refused with [`RETRY_AFTER`]: long enough to ride out the store's passing lag, short
 /// beside an exporter's own timeout (10 s in the OpenTelemetry SDKs).
 pub const ADMISSION_WAIT: Duration = Duration::from_millis(250);
+/// How often the one waiter looks for room in the queue (the owner loop takes batches
+/// without telling anyone).
+const ADMISSION_POLL: Duration = Duration::from_millis(1);
 /// How many name interners the receivers share (see `Shared::interner`): as many as requests
 /// are decoded at once, one on each of the runtime's workers (a thread per core), each
 /// interner holding its own copy of the names (at most 16 copies).
 fn interners() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16))
 }
-/// How often the one waiter looks for room in the queue (the owner loop takes batches
-/// without telling anyone).
-const ADMISSION_POLL: Duration = Duration::from_millis(1);
 
 /// What to listen on and how to hand batches over.
 #[derive(Clone, Debug)]
