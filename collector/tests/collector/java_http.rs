@@ -79,6 +79,24 @@ fn classpath_or_skip(test: &str) -> Option<String> {
     Some(classpath)
 }
 
+/// Scheduling noise, not the chain's design: on a starved 2-core machine a JVM thread can
+/// oversleep by a few ms, so a hop stops a few ms after its caller (`orphaned_work` of that
+/// size) or the root answers a few ms after the user's deadline (`late_answer` of that size).
+/// A broken chain orphans hundreds of ms, and a cured one answers within its margin.
+fn is_noise(finding: &Json) -> bool {
+    match finding["kind"].as_str() {
+        Some("orphaned_work") => finding["wasted_ms"].as_i64() <= Some(NOISE_MS),
+        Some("late_answer") => finding["remaining_ms"].as_i64() >= Some(-NOISE_MS),
+        _ => false,
+    }
+}
+
+/// The report's findings, less its scheduling noise (`is_noise`).
+fn findings_beyond_noise(report: &Json) -> Vec<Json> {
+    let findings = report["findings"].as_array().unwrap();
+    findings.iter().filter(|f| !is_noise(f)).cloned().collect()
+}
+
 /// Runs the chain's `variant` against a fresh `check`; returns what the user saw and the report.
 fn run_variant(classpath: &str, variant: &str) -> (Json, Finished) {
     let check = listen(&["check", "--idle", "2s", "--format", "json"]);
@@ -117,21 +135,20 @@ fn java_chain_forwarding_min_of_remaining_and_cap_has_nothing_to_report() {
         return;
     };
     let (report, finished) = run_variant(&classpath, "propagate");
-    // Each callee gives up 10 ms before its caller's timeout. On a starved 2-core machine a
-    // JVM thread can oversleep past that by a few ms: a true `orphaned_work` of that size, but
-    // scheduling noise, not the chain's design. A broken chain orphans hundreds of ms.
+    // Each callee gives up 10 ms before its caller's timeout; only scheduling noise can show.
     let noise: Vec<&Json> = report["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["kind"] == "orphaned_work" && f["wasted_ms"].as_i64() <= Some(NOISE_MS))
+        .filter(|f| is_noise(f))
         .collect();
     let noise_ms: i64 = noise.iter().filter_map(|f| f["wasted_ms"].as_i64()).sum();
-    let expected = if noise.is_empty() { 0 } else { 1 };
-    assert_eq!(finished.code, Some(expected), "{finished:?}");
+    // An orphaned_work is an error (exit 1), a late_answer a warning.
+    let errors = noise.iter().any(|f| f["severity"] == "error");
+    assert_eq!(finished.code, Some(i32::from(errors)), "{finished:?}");
     assert_eq!(
-        finding_names(&report).len(),
-        noise.len(),
+        findings_beyond_noise(&report),
+        Vec::<Json>::new(),
         "nothing beyond noise: {report:#}"
     );
     // The callee below a late hop ends before it, so it adds at most as much again.
@@ -163,7 +180,8 @@ fn java_chain_with_a_fixed_timeout_drops_the_deadline_inverts_it_and_orphans_wor
     ));
     // The fixed 2 s reaches past orders' 1 s deadline (the warm-up chain's orders had 3 s).
     expected.extend(vec![call("timeout_inverted"); 3]);
-    assert_eq!(finding_names(&report), expected, "{report:#}");
+    let names = finding_names(&serde_json::json!({"findings": findings_beyond_noise(&report)}));
+    assert_eq!(names, expected, "{report:#}");
 
     let summary = &report["summary"];
     // The slow chain: orders and inventory each worked about 510 ms after frontend gave up.
@@ -207,7 +225,7 @@ fn java_chain_with_a_clock_behind_is_corrected_and_its_dead_work_found() {
     };
     let (report, finished) = run_variant(&classpath, "skewed");
     assert_eq!(finished.code, Some(1), "{finished:?}");
-    let findings = report["findings"].as_array().unwrap();
+    let findings = &findings_beyond_noise(&report);
     let mut kinds: Vec<&str> = findings
         .iter()
         .map(|f| {
