@@ -14,11 +14,9 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use crate::support::{
-    Finished, assert_success, finding_names, listen, output_within, tool_present,
+    Finished, assert_success, finding_names, findings_beyond_noise, is_noise, listen,
+    output_within, tool_present,
 };
-
-/// Dead work a starved scheduler alone can make: a sleeping thread woken this late.
-const NOISE_MS: i64 = 50;
 
 /// The classpath of the compiled chain, built once per test run; the jars are fetched again
 /// only when the pom changes.
@@ -77,24 +75,6 @@ fn classpath_or_skip(test: &str) -> Option<String> {
     let classpath = format!("{}:{}/*", classes.display(), lib.display());
     *built = Some(classpath.clone());
     Some(classpath)
-}
-
-/// Scheduling noise, not the chain's design: on a starved 2-core machine a JVM thread can
-/// oversleep by a few ms, so a hop stops a few ms after its caller (`orphaned_work` of that
-/// size) or the root answers a few ms after the user's deadline (`late_answer` of that size).
-/// A broken chain orphans hundreds of ms, and a cured one answers within its margin.
-fn is_noise(finding: &Json) -> bool {
-    match finding["kind"].as_str() {
-        Some("orphaned_work") => finding["wasted_ms"].as_i64() <= Some(NOISE_MS),
-        Some("late_answer") => finding["remaining_ms"].as_i64() >= Some(-NOISE_MS),
-        _ => false,
-    }
-}
-
-/// The report's findings, less its scheduling noise (`is_noise`).
-fn findings_beyond_noise(report: &Json) -> Vec<Json> {
-    let findings = report["findings"].as_array().unwrap();
-    findings.iter().filter(|f| !is_noise(f)).cloned().collect()
 }
 
 /// Runs the chain's `variant` against a fresh `check`; returns what the user saw and the report.

@@ -320,6 +320,27 @@ pub fn run(args: &[&str]) -> Finished {
     }
 }
 
+/// Dead work a starved scheduler alone can make: a sleeping thread woken this late.
+pub const NOISE_MS: i64 = 50;
+
+/// Scheduling noise, not the chain's design: on a starved 2-core machine a thread can
+/// oversleep by a few ms, so a hop stops a few ms after its caller (`orphaned_work` of that
+/// size) or the root answers a few ms after the user's deadline (`late_answer` of that size).
+/// A broken chain orphans hundreds of ms, and a cured one answers within its margin.
+pub fn is_noise(finding: &Json) -> bool {
+    match finding["kind"].as_str() {
+        Some("orphaned_work") => finding["wasted_ms"].as_i64() <= Some(NOISE_MS),
+        Some("late_answer") => finding["remaining_ms"].as_i64() >= Some(-NOISE_MS),
+        _ => false,
+    }
+}
+
+/// The report's findings, less its scheduling noise (`is_noise`).
+pub fn findings_beyond_noise(report: &Json) -> Vec<Json> {
+    let findings = report["findings"].as_array().unwrap();
+    findings.iter().filter(|f| !is_noise(f)).cloned().collect()
+}
+
 /// The (kind, service, span_name) of every finding in a JSON report, sorted.
 #[track_caller]
 pub fn finding_names(report: &Json) -> Vec<(String, String, String)> {
