@@ -164,8 +164,9 @@ struct Entry {
     /// The latest analysis's hop rows: what its hop samples are read from.
     hop_rows: HopRows,
     /// The latest analysis's edge samples, packed: they are in the edge aggregates, and are
-    /// taken out again when the chain is analysed anew or evicted.
-    samples: EdgeSamples,
+    /// taken out again when the chain is analysed anew or evicted. `None` once the chain was
+    /// judged at the end of a run ([`Fate::Final`]): [`Entry::edge_samples`] makes them again.
+    samples: Option<EdgeSamples>,
     dirty: bool,
     /// When the chain's first span arrived ([`Store::set_clock`]).
     arrived_unix_nano: u64,
@@ -179,6 +180,23 @@ struct Entry {
     /// For how many finding kinds it is kept past its eviction ([`Pins`]); out of `order`
     /// while above 0.
     pins: u8,
+}
+
+impl Entry {
+    /// The edge samples of the latest analysis: unpacked, or, when the end of the run did not
+    /// keep them ([`Fate::Final`]), made again from the chain (as it was judged: a span joining
+    /// it makes them first) with its lost contexts folded in.
+    fn edge_samples(&self, options: &Options) -> Vec<EdgeSample> {
+        if let Some(samples) = &self.samples {
+            return samples.unpack(&self.chain);
+        }
+        let mut fresh = self.chain.analyse(options);
+        let mut edges = std::mem::take(&mut fresh.edges);
+        if !self.lost.is_empty() {
+            fresh.fold_lost_contexts(&mut edges, &self.lost, &self.chain);
+        }
+        edges
+    }
 }
 
 /// The store. See the module documentation.
@@ -364,10 +382,18 @@ impl Store {
             };
             (entry, known.is_some_and(|(held, _)| held))
         };
-        if held && !entry.samples.is_empty() {
+        if entry.samples.is_none() {
+            // Judged at the end of a run, and a span joins after all: its samples made again
+            // first, from the chain as it was judged, to be taken out when it is judged again.
+            entry.samples = Some(EdgeSamples::pack(
+                &entry.edge_samples(&self.options),
+                &entry.chain,
+            ));
+        }
+        if held && let Some(samples) = entry.samples.as_mut().filter(|s| !s.is_empty()) {
             // The copy may win and bring another service to the position the packed samples
             // name it by: name them in full until the chain is analysed again.
-            entry.samples = entry.samples.detach(&entry.chain);
+            *samples = samples.detach(&entry.chain);
         }
         if let Some(judged) = entry.judged.as_mut()
             && entry.analysis.is_some()
@@ -480,7 +506,7 @@ impl Store {
                 attribute_seq: 0,
                 analysis: None,
                 hop_rows: HopRows::default(),
-                samples: EdgeSamples::default(),
+                samples: Some(EdgeSamples::default()),
                 dirty: false,
                 arrived_unix_nano: self.clock_unix_nano,
                 last_span_unix_nano: self.clock_unix_nano,
@@ -561,7 +587,7 @@ impl Store {
             // Kept whole for the page, out of the eviction order: held as any chain analysed.
             if let Some(edges) = fresh {
                 entry.chain.shrink_to_fit();
-                entry.samples = EdgeSamples::pack(&edges, &entry.chain);
+                entry.samples = Some(EdgeSamples::pack(&edges, &entry.chain));
             }
             self.chains.insert(trace_id, entry);
         } else {
@@ -641,10 +667,11 @@ impl Store {
         // The old samples name services by positions of spans that are still there with the
         // same service (see `insert_span`).
         let old_edges =
-            (old.is_some() && entry.judged.is_some()).then(|| entry.samples.unpack(&entry.chain));
+            (old.is_some() && entry.judged.is_some()).then(|| entry.edge_samples(options));
         entry.samples = match fate {
-            Fate::Staying => EdgeSamples::pack(&edges, &entry.chain),
-            Fate::Leaving => EdgeSamples::default(),
+            Fate::Staying => Some(EdgeSamples::pack(&edges, &entry.chain)),
+            Fate::Leaving => Some(EdgeSamples::default()),
+            Fate::Final => None,
         };
         if let Some(judged) = entry.judged.take() {
             if let (Some(old), Some(old_edges)) = (&old, old_edges) {
@@ -680,7 +707,7 @@ impl Store {
         let mut edges = if analysed {
             Self::take_analysis(entry, made, options, counters, verdicts, fate)
         } else {
-            entry.samples.unpack(&entry.chain)
+            entry.edge_samples(options)
         };
         let trace_id = entry.chain.trace_id();
         let mine: Vec<LostContext> = lost
@@ -694,10 +721,15 @@ impl Store {
         let mut analysis = held.lend(trace_id);
         if !mine.is_empty() {
             analysis.fold_lost_contexts(&mut edges, &mine, &entry.chain);
-            if !analysed || fate == Fate::Staying {
-                entry.samples = EdgeSamples::pack(&edges, &entry.chain);
-            }
             entry.lost = mine;
+            match fate {
+                // Made again with the lost contexts just kept, should anything ask.
+                Fate::Final => entry.samples = None,
+                _ if !analysed || fate == Fate::Staying => {
+                    entry.samples = Some(EdgeSamples::pack(&edges, &entry.chain));
+                }
+                _ => {}
+            }
         }
         verdicts.fold(entry, &analysis, &edges);
         if let Some(held) = entry.analysis.as_mut() {
@@ -772,18 +804,24 @@ impl Store {
         self.judge_where(
             |e| e.last_span_unix_nano.saturating_add(settle) <= now,
             arrived_before,
+            Fate::Staying,
         )
     }
 
     /// Judges every chain held that is not judged yet (the end of a run, or a report).
     pub fn judge_all(&mut self) -> usize {
-        self.judge_where(|_| true, u64::MAX)
+        self.judge_where(|_| true, u64::MAX, Fate::Staying)
     }
 
     /// Judges the chains `due` says are, looking at the unjudged ones in arrival order up to
     /// the first that arrived at or after `arrived_before` (none after it can be due): a
     /// listening store's tick then looks at the chains of the last `settle`, not at every one.
-    fn judge_where(&mut self, due: impl Fn(&Entry) -> bool, arrived_before: u64) -> usize {
+    fn judge_where(
+        &mut self,
+        due: impl Fn(&Entry) -> bool,
+        arrived_before: u64,
+        fate: Fate,
+    ) -> usize {
         let mut now: Vec<TraceId> = Vec::new();
         // Of them, those a span joined since their last analysis (counted as they are found:
         // a second walk of the map was a cache miss a chain).
@@ -844,7 +882,7 @@ impl Store {
                         &mut self.counters,
                         &mut self.verdicts,
                         &lost,
-                        Fate::Staying,
+                        fate,
                     );
                 }
             }
@@ -889,15 +927,17 @@ impl Store {
         let entry = self.chains.get(&trace_id)?;
         let held = entry.analysis.as_ref()?;
         let mut fresh = entry.chain.analyse(&self.options);
+        let mut edges = std::mem::take(&mut fresh.edges);
         if !entry.lost.is_empty() {
-            let mut edges = std::mem::take(&mut fresh.edges);
             fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
         }
-        Some(Arc::new(held.to_analysis(
-            trace_id,
-            fresh.rows,
-            entry.samples.unpack(&entry.chain),
-        )))
+        // The samples held, or these when the end of the run did not keep them (the same: no
+        // span joins a chain without making them again first).
+        let samples = match &entry.samples {
+            Some(samples) => samples.unpack(&entry.chain),
+            None => edges,
+        };
+        Some(Arc::new(held.to_analysis(trace_id, fresh.rows, samples)))
     }
 
     /// The summary of one chain's latest analysis (what the chain list shows of it).

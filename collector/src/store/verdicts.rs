@@ -51,12 +51,15 @@ impl HopRows {
 }
 
 /// What becomes of a chain judged or analysed now: held on (its edge samples packed, its
-/// vectors shrunk), or leaving memory right after (evicted: neither is worth doing unless it is
-/// kept for the page after all).
+/// vectors shrunk), leaving memory right after (evicted: neither is worth doing unless it is
+/// kept for the page after all), or held until the run ends right after ([`Store::report`]:
+/// its vectors are not shrunk, and its samples are not packed but made again by the few that
+/// still read them, the report's inverted-timeout pass and the page's waterfalls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Fate {
     Staying,
     Leaving,
+    Final,
 }
 
 /// What a judged chain was folded with beyond its analysis and edge samples.
@@ -245,12 +248,13 @@ impl Store {
     pub fn report(&mut self) -> Report {
         // The chains judged already that a span joined since are judged again first, as
         // `analyse_dirty` does; then every other chain is analysed as it is judged (many at
-        // once on two threads: store/bulk.rs), its fresh samples folded as they are.
+        // once on two threads: store/bulk.rs), its fresh samples folded as they are and not
+        // kept: the run ends (`Fate::Final`).
         let chains = &self.chains;
         self.dirty
             .retain(|id| chains.get(id).is_some_and(|e| e.judged.is_some()));
         self.analyse_dirty();
-        self.judge_all();
+        self.judge_where(|_| true, u64::MAX, Fate::Final);
         self.report_of_judged()
     }
 
@@ -263,7 +267,7 @@ impl Store {
             .chains
             .values()
             .filter(|e| e.judged.is_some())
-            .map(|e| (Cow::Owned(e.samples.unpack(&e.chain)), &e.chain));
+            .map(|e| (Cow::Owned(e.edge_samples(&self.options)), &e.chain));
         self.verdicts.totals.report(&self.verdicts.list, held)
     }
 }

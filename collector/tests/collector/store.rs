@@ -268,6 +268,54 @@ fn figures(mut r: deadline_budget::analysis::Report) -> deadline_budget::analysi
     r
 }
 
+/// The report judges the chains still held as the run ends without keeping their edge samples
+/// (nothing is to take them out again); should a span join one after all, its samples are made
+/// again first, and the chain is judged again exactly as if they had been kept.
+#[test]
+fn a_span_after_the_final_report_judges_its_chain_again_exactly() {
+    use deadline_budget::analysis::SpanId;
+    // A late copy of chain 2's inventory hop, slower, and a new span in chain 3.
+    let late = || {
+        let mut copy = varied(2, 1, 0)
+            .into_iter()
+            .find(|s| &*s.service == "inventory" && s.kind.is_hop())
+            .unwrap();
+        copy.end_unix_nano += 700_000_000;
+        let mut extra = varied(3, 0, 0)
+            .into_iter()
+            .find(|s| !s.kind.is_hop())
+            .unwrap();
+        extra.span_id = SpanId([99; 8]);
+        extra.end_unix_nano += 300_000_000;
+        vec![copy, extra]
+    };
+    let run = |at_the_end: bool| {
+        let mut store = Store::new(1_000);
+        for t in 1..=8u8 {
+            store.insert_spans(varied(t, t % 4, u64::from(t) * 50));
+        }
+        if at_the_end {
+            store.report();
+        } else {
+            store.judge_all();
+        }
+        store.insert_spans(late());
+        (store.report(), store.counters().chains_rejudged)
+    };
+    let (after_the_end, rejudged) = run(true);
+    let (kept_samples, _) = run(false);
+    assert_eq!(rejudged, 2);
+    assert_eq!(after_the_end, kept_samples);
+    // And what the late spans changed is in it: the slower inventory wasted more.
+    let mut before = Store::new(1_000);
+    for t in 1..=8u8 {
+        before.insert_spans(varied(t, t % 4, u64::from(t) * 50));
+    }
+    let before = before.report();
+    assert!(after_the_end.summary.wasted_ms > before.summary.wasted_ms);
+    assert_eq!(after_the_end.summary.spans, before.summary.spans + 1);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
