@@ -185,6 +185,9 @@ impl Packed {
     fn parent(&self) -> Option<SpanId> {
         (self.present & HAS_PARENT != 0).then_some(self.parent)
     }
+    fn is_root_call(&self) -> bool {
+        self.kind.is_call() && self.parent().is_none()
+    }
     fn fact_count(&self) -> usize {
         (self.present & FACT_BITS).count_ones() as usize
     }
@@ -229,6 +232,9 @@ pub struct Chain {
     /// Bytes of `values` no span points at any more (left by replaced spans); compacted past
     /// half.
     garbage: u32,
+    /// How many of its spans are calls without a parent ([`Chain::roots_in_a_call`]), kept as
+    /// spans join: asked of every chain judged, it then reads no span.
+    root_calls: u32,
     /// `error.type` by span position, for the few spans that carry one.
     error_types: Vec<(u32, Arc<str>)>,
     /// `span_id -> index`, only once the chain holds more than [`SCAN_LIMIT`] spans.
@@ -245,6 +251,7 @@ impl Chain {
             spans: Vec::new(),
             values: Vec::new(),
             garbage: 0,
+            root_calls: 0,
             error_types: Vec::new(),
             index: None,
         }
@@ -364,6 +371,8 @@ impl Chain {
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
                 }
+                self.root_calls = self.root_calls - u32::from(old.is_root_call())
+                    + u32::from(packed.is_root_call());
                 self.spans[i as usize] = packed;
                 if self.garbage as usize > self.values.len() / 2 {
                     self.compact_values();
@@ -399,6 +408,7 @@ impl Chain {
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
                 }
+                self.root_calls += u32::from(packed.is_root_call());
                 self.spans.push(packed);
                 Inserted::New
             }
@@ -527,9 +537,7 @@ impl Chain {
     /// Whether a span of the chain is a call with no parent: a call that may have lost its
     /// request's context. Reads the packed spans (no span is unpacked).
     pub fn roots_in_a_call(&self) -> bool {
-        self.spans
-            .iter()
-            .any(|s| s.kind.is_call() && s.parent().is_none())
+        self.root_calls > 0
     }
 
     /// Whether the chain has a span with this id.

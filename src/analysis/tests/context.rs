@@ -126,3 +126,27 @@ fn the_report_counts_lost_contexts_per_edge_and_in_coverage() {
         vec![Arc::from("edge"), Arc::from("pricing")]
     );
 }
+
+/// Whether a chain is rooted in a call is kept as spans join (the store asks it of every chain
+/// it judges): a parentless call makes it so, and a copy of that call that names its parent
+/// (the winner: it carries more) makes it not so again.
+#[test]
+fn a_chain_knows_it_is_rooted_in_a_call_as_its_spans_join_and_are_replaced() {
+    let mut chain = Chain::new(TraceId([101; 16]));
+    let spans = background(1, 300);
+    chain.insert(spans[2].clone());
+    assert!(!chain.roots_in_a_call(), "a server span with a parent");
+    chain.insert(spans[1].clone());
+    assert!(chain.roots_in_a_call(), "the parentless call");
+    chain.insert(spans[1].clone());
+    assert!(chain.roots_in_a_call(), "the same copy again");
+    let mut adopted = spans[1].clone();
+    adopted.parent_span_id = Some(sid(9));
+    adopted.end_unix_nano += 1;
+    assert_eq!(chain.insert(adopted), Inserted::Conflicting);
+    assert!(!chain.roots_in_a_call(), "the copy that won has a parent");
+    let mut orphan = spans[1].clone();
+    orphan.end_unix_nano += 2;
+    chain.insert(orphan);
+    assert!(chain.roots_in_a_call(), "and the one after it has none");
+}
