@@ -30,7 +30,12 @@ pub fn budget_facts(
 
 /// An attribute value as the facts reader sees it, borrowed from a decoded `AnyValue` or
 /// straight from the protobuf bytes (strings are checked for UTF-8 only when read).
+// `repr(C)`: the tag a word of its own and every payload at offset 8. Laid out by Rust, the
+// array's `has_first` sat in the tag's word, and each move of a value was copied as two
+// overlapping 4-byte halves, a load the store buffer could not forward (a stall on every
+// budget attribute read).
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
 pub(super) enum ValueRef<'a> {
     /// No value, or one the facts never read (bool, bytes, key-value list).
     #[default]
