@@ -214,6 +214,9 @@ pub struct Store {
     verdicts: Verdicts,
     /// How long a chain must be quiet before it is judged, ns.
     settle_ns: u64,
+    /// Whether many chains waiting at once are analysed on two threads
+    /// ([`Store::with_analyses_on_one_thread`]).
+    two_threads: bool,
     /// Chains not judged yet, by first arrival (perhaps judged or evicted since: skipped).
     unjudged: VecDeque<TraceId>,
     /// When [`Store::judge_settled`] last looked at them.
@@ -258,6 +261,7 @@ impl Store {
                 hops: Vec::new(),
             },
             settle_ns: DEFAULT_SETTLE.as_nanos() as u64,
+            two_threads: true,
             unjudged: VecDeque::new(),
             settled_at_unix_nano: 0,
             evicted: VecDeque::new(),
@@ -309,6 +313,17 @@ impl Store {
     /// The same store judging a chain once it has been quiet for `settle` (`--settle`).
     pub fn with_settle(mut self, settle: std::time::Duration) -> Self {
         self.settle_ns = u64::try_from(settle.as_nanos()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// The same store making every analysis on its own thread, also when many chains wait at
+    /// once. Two threads finish such a burst (the end of a run, a report) in less time, at a
+    /// quarter more CPU for it (each analysis crosses to the other core to be folded, and what
+    /// it allocated is freed there): what a file read against the clock wants, not a listening
+    /// run whose end the user waits a few tenths of a second for, nor a sidecar that shares
+    /// its cores with the services (docs/performance.md, issue 27's eighth round).
+    pub fn with_analyses_on_one_thread(mut self) -> Self {
+        self.two_threads = false;
         self
     }
 
@@ -751,7 +766,7 @@ impl Store {
     }
 
     fn analyse_dirty_within(&mut self, deadline: Option<std::time::Instant>) -> usize {
-        if deadline.is_none() && self.dirty.len() >= 2 * ANALYSED_AT_ONCE {
+        if self.two_threads && deadline.is_none() && self.dirty.len() >= 2 * ANALYSED_AT_ONCE {
             return self.analyse_dirty_on_two_threads();
         }
         let dirty = std::mem::take(&mut self.dirty);
@@ -859,7 +874,7 @@ impl Store {
         // Many to analyse first (the end of a run, a report): their analyses made on two
         // threads, a slice at a time, each folded with its fresh samples as it is taken in
         // (not packed, then unpacked again to be folded).
-        let two_threads = to_analyse >= 2 * ANALYSED_AT_ONCE;
+        let two_threads = self.two_threads && to_analyse >= 2 * ANALYSED_AT_ONCE;
         let slice = if two_threads {
             ANALYSED_AT_ONCE
         } else {
