@@ -14,8 +14,8 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use crate::support::{
-    Finished, assert_success, finding_names, findings_beyond_noise, is_noise, listen,
-    output_within, tool_present,
+    Finished, assert_nothing_beyond_noise, assert_success, finding_names, findings_beyond_noise,
+    listen, output_within, tool_present,
 };
 
 /// The classpath of the compiled chain, built once per test run; the jars are fetched again
@@ -116,24 +116,7 @@ fn java_chain_forwarding_min_of_remaining_and_cap_has_nothing_to_report() {
     };
     let (report, finished) = run_variant(&classpath, "propagate");
     // Each callee gives up 10 ms before its caller's timeout; only scheduling noise can show.
-    let noise: Vec<&Json> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| is_noise(f))
-        .collect();
-    let noise_ms: i64 = noise.iter().filter_map(|f| f["wasted_ms"].as_i64()).sum();
-    // An orphaned_work is an error (exit 1), a late_answer a warning.
-    let errors = noise.iter().any(|f| f["severity"] == "error");
-    assert_eq!(finished.code, Some(i32::from(errors)), "{finished:?}");
-    assert_eq!(
-        findings_beyond_noise(&report),
-        Vec::<Json>::new(),
-        "nothing beyond noise: {report:#}"
-    );
-    // The callee below a late hop ends before it, so it adds at most as much again.
-    let wasted = report["summary"]["wasted_ms"].as_i64().unwrap();
-    assert!(wasted <= 2 * noise_ms, "{report:#}");
+    assert_nothing_beyond_noise(&report, &finished);
     assert_eq!(report["summary"]["coverage"]["hops_with_budget"], 12);
 }
 

@@ -335,6 +335,30 @@ pub fn is_noise(finding: &Json) -> bool {
     }
 }
 
+/// A cured chain's run: nothing in `report` beyond scheduling noise ([`is_noise`]), the exit
+/// status its noise explains (1 only for a few ms of `orphaned_work`, an error; a
+/// `late_answer` is a warning), and no more dead work than the noise makes (the callee below a
+/// late hop ends before it, so it adds at most as much again).
+#[track_caller]
+pub fn assert_nothing_beyond_noise(report: &Json, finished: &Finished) {
+    let noise: Vec<&Json> = report["findings"]
+        .as_array()
+        .expect("findings array")
+        .iter()
+        .filter(|f| is_noise(f))
+        .collect();
+    let errors = noise.iter().any(|f| f["severity"] == "error");
+    assert_eq!(finished.code, Some(i32::from(errors)), "{finished:?}");
+    assert_eq!(
+        findings_beyond_noise(report),
+        Vec::<Json>::new(),
+        "nothing beyond noise: {report:#}"
+    );
+    let noise_ms: i64 = noise.iter().filter_map(|f| f["wasted_ms"].as_i64()).sum();
+    let wasted = report["summary"]["wasted_ms"].as_i64().unwrap();
+    assert!(wasted <= 2 * noise_ms, "{report:#}");
+}
+
 /// The report's findings, less its scheduling noise (`is_noise`).
 pub fn findings_beyond_noise(report: &Json) -> Vec<Json> {
     let findings = report["findings"].as_array().unwrap();
