@@ -332,15 +332,17 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
         r.spans_unsent
     );
     budget_demo::stdout_line!(
-        "requests offered={} accepted={} throttled={} failed={} unsent={}",
+        "requests offered={} accepted={} throttled={} failed={} unsent={} resent={}",
         r.requests_offered(),
         r.requests_accepted,
         r.requests_throttled,
         r.requests_failed,
-        r.requests_unsent
+        r.requests_unsent,
+        r.requests_resent
     );
     // Throttling is the expected answer to an open loop past capacity; in a closed loop (a
-    // capacity measurement) any refusal means the figure is wrong.
+    // capacity measurement, which resends as told) a request still refused after its resends
+    // means the figure is wrong.
     let failed = if args.open_loop {
         r.requests_failed
     } else {

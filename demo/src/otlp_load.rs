@@ -14,7 +14,11 @@
 //! than it can take (an overload test); a cap on requests in flight keeps the generator's own
 //! memory bounded, and a request that would go past it is not sent and is counted as unsent.
 //! Answers are counted by kind: accepted, throttled (gRPC `RESOURCE_EXHAUSTED`, HTTP 429/503:
-//! OTLP's "retry later") and other failures.
+//! OTLP's "retry later") and other failures. The closed loop does as an OTLP exporter does with
+//! "retry later": it waits as the answer says (`Retry-After`, gRPC `RetryInfo`; else a second)
+//! and sends the same request again, a few times at most and within `--for`; each request is
+//! counted once, by its last answer, and the resends apart. The open loop never resends: what
+//! the receiver refuses past its capacity is what an overload test measures.
 //!
 //! Over TLS when given a root to trust ([`Security`], `--tls-ca`: what a receiver run with
 //! `--tls-cert/--tls-key` needs; rustls, as the receivers), with a bearer token when given one
@@ -136,6 +140,13 @@ pub enum Pacing {
 /// The longest an open-loop request waits for its answer before it counts as failed.
 pub const OPEN_LOOP_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How many times the closed loop sends a request again after "retry later" before it counts
+/// the request as throttled.
+pub const MAX_RESENDS: u32 = 5;
+/// The wait before a resend when the answer names none; and the longest wait an answer may ask.
+const DEFAULT_RETRY_WAIT: Duration = Duration::from_secs(1);
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
+
 /// What was sent, and how it was answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FloodResult {
@@ -155,6 +166,9 @@ pub struct FloodResult {
     pub requests_failed: u64,
     /// Requests that were due but not sent.
     pub requests_unsent: u64,
+    /// Answers "retry later" after which the closed loop waited as told and sent the request
+    /// again (the request is counted once above, by its last answer).
+    pub requests_resent: u64,
     /// Wall time of the sending, until the last answer.
     pub seconds: f64,
 }
@@ -472,13 +486,14 @@ struct Tally {
     throttled: AtomicU64,
     failed: AtomicU64,
     unsent: AtomicU64,
+    resent: AtomicU64,
 }
 
 impl Tally {
     fn count(&self, answer: Answer) {
         let counter = match answer {
             Answer::Accepted => &self.accepted,
-            Answer::Throttled => &self.throttled,
+            Answer::Throttled(_) => &self.throttled,
             Answer::Failed => &self.failed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -495,6 +510,7 @@ impl Tally {
             requests_throttled: get(&self.throttled),
             requests_failed: get(&self.failed),
             requests_unsent: get(&self.unsent),
+            requests_resent: get(&self.resent),
             seconds,
         }
     }
@@ -504,8 +520,9 @@ impl Tally {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Answer {
     Accepted,
-    /// OTLP's "retry later": gRPC RESOURCE_EXHAUSTED, HTTP 429 or 503.
-    Throttled,
+    /// OTLP's "retry later": gRPC RESOURCE_EXHAUSTED, HTTP 429 or 503; with the wait the
+    /// answer asked for, when it named one (gRPC `RetryInfo`, HTTP `Retry-After` in seconds).
+    Throttled(Option<Duration>),
     Failed,
 }
 
@@ -588,7 +605,23 @@ async fn closed_loop(
                 if n >= requests || stop_at.is_some_and(|t| Instant::now() >= t) {
                     break;
                 }
-                tally.count(sender.send(template.request(n as u32)).await);
+                let request = template.request(n as u32);
+                let mut resends = 0;
+                let answer = loop {
+                    match sender.send(request.clone()).await {
+                        Answer::Throttled(asked) if resends < MAX_RESENDS => {
+                            let wait = asked.unwrap_or(DEFAULT_RETRY_WAIT).min(MAX_RETRY_WAIT);
+                            if stop_at.is_some_and(|t| Instant::now() + wait >= t) {
+                                break Answer::Throttled(asked);
+                            }
+                            resends += 1;
+                            tally.resent.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(wait).await;
+                        }
+                        answer => break answer,
+                    }
+                };
+                tally.count(answer);
                 if let Some(gap) = gap {
                     tick += gap;
                     tokio::time::sleep_until(tick.into()).await;
@@ -752,7 +785,9 @@ impl Sender {
                 match grpc.unary::<Bytes, (), _>(request, path, RawCodec).await {
                     Ok(_) => Answer::Accepted,
                     Err(status) if status.code() == tonic::Code::ResourceExhausted => {
-                        Answer::Throttled
+                        use tonic_types::StatusExt as _;
+                        let asked = status.get_details_retry_info().and_then(|r| r.retry_delay);
+                        Answer::Throttled(asked)
                     }
                     Err(_) => Answer::Failed,
                 }
@@ -764,8 +799,8 @@ impl Sender {
                 if let Some(token) = token {
                     request = request.header("authorization", token.as_str());
                 }
-                match request.body(body).send().await.map(|r| r.status()) {
-                    Ok(status) => http_answer(status),
+                match request.body(body).send().await {
+                    Ok(response) => http_answer(response.status(), response.headers()),
                     Err(_) => Answer::Failed,
                 }
             }
@@ -780,10 +815,10 @@ impl Sender {
                 };
                 match client.request(request).await {
                     Ok(response) => {
-                        let status = response.status();
+                        let answer = http_answer(response.status(), response.headers());
                         // Read the answer to its end, so the connection goes back to the pool.
                         let _ = http_body_util::BodyExt::collect(response.into_body()).await;
-                        http_answer(status)
+                        answer
                     }
                     Err(_) => Answer::Failed,
                 }
@@ -792,14 +827,19 @@ impl Sender {
     }
 }
 
-/// An OTLP/HTTP answer: success, "retry later" (429, 503) or a failure.
-fn http_answer(status: http::StatusCode) -> Answer {
+/// An OTLP/HTTP answer: success, "retry later" (429, 503, with the wait its `Retry-After`
+/// names in seconds) or a failure.
+fn http_answer(status: http::StatusCode, headers: &http::HeaderMap) -> Answer {
     if status.is_success() {
         Answer::Accepted
     } else if status == http::StatusCode::TOO_MANY_REQUESTS
         || status == http::StatusCode::SERVICE_UNAVAILABLE
     {
-        Answer::Throttled
+        let asked = headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        Answer::Throttled(asked)
     } else {
         Answer::Failed
     }

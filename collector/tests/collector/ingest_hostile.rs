@@ -953,6 +953,78 @@ async fn an_open_loop_past_capacity_is_throttled_and_every_accepted_span_is_held
     assert!(counts.requests_refused_unread >= 2);
 }
 
+/// `budget-demo load`'s closed loop does as an OTLP exporter does with "retry later": it waits
+/// as the answer says (gRPC `RetryInfo`, HTTP `Retry-After`) and sends the same request again,
+/// so a receiver behind for a moment loses nothing and the run counts each request once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_loop_told_to_retry_later_resends_and_every_span_arrives() {
+    use budget_demo::otlp_load::{FloodPlan, Pacing, Target, flood};
+
+    let span_bytes = std::mem::size_of::<deadline_budget::analysis::Span>() as u64;
+    for wire in ["grpc", "http"] {
+        let mut ingest = ingest::start(IngestConfig {
+            grpc: Some("127.0.0.1:0".parse().unwrap()),
+            http: Some("127.0.0.1:0".parse().unwrap()),
+            max_queued_spans: 1_000_000,
+            // Room for the decoded spans of two requests of 256.
+            max_queued_bytes: 2 * 256 * span_bytes,
+            keep_attributes: false,
+            ..IngestConfig::default()
+        })
+        .await
+        .unwrap();
+        let target = match wire {
+            "grpc" => Target::Grpc(ingest.grpc_addr.unwrap()),
+            _ => Target::Http(ingest.http_addr.unwrap()),
+        };
+        // The store's loop, asleep for the first 1.5 s: the queue fills, and the third request
+        // is refused once its wait for room (250 ms) is over.
+        let (_, closed) = tokio::sync::mpsc::channel(1);
+        let mut batches = std::mem::replace(&mut ingest.receiver, closed);
+        let drained = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let mut spans = 0;
+            while let Ok(Some(batch)) =
+                tokio::time::timeout(Duration::from_secs(3), batches.recv()).await
+            {
+                spans += batch.spans.len();
+            }
+            spans
+        });
+        let report = flood(FloodPlan {
+            target,
+            spans: 8 * 256,
+            batch: 256,
+            depth: 4,
+            connections: 2,
+            rate: None,
+            max_time: Some(Duration::from_secs(60)),
+            pacing: Pacing::Closed,
+        })
+        .await
+        .unwrap();
+        assert!(report.requests_resent > 0, "{wire}: nothing was resent");
+        assert_eq!(
+            (
+                report.requests_accepted,
+                report.requests_throttled,
+                report.requests_failed
+            ),
+            (8, 0, 0),
+            "{wire}: each request counted once, by its last answer"
+        );
+        let counts = ingest.stats.snapshot();
+        assert_eq!(counts.requests_refused, report.requests_resent, "{wire}");
+        assert_eq!(counts.spans_accepted, 8 * 256, "{wire}");
+        assert_eq!(
+            drained.await.unwrap(),
+            8 * 256,
+            "{wire}: every span arrived"
+        );
+        ingest.shutdown();
+    }
+}
+
 /// The live screen's queue is bounded in bytes as well as in spans (its spans are decoded on the
 /// runtime's workers, whose malloc arenas keep their high-water mark): with room for the
 /// decoded spans of four requests, the fifth is throttled however many spans the span bound
