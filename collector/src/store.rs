@@ -183,19 +183,25 @@ struct Entry {
 }
 
 impl Entry {
-    /// The edge samples of the latest analysis: unpacked, or, when the end of the run did not
-    /// keep them ([`Fate::Final`]), made again from the chain (as it was judged: a span joining
-    /// it makes them first) with its lost contexts folded in.
-    fn edge_samples(&self, options: &Options) -> Vec<EdgeSample> {
-        if let Some(samples) = &self.samples {
-            return samples.unpack(&self.chain);
-        }
+    /// The chain analysed again, with the calls that lost their context folded in as they were
+    /// when it was judged; its edge samples apart.
+    fn analyse_again(&self, options: &Options) -> (ChainAnalysis, Vec<EdgeSample>) {
         let mut fresh = self.chain.analyse(options);
         let mut edges = std::mem::take(&mut fresh.edges);
         if !self.lost.is_empty() {
             fresh.fold_lost_contexts(&mut edges, &self.lost, &self.chain);
         }
-        edges
+        (fresh, edges)
+    }
+
+    /// The edge samples of the latest analysis: unpacked, or, when the end of the run did not
+    /// keep them ([`Fate::Final`]), made again from the chain (as it was judged: a span joining
+    /// it makes them first).
+    fn edge_samples(&self, options: &Options) -> Vec<EdgeSample> {
+        match &self.samples {
+            Some(samples) => samples.unpack(&self.chain),
+            None => self.analyse_again(options).1,
+        }
     }
 }
 
@@ -941,11 +947,7 @@ impl Store {
     pub fn analysis(&self, trace_id: TraceId) -> Option<Arc<ChainAnalysis>> {
         let entry = self.chains.get(&trace_id)?;
         let held = entry.analysis.as_ref()?;
-        let mut fresh = entry.chain.analyse(&self.options);
-        let mut edges = std::mem::take(&mut fresh.edges);
-        if !entry.lost.is_empty() {
-            fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
-        }
+        let (fresh, edges) = entry.analyse_again(&self.options);
         // The samples held, or these when the end of the run did not keep them (the same: no
         // span joins a chain without making them again first).
         let samples = match &entry.samples {

@@ -535,7 +535,7 @@ impl Chain {
     }
 
     /// Whether a span of the chain is a call with no parent: a call that may have lost its
-    /// request's context. Reads the packed spans (no span is unpacked).
+    /// request's context. Counted as spans join or are replaced: reads no span.
     pub fn roots_in_a_call(&self) -> bool {
         self.root_calls > 0
     }

@@ -289,11 +289,15 @@ fn a_span_after_the_final_report_judges_its_chain_again_exactly() {
         extra.end_unix_nano += 300_000_000;
         vec![copy, extra]
     };
-    let run = |at_the_end: bool| {
+    let filled = || {
         let mut store = Store::new(1_000);
         for t in 1..=8u8 {
             store.insert_spans(varied(t, t % 4, u64::from(t) * 50));
         }
+        store
+    };
+    let run = |at_the_end: bool| {
+        let mut store = filled();
         if at_the_end {
             store.report();
         } else {
@@ -307,11 +311,7 @@ fn a_span_after_the_final_report_judges_its_chain_again_exactly() {
     assert_eq!(rejudged, 2);
     assert_eq!(after_the_end, kept_samples);
     // And what the late spans changed is in it: the slower inventory wasted more.
-    let mut before = Store::new(1_000);
-    for t in 1..=8u8 {
-        before.insert_spans(varied(t, t % 4, u64::from(t) * 50));
-    }
-    let before = before.report();
+    let before = filled().report();
     assert!(after_the_end.summary.wasted_ms > before.summary.wasted_ms);
     assert_eq!(after_the_end.summary.spans, before.summary.spans + 1);
 }
