@@ -16,6 +16,7 @@ mod hostile_input;
 mod html_report;
 mod ingest_hostile;
 mod instrumenting_guide;
+mod jaeger;
 mod java_http;
 mod loadbalancing;
 mod node_sdk;

@@ -1,0 +1,160 @@
+//! A real Jaeger v2 for the tests (`scripts/jaeger.sh`, built once and cached): memory storage,
+//! its OTLP receiver and its query API on loopback ports picked free (`tests/jaeger/config.yaml`).
+//! The tests that read traces from Jaeger or forward chains to it start one each. Skips (loudly)
+//! only when there is no `go` at all; a failed build fails the test.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+use crate::otelcol_tier1::{Collector, free_port};
+use crate::support::{assert_success, output_within, tool_present};
+
+/// `scripts/jaeger.sh`'s binary, or `None` (said on stderr) without Go.
+pub fn jaeger_or_skip(test: &str) -> Option<String> {
+    static BUILT: Mutex<Option<String>> = Mutex::new(None);
+    if !tool_present("go", "version") {
+        eprintln!("\n*** SKIPPED {test}: Go is not installed (Jaeger is built from Go) ***\n");
+        return None;
+    }
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(bin) = built.as_ref() {
+        return Some(bin.clone());
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
+    let out = output_within(
+        Command::new("bash")
+            .arg(repo.join("scripts/jaeger.sh"))
+            .env("CARGO_TARGET_DIR", target),
+        Duration::from_secs(1800),
+    );
+    assert_success("scripts/jaeger.sh", &out);
+    let bin = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    *built = Some(bin.clone());
+    Some(bin)
+}
+
+/// A running Jaeger: where to send OTLP, and its query API.
+pub struct Jaeger {
+    collector: Collector,
+    /// `http://127.0.0.1:PORT`: the query API (`/api/v3/...`) and the UI's links.
+    pub query: String,
+    #[allow(dead_code)] // the tests that send over gRPC (issue 39's forwarding)
+    pub otlp_grpc: SocketAddr,
+    pub otlp_http: SocketAddr,
+}
+
+impl Jaeger {
+    /// Starts `bin` with the tests' config and waits until it is ready.
+    #[track_caller]
+    pub fn start(bin: &str) -> Jaeger {
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaeger/config.yaml");
+        let (query, query_grpc) = (free_port(), free_port());
+        let (otlp_grpc, otlp_http) = (free_port(), free_port());
+        let env = [
+            ("JAEGER_QUERY_HTTP_PORT", query.port().to_string()),
+            ("JAEGER_QUERY_GRPC_PORT", query_grpc.port().to_string()),
+            ("JAEGER_OTLP_GRPC_PORT", otlp_grpc.port().to_string()),
+            ("JAEGER_OTLP_HTTP_PORT", otlp_http.port().to_string()),
+            ("JAEGER_MAX_TRACES", "1000000".to_string()),
+        ];
+        let collector = Collector::start(bin, &[&config], &env);
+        Jaeger {
+            collector,
+            query: format!("http://{query}"),
+            otlp_grpc,
+            otlp_http,
+        }
+    }
+
+    /// GET `path` (e.g. `/api/v3/services`) on the query API: the status and the body.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let runtime = crate::support::runtime();
+        runtime.block_on(async {
+            let response = reqwest::get(format!("{}{path}", self.query)).await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        })
+    }
+
+    /// Waits until the query API lists `services` (spans are stored a batch later than sent).
+    #[track_caller]
+    pub fn wait_for_services(&self, services: &[&str], limit: Duration) {
+        let until = Instant::now() + limit;
+        loop {
+            let (status, body) = self.get("/api/v3/services");
+            let listed: Json = serde_json::from_str(&body).unwrap_or(Json::Null);
+            let names = listed["services"].as_array().cloned().unwrap_or_default();
+            if status == 200 && services.iter().all(|s| names.iter().any(|n| n == s)) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "Jaeger did not list {services:?} within {limit:?}: {status} {body}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGTERM, a clean exit, and everything it logged.
+    #[track_caller]
+    pub fn stop(self) -> String {
+        self.collector.stop()
+    }
+}
+
+/// The harness itself: a span sent to Jaeger's OTLP/HTTP port comes back from its query API as
+/// OTLP JSON (`{"result": {"resourceSpans": ...}}`).
+#[test]
+fn jaeger_stores_what_it_is_sent_and_answers_it_as_otlp_json() {
+    let Some(bin) = jaeger_or_skip("jaeger_stores_what_it_is_sent_and_answers_it_as_otlp_json")
+    else {
+        return;
+    };
+    let jaeger = Jaeger::start(&bin);
+    let request = crate::support::reset_chain(7);
+    let line = crate::support::json_line(&request);
+    let runtime = crate::support::runtime();
+    let status = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/traces", jaeger.otlp_http))
+            .header("content-type", "application/json")
+            .body(line)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert!(status.is_success(), "Jaeger's OTLP/HTTP answered {status}");
+    jaeger.wait_for_services(&["orders"], Duration::from_secs(30));
+    let trace_id = hex(&request.resource_spans[0].scope_spans[0].spans[0].trace_id);
+    let (status, body) = jaeger.get(&format!("/api/v3/traces/{trace_id}"));
+    assert_eq!(status, 200, "{body}");
+    let answer: Json = serde_json::from_str(&body).unwrap();
+    let spans: usize = answer["result"]["resourceSpans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["scopeSpans"].as_array().unwrap())
+        .map(|s| s["spans"].as_array().unwrap().len())
+        .sum();
+    let sent: usize = request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .map(|s| s.spans.len())
+        .sum();
+    assert_eq!(spans, sent, "{body}");
+    jaeger.stop();
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
