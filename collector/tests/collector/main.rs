@@ -4,6 +4,7 @@
 mod auth;
 mod check_file;
 mod check_listen;
+mod cli_docs;
 mod cli_usage;
 mod collector_file;
 mod e2e_otlp;

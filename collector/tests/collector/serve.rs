@@ -733,40 +733,6 @@ fn bad_files_and_flags_are_refused_at_start() {
     assert!(out.stderr.contains("must be at least 1"), "{out:?}");
 }
 
-#[test]
-fn every_flag_of_serve_help_is_in_the_readme() {
-    let out = run(&["serve", "--help"]);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .unwrap();
-    let section = readme
-        .split("\n### `budget-top serve`")
-        .nth(1)
-        .expect("README has a `budget-top serve` section")
-        .split("\n## ")
-        .next()
-        .unwrap();
-    for flag in out
-        .stdout
-        .split_whitespace()
-        .filter(|w| w.starts_with("--"))
-        .map(|w| {
-            let end = w
-                .char_indices()
-                .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '-'))
-                .map_or(w.len(), |(i, _)| i);
-            &w[..end]
-        })
-        .filter(|w| *w != "--help" && *w != "--version")
-    {
-        assert!(
-            section.contains(&format!("`{flag}")),
-            "{flag} is not in README's serve section"
-        );
-    }
-}
-
 /// Prometheus's binary: on the PATH, else installed by the project's `.ci/tools`. `None`,
 /// said loudly, only when it is absent and cannot be installed.
 fn prometheus() -> Option<PathBuf> {
