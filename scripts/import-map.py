@@ -17,7 +17,7 @@ Checked against the tree before issue 25: it finds the issue's five circles and 
 Usage: scripts/import-map.py [--edges] [--all]
   --edges  print every edge with the line that makes it
   --all    also list the room circles
-Exit status 1 when more than one circle between rooms is found.
+Exit status 1 when a circle between rooms is found.
 """
 
 import os
@@ -316,7 +316,7 @@ def main():
     if show_all:
         for c in rooms:
             print(describe(c, full))
-    return 1 if len(between) > 1 else 0
+    return 1 if between else 0
 
 
 def circles(graph):

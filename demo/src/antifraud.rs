@@ -17,7 +17,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::server::NamedService;
 use tonic_prost::ProstCodec;
 
-use crate::topology::Hop;
+use crate::hop::Hop;
 
 /// The gRPC service name.
 pub const SERVICE: &str = "budget.demo.Antifraud";

@@ -8,6 +8,7 @@
 pub mod antifraud;
 mod args;
 pub mod console;
+mod hop;
 mod host;
 mod latency;
 mod load;

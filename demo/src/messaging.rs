@@ -30,9 +30,9 @@ use tracing::Instrument as _;
 use tracing::field::Empty;
 
 use crate::DemoError;
+use crate::hop::Hop;
 use crate::host::ServiceHost;
 use crate::telemetry::Export;
-use crate::topology::Hop;
 
 /// Jobs the queue holds before a publish is refused (503).
 const QUEUE_CAPACITY: usize = 1024;

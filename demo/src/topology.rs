@@ -10,8 +10,6 @@
 //! scenario's mistake is one choice, and the cure is the other.
 
 use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -27,13 +25,11 @@ use tower::Layer as _;
 use tracing::Instrument as _;
 
 use crate::antifraud::{AntifraudClient, AntifraudServer, CheckRequest};
+use crate::hop::{Answer, Hop, Slow, Slowdown};
 use crate::host::ServiceHost;
 use crate::messaging;
 use crate::telemetry::Export;
 use crate::{DemoConfig, DemoError, Latencies, Scenario, Timing, Topology};
-
-/// A handler's answer: a short text, or a status with a text naming the step that failed.
-type Answer = Result<String, (StatusCode, String)>;
 
 /// The scenario's own rate when `--rate` does not say one.
 pub(crate) fn default_rate(scenario: Scenario) -> Option<f64> {
@@ -170,17 +166,6 @@ impl Blueprint {
         }
     }
 
-    fn hop(&self, name: &'static str, knobs: &Latencies) -> Hop {
-        Hop {
-            name,
-            knobs: knobs.clone(),
-            respects_deadline: true,
-            work_name: None,
-            slow: None,
-            slowdown: None,
-        }
-    }
-
     fn call(&self, callee: &'static str, host: &ServiceHost, path: &'static str) -> Call {
         let t = self.timing;
         Call {
@@ -215,7 +200,7 @@ impl Blueprint {
         let t = self.timing;
         let s = self.scenario;
 
-        let mut settlement = self.hop("settlement", knobs);
+        let mut settlement = Hop::new("settlement", knobs);
         // no-cancel: settlement neither watches its deadline nor notices pix-api hang up.
         let no_cancel = self.broken(Scenario::NoCancel);
         settlement.respects_deadline = !no_cancel;
@@ -227,7 +212,7 @@ impl Blueprint {
         let layer = BudgetLayer::new().cancel_on_disconnect(!no_cancel);
         hosts.push(leaf(endpoint, settlement, "/settle", layer)?);
 
-        let antifraud = AntifraudServer::new(self.hop("antifraud", knobs));
+        let antifraud = AntifraudServer::new(Hop::new("antifraud", knobs));
         hosts.push(ServiceHost::start_grpc(
             "antifraud",
             endpoint,
@@ -244,7 +229,7 @@ impl Blueprint {
         let mut settle = self.call("settlement", &hosts[0], "/settle");
         settle.options = settle.options.sla(t.duration(1000));
         let pix = Relay {
-            hop: self.hop("pix-api", knobs),
+            hop: Hop::new("pix-api", knobs),
             calls: vec![check, settle],
             client: client()?,
         };
@@ -262,7 +247,7 @@ impl Blueprint {
     ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let checked = !self.broken(Scenario::NoDequeueCheck);
-        let mut orders = self.hop("orders", knobs);
+        let mut orders = Hop::new("orders", knobs);
         // Without the dequeue check, the handler trusts the queue and does not look either.
         orders.respects_deadline = checked;
         // Callers cannot take an item back out of this queue (as with most real queues: a
@@ -281,7 +266,7 @@ impl Blueprint {
         })?);
 
         let gateway = Relay {
-            hop: self.hop("gateway", knobs),
+            hop: Hop::new("gateway", knobs),
             calls: vec![self.call("orders", &hosts[0], "/orders")],
             client: client()?,
         };
@@ -305,7 +290,7 @@ impl Blueprint {
 
         hosts.push(leaf(
             endpoint,
-            self.hop("inventory", knobs),
+            Hop::new("inventory", knobs),
             "/reserve",
             inner(),
         )?);
@@ -318,7 +303,7 @@ impl Blueprint {
             reserve.options = reserve.options.sla(t.duration(300));
         }
         let orders = Relay {
-            hop: self.hop("orders", knobs),
+            hop: Hop::new("orders", knobs),
             calls: vec![reserve],
             client: client()?,
         };
@@ -342,7 +327,7 @@ impl Blueprint {
             to_orders.ignores_deadline = true;
         }
         let bff = Relay {
-            hop: self.hop("bff", knobs),
+            hop: Hop::new("bff", knobs),
             calls: vec![to_orders],
             client: client()?,
         };
@@ -355,7 +340,7 @@ impl Blueprint {
         hosts.push(relay(endpoint, bff, "/checkout", layer)?);
 
         let gateway = Relay {
-            hop: self.hop("gateway", knobs),
+            hop: Hop::new("gateway", knobs),
             calls: vec![self.call("bff", &hosts[2], "/checkout")],
             client: client()?,
         };
@@ -381,7 +366,7 @@ impl Blueprint {
             .clock_offset_ms(self.clock_skew_ms);
         hosts.push(leaf(
             endpoint,
-            self.hop("ledger", knobs),
+            Hop::new("ledger", knobs),
             "/entries",
             layer,
         )?);
@@ -390,7 +375,7 @@ impl Blueprint {
             .options
             .absolute_deadline(self.broken(Scenario::AbsoluteDeadline));
         let storefront = Relay {
-            hop: self.hop("storefront", knobs),
+            hop: Hop::new("storefront", knobs),
             calls: vec![post],
             client: client()?,
         };
@@ -418,14 +403,14 @@ impl Blueprint {
         };
         hosts.push(leaf(
             endpoint,
-            self.hop("payments", knobs),
+            Hop::new("payments", knobs),
             "/charge",
             BudgetLayer::new(),
         )?);
 
         let mut charge = self.call("payments", &hosts[0], "/charge");
         charge.options = charge.options.sla(t.duration(800)).forward(forward);
-        let mut app = self.hop("app", knobs);
+        let mut app = Hop::new("app", knobs);
         app.work_name = Some("SELECT orders (database)");
         let app = Relay {
             hop: app,
@@ -439,7 +424,7 @@ impl Blueprint {
         let mut to_app = self.call("app", &hosts[1], "/orders");
         to_app.options = to_app.options.sla(t.duration(1000)).forward(forward);
         let proxy = Relay {
-            hop: self.hop("proxy", knobs),
+            hop: Hop::new("proxy", knobs),
             calls: vec![to_app],
             client: client()?,
         };
@@ -466,11 +451,11 @@ impl Blueprint {
         let t = self.timing;
         let checked = !self.broken(Scenario::MessageDeadline);
         let (queue, jobs) = messaging::queue();
-        let mut worker = self.hop("worker", knobs);
+        let mut worker = Hop::new("worker", knobs);
         worker.respects_deadline = checked;
         hosts.push(messaging::start_consumer(endpoint, worker, jobs, checked)?);
         let producer = messaging::Producer::new(
-            self.hop("api", knobs),
+            Hop::new("api", knobs),
             queue,
             t.duration(10),
             t.duration(50),
@@ -498,7 +483,7 @@ impl Blueprint {
     ) -> Result<&'static [&'static str], DemoError> {
         let t = self.timing;
         let broken = self.broken(Scenario::SlowDependency);
-        let mut payments = self.hop("payments", knobs);
+        let mut payments = Hop::new("payments", knobs);
         payments.slowdown = Some(Slowdown::after(t.duration(6000), t.ms(40_000)));
         hosts.push(leaf(endpoint, payments, "/charge", BudgetLayer::new())?);
 
@@ -510,11 +495,11 @@ impl Blueprint {
             charge.options = charge.options.sla(t.duration(100));
         }
         let checkout = Relay {
-            hop: self.hop("orders", knobs),
+            hop: Hop::new("orders", knobs),
             calls: vec![charge],
             client: client()?,
         };
-        let catalog = self.hop("orders", knobs);
+        let catalog = Hop::new("orders", knobs);
         // One layer value is one queue: both routes share its 4 workers. A checkout, once
         // taken, runs to the end (a payment is not left half done); a catalog read leaves the
         // queue, or stops, when its caller hangs up.
@@ -536,7 +521,7 @@ impl Blueprint {
         let mut gateway = Router::new();
         for path in SHOP_PATHS {
             let relay = Relay {
-                hop: self.hop("gateway", knobs),
+                hop: Hop::new("gateway", knobs),
                 calls: vec![self.call("orders", &hosts[1], path)],
                 client: client()?,
             };
@@ -592,114 +577,6 @@ fn relay(
             .with_state(relay.connect())
             .layer(layer)
     })
-}
-
-/// One service's own work.
-#[derive(Clone, Debug)]
-pub(crate) struct Hop {
-    pub(crate) name: &'static str,
-    knobs: Latencies,
-    /// Stop the work when the hop's deadline passes (the right thing).
-    pub(crate) respects_deadline: bool,
-    /// The work span's name; `"{name} work"` when `None`.
-    work_name: Option<&'static str>,
-    /// Some pieces of work are slower than the knob says.
-    slow: Option<Slow>,
-    /// The service turns slow at some point: its knob is set then.
-    slowdown: Option<Slowdown>,
-}
-
-/// A dependency that turns slow, not down: from `at` on, its work takes `ms`. Set once on its
-/// latency knob, so the screen shows it and `-` brings it back.
-#[derive(Clone, Debug)]
-struct Slowdown {
-    at: std::time::Instant,
-    ms: u64,
-    done: Arc<AtomicBool>,
-}
-
-impl Slowdown {
-    /// `after` from now.
-    fn after(after: Duration, ms: u64) -> Self {
-        Slowdown {
-            at: std::time::Instant::now() + after,
-            ms,
-            done: Arc::default(),
-        }
-    }
-
-    /// Turn `service` slow on `knobs` if its time has come (once).
-    fn apply(&self, knobs: &Latencies, service: &str) {
-        if std::time::Instant::now() >= self.at && !self.done.swap(true, Ordering::Relaxed) {
-            knobs.set(service, self.ms);
-        }
-    }
-}
-
-/// A tail: every `every`-th piece of work takes `ms` instead of the knob's time.
-#[derive(Clone, Debug)]
-struct Slow {
-    every: u64,
-    ms: u64,
-    count: Arc<AtomicU64>,
-}
-
-impl Slow {
-    fn every(every: u64, ms: u64) -> Self {
-        Slow {
-            every: every.max(1),
-            ms,
-            count: Arc::default(),
-        }
-    }
-
-    /// This piece of work's time, when it is one of the slow ones.
-    fn next(&self) -> Option<Duration> {
-        let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
-        n.is_multiple_of(self.every)
-            .then(|| Duration::from_millis(self.ms))
-    }
-}
-
-impl Hop {
-    /// The local work: as long as the service's latency knob says, inside its own span.
-    pub(crate) async fn work(&self) -> Answer {
-        if let Some(slowdown) = &self.slowdown {
-            slowdown.apply(&self.knobs, self.name);
-        }
-        let knob = self.knobs.work(self.name);
-        let time = self.slow.as_ref().and_then(Slow::next).unwrap_or(knob);
-        let deadline = Deadline::current().filter(|_| self.respects_deadline);
-        if deadline.is_some_and(|d| d.is_expired()) {
-            // Nothing left: do not start work nobody will wait for.
-            return Err((
-                StatusCode::GATEWAY_TIMEOUT,
-                format!("{}: the budget ran out before local work", self.name),
-            ));
-        }
-        let span = match self.work_name {
-            Some(name) => tracing::info_span!("work", otel.name = name),
-            None => tracing::info_span!("work", otel.name = %format_args!("{} work", self.name)),
-        };
-        async move {
-            match deadline {
-                Some(deadline) => {
-                    tokio::time::timeout_at(deadline.instant(), tokio::time::sleep(time))
-                        .await
-                        .map_err(|_| {
-                            (
-                                StatusCode::GATEWAY_TIMEOUT,
-                                format!("{}: the budget ran out during local work", self.name),
-                            )
-                        })?;
-                }
-                None => tokio::time::sleep(time).await,
-            }
-            Ok(format!("{} done", self.name))
-        }
-        .instrument(span)
-        .await
-    }
 }
 
 async fn work_only(State(hop): State<Hop>) -> Answer {
