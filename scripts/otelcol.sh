@@ -5,7 +5,11 @@
 # module proxy into Go's own cache (GOMODCACHE); the binary goes under the cargo target dir.
 #
 #   scripts/otelcol.sh                      # build if needed, print the path
-#   "$(scripts/otelcol.sh)" --config docs/otelcol-tier1.yaml
+#   otelcol="$(scripts/otelcol.sh)" && "$otelcol" --config docs/otelcol-tier1.yaml
+#
+# It needs Go (go.mod's `go` line says which release). When it fails it prints nothing on
+# stdout, so `"$(scripts/otelcol.sh)" --config ...` would then run an empty command; the form
+# above stops at the failure, after its message.
 #
 # Cold: about 1.5 min of downloads and 2 min of compiling on 2 cores; warm: instant.
 set -euo pipefail
@@ -15,7 +19,14 @@ out="${CARGO_TARGET_DIR:-$repo/target}/otelcol"
 bin="$out/otelcol-budget-top"
 
 if ! command -v go >/dev/null 2>&1; then
-  echo "otelcol.sh: Go is not installed (the Collector is built from its Go modules)" >&2
+  go_line="$(grep -m1 '^go ' "$src/go.mod" | cut -d' ' -f2)"
+  cat >&2 <<EOF
+otelcol.sh: cannot build the OpenTelemetry Collector: Go is not installed (no go on PATH).
+  The Collector is built from its Go modules: install Go $go_line or later (https://go.dev/dl/,
+  or your distribution's golang package), put go on PATH, and run scripts/otelcol.sh again.
+  Or run a Collector you already have (otelcol-contrib, for one): it reads the same
+  configuration. Nothing was built, and nothing is printed on stdout.
+EOF
   exit 1
 fi
 mkdir -p "$out"
