@@ -1,21 +1,12 @@
 //! The client side for gRPC through tonic (cargo feature `tonic`): [`BudgetChannelLayer`] wraps
 //! a tonic `Channel` (or any tower service taking an `http::Request`) and applies the call rule
 //! of `CONVENTIONS.md` section 1 to every gRPC call, as [`BudgetClient`](crate::BudgetClient)
-//! does for reqwest.
-//!
-//! A call enters as the `http::Request` a tonic client builds, with the hop's deadline from
-//! [`Deadline::current`] (or [`CallOptions::deadline`]). The layer computes
-//! `timeout = min(sla, remaining - margin)`, refuses the call without sending it when less than
-//! the minimum worth calling remains (`Status::deadline_exceeded`), writes the timeout as
-//! `grpc-timeout` (and `traceparent`), ends the call locally at that timeout
-//! (`DEADLINE_EXCEEDED` again) and records the CLIENT span attributes of section 2. The span
-//! lasts until the response body ends, and reads the call's `grpc-status` from the trailers.
-//!
-//! A gRPC call carries its budget in gRPC's own `grpc-timeout` only, which every gRPC server
-//! reads (Go's and Java's pass it on by themselves). `x-budget-ms` is not written: a receiver
-//! reads it first, so it would hide the carrier gRPC servers share, to the same value.
-//!
-//! One line on the channel, the layer's [`CallOptions`] apply to every call through it:
+//! does for reqwest: `timeout = min(sla, remaining - margin)` from [`Deadline::current`] (or
+//! [`CallOptions::deadline`]), written as `grpc-timeout` (and `traceparent`) and applied locally.
+//! A call with too little left is refused unsent, and one past its timeout ends, both as
+//! `DEADLINE_EXCEEDED`. The CLIENT span of section 2 lasts until the response body ends.
+//! `x-budget-ms` is never written: a receiver reads it first, and it would hide gRPC's own
+//! carrier. Per call, [`CallOptions`] go in the request's extensions (a retry's attempt).
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,11 +22,6 @@
 //! // SomeServiceClient::new(channel), or tonic::client::Grpc::new(channel)
 //! # Ok(()) }
 //! ```
-//!
-//! Per call, put [`CallOptions`] in the tonic request's extensions
-//! (`request.extensions_mut().insert(options.attempt(2))`): retries say their attempt that way.
-//! A `grpc-timeout` the caller set itself (`tonic::Request::set_timeout`) caps the timeout like
-//! an SLA; a budget copied into `x-budget-ms` is never passed on.
 
 use std::fmt;
 use std::future::Future;

@@ -1,13 +1,10 @@
-//! The pure analysis: spans in, request chains, findings and per-edge aggregates out.
+//! The pure analysis: spans in, request chains, findings and per-edge aggregates out. It knows
+//! neither tokio nor ratatui, so the collector, the check command and the tests all get the
+//! same answer from the same spans and options.
 //!
-//! Knows neither tokio nor ratatui: it is a function of the spans it is given (and of the
-//! options), so the collector, the check command and the tests all get the same answer.
-//!
-//! Data enters as [`Span`]s: a [`Chain`] collects the spans of one trace in any order
-//! ([`Chain::insert`]); [`Chain::analyse`] applies the rules of `CONVENTIONS.md` section 3 and
-//! gives a [`ChainAnalysis`] (summary, waterfall rows, findings, edge samples). An [`EdgeStats`]
-//! sums edge samples over chains (and takes them back out), and [`Report::from_analyses`] gives
-//! the JSON report of section 4.
+//! A [`Chain`] collects the [`Span`]s of one trace in any order; [`Chain::analyse`] applies the
+//! rules of `CONVENTIONS.md` section 3: a [`ChainAnalysis`] (summary, rows, findings, edge
+//! samples). [`EdgeStats`] sums edge samples over chains; [`Report`] is section 4's report.
 //!
 //! ```
 //! use std::collections::HashMap;

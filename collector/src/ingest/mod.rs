@@ -5,36 +5,16 @@
 //! channel. A producer is never blocked for long: a request the store has no room for waits
 //! a moment unread, then gets OTLP's throttling answer.
 //!
-//! Admission control, so that load past what the store can take is refused cheaply and memory
-//! stays bounded (the OpenTelemetry Collector's memory limiter refuses once the heap is too big;
-//! here the limits are counted in what costs memory: requests held and spans queued):
-//!
-//! 1. At most [`IngestConfig::max_inflight`] requests are being read and decoded at once, and
-//!    their bodies hold at most [`IngestConfig::max_inflight_bytes`] between them (counted as
-//!    the bytes arrive, see `body_bytes`). A request past the count, or one that arrives while
-//!    the queue is already full, waits unread for [`ADMISSION_WAIT`] at most (the store's
-//!    passing lag: a judging spike, a frame drawn), then is refused before its body is read or
-//!    decoded; a body that would go past the bytes is cut off where it is and its request
-//!    refused. Waiting costs no CPU (one waiter at a time looks for room, the others queue
-//!    behind it in arrival order), where a refusal costs its client a retry and the receiver
-//!    about what serving the request would (HTTP reads the refused body off the connection).
-//! 2. At most [`IngestConfig::max_queued_spans`] spans wait in the channel for the owner loop
-//!    (a request larger than that alone is taken into an empty queue). A request that would
-//!    overfill it is refused after decoding; while the queue has no room for a request the size
-//!    of the last one, requests are refused before they are read (gate 1).
-//!
-//! Refusal is OTLP's throttling answer (gRPC `RESOURCE_EXHAUSTED` with `RetryInfo`, HTTP 503 with
-//! `Retry-After`), counted in [`IngestStats::requests_refused`]; its spans are counted in
-//! [`IngestStats::spans_refused`] when they were read (a request refused unread is counted in
-//! [`IngestStats::requests_refused_unread`] instead: its spans were never seen). A request that is
-//! answered with success has all its valid spans in the channel: nothing accepted is lost.
-//!
-//! A request that can never succeed (malformed, too large before or after decompression, of an
-//! unknown type) gets an answer no SDK retries: HTTP 400/413/415, gRPC `INVALID_ARGUMENT`; it is
-//! counted in [`IngestStats::requests_rejected`]. Metrics and logs sent to the same endpoints
-//! are answered with success, dropped and counted in [`IngestStats::requests_ignored`].
-//! Connections are capped per receiver without a queue (see `limit`): a good exporter is
-//! served at once while idle or slow clients hold the slots.
+//! Admission control refuses load past what the store can take cheaply, and keeps memory
+//! bounded, counting what costs memory: requests being read ([`IngestConfig::max_inflight`]),
+//! the bytes of their bodies ([`IngestConfig::max_inflight_bytes`], see `body_bytes`) and the
+//! spans queued for the store ([`IngestConfig::max_queued_spans`]). A request past a gate waits
+//! unread for [`ADMISSION_WAIT`] at most, then is refused before its body is read: gRPC
+//! `RESOURCE_EXHAUSTED` with `RetryInfo`, HTTP 503 with `Retry-After`, counted in
+//! [`IngestStats`]. A request answered with success has all its valid spans in the channel.
+//! One that can never succeed (malformed, too large, of an unknown type) gets an answer no SDK
+//! retries (HTTP 400/413/415, gRPC `INVALID_ARGUMENT`). The gates, in order, and why they count
+//! what they count: `docs/architecture.md`, "Ingest's admission control".
 
 pub mod auth;
 mod body_bytes;
@@ -90,12 +70,12 @@ pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
 pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 * DEFAULT_MAX_BODY;
 /// The default for [`IngestConfig::max_queued_spans`].
 pub const DEFAULT_MAX_QUEUED_SPANS: usize = 100_000;
-/// [`IngestConfig::max_queued_bytes`] for the live screen: what may wait for its loop. A
-/// queued span with the raw attributes the screen keeps is ~700 bytes, so 100,000 of them
-/// (`--max-queued-spans`) were ~70 MB, decoded on the runtime's workers; glibc keeps each
-/// worker's malloc arena at its high-water mark, and at full speed that was ~80 bytes a span
-/// held on top of the store. This holds ~12,000 such spans: more than the loop takes in
-/// between two frames at full speed.
+/// [`IngestConfig::max_queued_bytes`] for the live screen: what may wait for its loop. Queued
+/// spans are decoded on the runtime's workers, and glibc keeps each worker's malloc arena at
+/// its high-water mark, so a queue bounded in spans alone grew the screen's memory with it.
+/// This holds ~12,000 spans with the raw attributes the screen keeps: more than the loop takes
+/// in between two frames at full speed (docs/performance.md, "A batch's leftovers freed on a
+/// worker").
 pub const SCREEN_MAX_QUEUED_BYTES: u64 = 8 * 1024 * 1024;
 /// What a queued span costs beyond its raw attributes: the `Span` it is decoded into.
 const QUEUED_SPAN_BYTES: u64 = std::mem::size_of::<deadline_budget::analysis::Span>() as u64;

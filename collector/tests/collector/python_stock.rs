@@ -21,9 +21,8 @@
 //!   the edge's timeout: `requests` raises `ReadTimeout` (no response status), those calls become
 //!   the edge's inferred timeout, and the work done for nobody is counted.
 //!
-//! Timing is real (a burst on a 2-core machine): the assertions compare counts of events both
-//! sides saw and leave room only where a race between two timers is inherent. The work takes
-//! 600 ms so that every boundary the test relies on is 150 ms or more away from any timer.
+//! Timing is real: the assertions compare counts of events both sides saw, with room only where
+//! two timers race. The work takes 600 ms: every boundary relied on is ≥ 150 ms from a timer.
 
 use std::path::Path;
 use std::process::Command;

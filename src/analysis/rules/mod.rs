@@ -12,67 +12,12 @@
 //! Each family of rules is one file, each rule's check beside its message: [`reset_drop`]
 //! (`budget_reset`, `budget_dropped`), [`expiry`] (`ran_after_expiry`, `orphaned_work`),
 //! [`queue`] (`shed_expired`, `shed_full`, `queue_pressure`), [`retry`] (`retry_over_budget`,
-//! `retry_amplified`),
-//! [`skew`] (`clock_skew`) and [`timeouts`] (`timeout_inverted`; `timeout_oversized` is judged
-//! per edge, in [`edges`](super::edges)). A new rule is a method in its family's file, called
-//! from [`pass`] where its span kind is judged.
+//! `retry_amplified`), [`skew`] (`clock_skew`) and [`timeouts`] (`timeout_inverted`;
+//! `timeout_oversized` is judged per edge, in [`edges`](super::edges)). A new rule is a method in
+//! its family's file, called from [`pass`] where its span kind is judged.
 //!
-//! Relationships: a hop is a SERVER/CONSUMER span; a call is a CLIENT/PRODUCER span; the hop a
-//! span belongs to is its nearest hop ancestor (itself for a hop); a call's callee hop is a
-//! hop directly under it. A hop directly under another service's SERVER/INTERNAL span (an
-//! uninstrumented client) still forms a caller -> callee edge, that span standing for the call.
-//! Retries are the calls of one hop with the same span name, when one of them carries
-//! `budget.attempt > 1`.
-//!
-//! Choices the contract leaves open, made here:
-//! - `budget_dropped` on a call needs a sign that it was a request that could carry a budget:
-//!   budget attributes on the CLIENT span, or a callee hop. A database call traced by stock
-//!   instrumentation has neither and is not blamed. It is also not reported when the callee hop
-//!   did receive a budget (the span just failed to record `forwarded_ms`). On a hop it needs an
-//!   explicit `budget.source` of `none` or `default`: a hop with no budget attributes at all says
-//!   nothing about what it received.
-//! - A hop's work starts after its queue wait: time in a queue is not service time, so it is
-//!   never dead work. A hop that shed the request did no work and has none.
-//! - A root hop, or one whose caller is not in the chain, gave up when its own span ended (its
-//!   caller had the answer or hung up); the budget it received does not move that, since
-//!   whether its caller still waited is not in the spans. Its spans that go on past its own end
-//!   are dead work, and `orphaned_work` when they go on past the tolerance. A root hop's dead
-//!   work has no edge into it: it shows in the chain's and the service's totals only. A root
-//!   (`Link::Root`) that answered after its received budget ran out is `late_answer`
-//!   ([`late_answer`]), and its chain `late` when the answer was not a failure.
-//! - A span longer than 24 hours is a broken clock or exporter, not a request: it gets a
-//!   `clock_skew` finding and none of its time counts as waste.
-//! - `ran_after_expiry` for spans of a hop: the first span on each path that started after the
-//!   hop's deadline (arrival + budget) is reported, with its whole duration wasted; spans under it
-//!   are not reported again, nor is anything in a hop already reported for starting work expired,
-//!   nor a call refused for lack of budget (the right behaviour). A retry attempt that starts late
-//!   is `retry_over_budget` instead.
-//! - `shed_expired`/`shed_full` come from `budget.outcome` on hops, else from a bare 503/504 (or
-//!   gRPC 8/4) answered by a hop that does not relay a status one of its calls got; on a call only
-//!   from `budget.outcome`, when no callee hop is in the chain to report it.
-//! - `retry_over_budget` (sum rule) compares the sum of the attempts' `forwarded_ms` with what
-//!   remained at the first attempt, once at least two attempts forwarded something; it is
-//!   reported once per call, on the attempt that tipped the sum.
-//! - `retry_amplified` counts layers, not hops: the retried calls of one caller service with one
-//!   span name into one callee, under a layer above it when an attempt of that one layer reached
-//!   every hop that made them. It is reported once per chain and layer, on the call that went
-//!   past the largest retry group of the chain, when the layer made more calls than that group;
-//!   one layer's retries, however many hops make them, never are.
-//! - `budget_reset` on a hop compares what it received with the nearest forwarded budget above
-//!   it, passing through hops that record no budget at all (a proxy such as Envoy between two
-//!   services): the reset is found where it shows, on the hop that received too much.
-//! - A root hop whose status says it answered, while one of its own CLIENT calls was still open
-//!   past its end, did not answer: its caller hung up (Node.js's http instrumentation ends the
-//!   SERVER span then, with status 200). The chain's outcome is `cancelled`.
-//! - `timeout_inverted` is not reported on a call that is itself a `budget_reset` (what it
-//!   forwarded is its timeout: the reset says it), nor on a PRODUCER (a producer does not wait).
-//! - `clock_skew` for absolute deadlines, two views, reported once per hop: `deadline_unix_ms`
-//!   against arrival + budget on the hop's clock (useful when the budget came from another
-//!   carrier); and, for a hop whose budget came from an absolute carrier, what it received
-//!   against what its caller's CLIENT span forwarded. A receiver clock behind by more than the
-//!   tolerance (the same 5 ms plus rounding as every carrier) also gives `budget_reset`: the
-//!   callee really does believe it has longer than its caller waits.
-//! - `ran_after_expiry` on a hop without `remaining_at_start_ms` uses budget − queue wait.
+//! Who is whose (a hop, a call, its callee, a retry) and every choice the contract leaves open
+//! that these rules make are in `docs/CONVENTIONS.md`, section 8, "The rules' own choices".
 
 use std::cell::RefCell;
 
