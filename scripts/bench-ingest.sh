@@ -4,7 +4,7 @@
 # OTLP/gRPC and then OTLP/HTTP protobuf. Prints spans per CPU-second (user + system time of the
 # receiver process, from /usr/bin/time -v) and peak RSS for both, side by side. Loopback only.
 #
-#   scripts/bench-ingest.sh                 # 2,000,000 spans per run (the README's figure)
+#   scripts/bench-ingest.sh                 # 2,000,000 spans per run (docs/performance.md's figure)
 #   SPANS=200000 scripts/bench-ingest.sh    # a quick run
 #
 # Knobs (environment): SPANS (per run, default 2000000), TRANSPORTS ("grpc http"),

@@ -1,7 +1,7 @@
 //! The live screen's memory while spans with megabyte attributes arrive (not a criterion bench:
-//! it prints RSS). Issue 14: raw attributes kept for the detail popup had no byte cap (40 spans
-//! each carrying one 3.9 MB attribute cost +180 MiB); now a value is cut at 4 KiB, a span keeps
-//! 16 KiB, and the store and the queue each hold at most `--max-attribute-bytes`.
+//! it prints RSS). Raw attributes kept for the detail popup are capped in bytes: a value is cut
+//! at 4 KiB, a span keeps 16 KiB, and the store and the queue each hold at most
+//! `--max-attribute-bytes`.
 //!
 //! The screen's own receivers (OTLP/HTTP on loopback, raw attributes kept, the queue's attribute
 //! budget set as `budget-top` sets it) feed a store with that budget, analysed after every batch

@@ -323,11 +323,11 @@ impl Store {
     }
 
     /// The same store making every analysis on its own thread, also when many chains wait at
-    /// once. Two threads finish such a burst (the end of a run, a report) in less time, at a
-    /// quarter more CPU for it (each analysis crosses to the other core to be folded, and what
-    /// it allocated is freed there): what a file read against the clock wants, not a listening
-    /// run whose end the user waits a few tenths of a second for, nor a sidecar that shares
-    /// its cores with the services (docs/performance.md, issue 27's eighth round).
+    /// once. Two threads finish such a burst (the end of a run, a report) in less time, at more
+    /// CPU for it (each analysis crosses to the other core to be folded, and what it allocated
+    /// is freed there): what a file read against the clock wants, not a listening run whose end
+    /// the user waits a moment for, nor a sidecar that shares its cores with the services
+    /// (docs/performance.md, "One thread or two for a burst of analyses").
     pub fn with_analyses_on_one_thread(mut self) -> Self {
         self.two_threads = false;
         self
@@ -469,8 +469,8 @@ impl Store {
         if ordered {
             let chains = &self.chains;
             // Chains leave mostly oldest first: their places at the front go as they do, so the
-            // queue stays about as long as the chains held (with only the sweep below its
-            // capacity was twice that: 6 MiB at 1,000,000 spans).
+            // queue stays about as long as the chains held (with only the sweep below, its
+            // capacity grew to twice that).
             while self
                 .attribute_order
                 .front()

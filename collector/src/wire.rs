@@ -115,8 +115,8 @@ pub struct Fields<'a> {
 }
 
 /// A varint: one byte (tags, most lengths and small numbers) inline, longer ones out of
-/// line; every field of a request goes through here (issue 20: the call was 10 % of the
-/// receiver's instructions while the compiler kept it out of line).
+/// line; every field of a request goes through here (docs/performance.md, "The decoder's hot
+/// paths").
 #[inline(always)]
 fn varint(buf: &mut &[u8]) -> Result<u64, ProtobufError> {
     if let Some((&byte, rest)) = buf.split_first()

@@ -180,8 +180,7 @@ async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Response 
     let (pieces, content_type) = state
         .metrics
         .encode_parts(wants_openmetrics(value_of(header::ACCEPT)), gzip);
-    // The totals' text (17 MB at 10,000 edges, ~1.5 MB compressed) is sent as kept, not
-    // copied into one body.
+    // The totals' text (megabytes at 10,000 edges) is sent as kept, not copied into one body.
     let body = axum::body::Body::from_stream(futures::stream::iter(
         pieces
             .into_iter()

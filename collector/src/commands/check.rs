@@ -76,8 +76,9 @@ pub async fn run(
         retention.max_spans,
         args.html.as_deref(),
     )?;
-    // `check` ends the process next: freeing a million spans' allocations one by one would
-    // cost ~4 % of its CPU (measured, docs/performance.md) for memory the exit gives back anyway.
+    // `check` ends the process next: freeing a million spans' allocations one by one would cost
+    // CPU for memory the exit gives back anyway (docs/performance.md, "`check` forgets its
+    // store at exit").
     std::mem::forget(store);
     Ok(if empty && args.fail_on.contains(&FailOn::Empty) {
         1

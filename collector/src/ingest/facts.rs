@@ -159,8 +159,8 @@ pub(super) enum Fact {
 }
 
 /// The keys [`Fact::of`] matches, as bytes: a key is matched before (and without) a UTF-8 check,
-/// which cost more than the match itself (issue 20: `from_utf8` on every key was most of
-/// `Fact::of`). A key equal to one of these is valid UTF-8, since they are `str`s.
+/// which cost more than the match itself (docs/performance.md, "The decoder's hot paths"). A
+/// key equal to one of these is valid UTF-8, since they are `str`s.
 mod key {
     use deadline_budget::semconv;
 

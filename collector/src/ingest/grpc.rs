@@ -40,18 +40,17 @@ const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 /// HTTP/2 streams one client may have open on one connection (what a client past it waits
-/// for is its own business, not the server's memory).
+/// for is its own business, not the server's memory; docs/performance.md, "Streams per
+/// connection").
 const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 
 /// Bytes a client may send on one stream before the server reads them (hyper's default is
-/// 1 MiB): room for a whole request of the SDKs' default 512 spans (~190 KB of the demo's),
-/// so that it arrives without waiting for the server. With 64 KiB, such a request waited for
-/// three `WINDOW_UPDATE`s, each a write by the server and a wake-up on both sides: a gRPC
-/// flood of 2,000,384 spans took 3.07-3.62 CPU-s instead of 2.78-3.55 (3 runs of 5 under 2.92)
-/// and ~12,000 voluntary context switches instead of 3,600-5,000. A request refused unread is answered at once, and what the
-/// client sent meanwhile (up to this) is read and thrown away; since refused requests first
-/// wait for room (`ADMISSION_WAIT`), that no longer costs goodput at ten times capacity
-/// (docs/performance.md).
+/// 1 MiB): room for a whole request of the SDKs' default 512 spans, so that it arrives without
+/// waiting for the server's `WINDOW_UPDATE`s (each a write by the server and a wake-up on both
+/// sides). A request refused unread is answered at once, and what the client sent meanwhile (up
+/// to this) is read and thrown away; since refused requests first wait for room
+/// (`ADMISSION_WAIT`), that no longer costs goodput (docs/performance.md, "The gRPC stream
+/// window").
 const STREAM_WINDOW: u32 = 256 * 1024;
 
 /// `TraceService` as a tower service (what tonic's generated server is, with our codec).
@@ -459,8 +458,8 @@ pub(super) fn spawn(
             // unseen inside the server; the admission gate refuses them instead.
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
             .initial_stream_window_size(Some(STREAM_WINDOW))
-            // Frames as large as the stream window lets a client send at once: a 190 KB
-            // request in one frame instead of three, and fewer reads (docs/performance.md).
+            // Frames as large as the stream window lets a client send at once: a whole request
+            // in one frame, and fewer reads.
             .max_frame_size(Some(STREAM_WINDOW))
             .add_service(service)
             .add_service(metrics)

@@ -179,8 +179,8 @@ pub const ROOTLESS_GRACE_NS: u64 = 5_000_000_000;
 /// receivers on the runtime's worker threads) on a worker thread too, when there is a runtime.
 /// Freed on the screen's own thread, glibc keeps the small pieces in that thread's cache and
 /// hands them out again to the store, whose chains then live scattered through the workers'
-/// malloc arenas and hold their pages: at full speed the arenas kept ~40 MiB each, ~80 bytes a
-/// span held (docs/performance.md, issue 27's fourth round).
+/// malloc arenas and hold their pages (docs/performance.md, "A batch's leftovers freed on a
+/// worker").
 fn free_on_a_worker(batch: Batch) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move { drop(batch) })),

@@ -616,8 +616,8 @@ fn a_hundred_thousand_service_names_keep_the_series_and_the_memory_bounded() {
         "the findings of 50,000 services past the cap are in `other`"
     );
     // The peak resident set: 100 MiB for the program and its buffers, 2 KiB for each span
-    // --max-spans lets the store hold (a span costs ~330 bytes in check --input's measured
-    // peak: docs/performance.md), 1 KiB for each label set the 11 families may hold.
+    // --max-spans lets the store hold (several times a span's cost in docs/performance.md,
+    // "Memory: the store"), 1 KiB for each label set the 11 families may hold.
     let peak = peak_rss_kib(serving.pid());
     let bound = 100 * 1024 + 2 * MAX_SPANS + 11 * MAX_SERIES as u64;
     assert!(peak < bound, "peak RSS {peak} KiB, bound {bound} KiB");
