@@ -58,6 +58,20 @@ pub const RPC_STATUS_CODE: &str = "rpc.status_code";
 pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
 /// The class of error.
 pub const ERROR_TYPE: &str = "error.type";
+/// An exception event's type (`error.type` when the span sets none).
+pub const EXCEPTION_TYPE: &str = "exception.type";
+/// An exception event's message: read for what it says of the failure's cause.
+pub const EXCEPTION_MESSAGE: &str = "exception.message";
+
+/// The keys that name a call's callee when no hop of it is in the chain (a database, a
+/// third-party API, a service without tracing), in the contract's order: the first present wins.
+pub const CALLEE_NAME_KEYS: [&str; 5] = [
+    "peer.service",
+    "server.address",
+    "net.peer.name",
+    "db.system.name",
+    "db.system",
+];
 
 /// Values of `budget.source`: the carrier a budget was read from.
 pub mod source {

@@ -1,6 +1,7 @@
 //! What to set, from measured latency (`CONVENTIONS.md` section 4, "Advice: from the finding
-//! to the fix"): per edge, the timeout its answered calls' p99.9 suggests, rounded up to two
-//! significant figures and capped by the callee's budget p50 when budgets flow, beside the
+//! to the fix"): per edge, the timeout its answered calls' p99.9 suggests (an answer after its
+//! caller's give-up is dead work, not among them), rounded up to two significant figures and
+//! capped by the caller's budget p50 and the callee's when budgets flow, beside the
 //! current timeout, the share of calls it would have cut and, when the edge retries, whether
 //! the attempts fit the caller's budget. Derived from the edge's totals only, so a merged report
 //! gives the advice one instance would have given.
@@ -29,14 +30,18 @@ pub fn round_up_two_figures(ms: i64) -> i64 {
 }
 
 impl EdgeAggregate {
-    /// The latencies of the calls that were answered: every CLIENT span's duration but those
-    /// of the calls that got no answer.
+    /// The latencies of the calls that were answered in time: every call's duration but those
+    /// of the calls that got no answer and of those answered after their caller's give-up.
     pub fn answered_latency(&self) -> Cow<'_, Sketch> {
-        if self.unanswered.is_empty() {
+        if self.unanswered.is_empty() && self.answered_for_nobody.is_empty() {
             return Cow::Borrowed(&self.latency);
         }
         let mut gone = Sketch::new();
-        for (v, n) in self.unanswered.values() {
+        for (v, n) in self
+            .unanswered
+            .values()
+            .chain(self.answered_for_nobody.values())
+        {
             gone.add_n(v, n);
         }
         let mut answered = self.latency.clone();
@@ -75,12 +80,19 @@ impl EdgeAggregate {
             return advice;
         };
         let rounded = round_up_two_figures(p999);
-        let timeout = match budget_p50 {
-            Some(b) if b.max(1) < rounded => {
-                advice.capped_by_budget_ms = Some(b.max(1));
-                b.max(1)
+        // A timeout longer than what the caller has left waits for answers nobody reads.
+        let caller_p50 = self.caller_budget.p50();
+        let cap = [(caller_p50, "caller"), (budget_p50, "callee")]
+            .into_iter()
+            .filter_map(|(b, whose)| Some((b?.max(1), whose)))
+            .min_by_key(|&(b, _)| b)
+            .filter(|&(b, _)| b < rounded);
+        let timeout = match cap {
+            Some((b, _)) => {
+                advice.capped_by_budget_ms = Some(b);
+                b
             }
-            _ => rounded,
+            None => rounded,
         };
         advice.p999_ms = Some(p999);
         advice.timeout_ms = Some(timeout);
@@ -92,8 +104,8 @@ impl EdgeAggregate {
         } else {
             format!("{} ms", thousands(timeout))
         };
-        let cap = advice.capped_by_budget_ms.map_or(String::new(), |b| {
-            format!(" (capped by the callee's budget p50, {} ms)", thousands(b))
+        let cap = cap.map_or(String::new(), |(b, whose)| {
+            format!(" (capped by the {whose}'s budget p50, {} ms)", thousands(b))
         });
         let retry = advice.retry.as_ref().map_or(String::new(), |r| {
             let (attempts, timeout, budget) = (

@@ -61,12 +61,16 @@ const TYPICAL_SPANS: usize = 8;
 /// The `i64` facts of [`BudgetFacts`], in the order of their bits in [`Packed::present`].
 const FACTS: usize = 12;
 /// [`Packed::present`]: the span names a parent.
-const HAS_PARENT: u16 = 1 << FACTS;
+const HAS_PARENT: u32 = 1 << FACTS;
 /// [`Packed::present`]: the span has an `error.type` (kept in [`Chain::error_types`]).
-const HAS_ERROR_TYPE: u16 = 1 << (FACTS + 1);
+const HAS_ERROR_TYPE: u32 = 1 << (FACTS + 1);
 /// [`Packed::present`]: the span recorded an `exception` event.
-const HAS_EXCEPTION: u16 = 1 << (FACTS + 2);
-const FACT_BITS: u16 = (1 << FACTS) - 1;
+const HAS_EXCEPTION: u32 = 1 << (FACTS + 2);
+/// [`Packed::present`]: the span's failure names another cause ([`BudgetFacts::other_cause`]).
+const OTHER_CAUSE: u32 = 1 << (FACTS + 3);
+/// [`Packed::present`]: the span names its callee (kept in [`Chain::callee_names`]).
+const HAS_CALLEE_NAME: u32 = 1 << (FACTS + 4);
+const FACT_BITS: u32 = (1 << FACTS) - 1;
 
 fn facts_of(b: &BudgetFacts) -> [Option<i64>; FACTS] {
     [
@@ -160,7 +164,7 @@ fn facts_from(f: [Option<i64>; FACTS], b: &mut BudgetFacts) {
 /// One span as a chain holds it: 80 bytes instead of a [`Span`]'s 304. The trace id is the
 /// chain's; the budget facts that are present sit in the chain's `values`, from byte
 /// `values_at`, one varint per bit set in `present`; an `error.type` sits in the chain's
-/// `error_types`.
+/// `error_types`, a callee's name in its `callee_names`.
 #[derive(Clone, Debug)]
 struct Packed {
     span_id: SpanId,
@@ -171,7 +175,7 @@ struct Packed {
     start_unix_nano: u64,
     end_unix_nano: u64,
     values_at: u32,
-    present: u16,
+    present: u32,
     kind: SpanKind,
     status: SpanStatus,
     source: Option<BudgetSource>,
@@ -207,10 +211,11 @@ pub(crate) struct SpanView<'a> {
     pub start_unix_nano: u64,
     pub end_unix_nano: u64,
     pub status: SpanStatus,
-    /// The budget facts, except `error_type`, which is always `None` here: read
-    /// [`SpanView::error_type`] (borrowed, not cloned).
+    /// The budget facts, except `error_type` and `callee_name`, which are always `None`
+    /// here: read [`SpanView::error_type`] and [`SpanView::callee_name`] (borrowed, not cloned).
     pub budget: BudgetFacts,
     pub error_type: Option<&'a Arc<str>>,
+    pub callee_name: Option<&'a Arc<str>>,
 }
 
 impl SpanView<'_> {
@@ -237,6 +242,8 @@ pub struct Chain {
     root_calls: u32,
     /// `error.type` by span position, for the few spans that carry one.
     error_types: Vec<(u32, Arc<str>)>,
+    /// The callee a CLIENT span names, by span position, for the spans that name one.
+    callee_names: Vec<(u32, Arc<str>)>,
     /// `span_id -> index`, only once the chain holds more than [`SCAN_LIMIT`] spans.
     // Boxed: 8 bytes in every chain instead of a 48-byte empty map.
     #[allow(clippy::box_collection)]
@@ -253,6 +260,7 @@ impl Chain {
             garbage: 0,
             root_calls: 0,
             error_types: Vec::new(),
+            callee_names: Vec::new(),
             index: None,
         }
     }
@@ -297,7 +305,8 @@ impl Chain {
                 let facts = facts_of(&s.budget).iter().flatten().count()
                     + usize::from(s.budget.source.is_some())
                     + usize::from(s.budget.outcome.is_some())
-                    + usize::from(s.budget.error_type.is_some());
+                    + usize::from(s.budget.error_type.is_some())
+                    + usize::from(s.budget.callee_name.is_some());
                 (s.end_unix_nano, facts)
             };
             let keep_held = match rank(held).cmp(&rank(&span)) {
@@ -321,7 +330,7 @@ impl Chain {
             ..
         } = span;
         let facts = facts_of(&budget);
-        let mut present = 0u16;
+        let mut present = 0u32;
         for (bit, f) in facts.iter().enumerate() {
             if f.is_some() {
                 present |= 1 << bit;
@@ -335,6 +344,12 @@ impl Chain {
         }
         if budget.exception_event {
             present |= HAS_EXCEPTION;
+        }
+        if budget.other_cause {
+            present |= OTHER_CAUSE;
+        }
+        if budget.callee_name.is_some() {
+            present |= HAS_CALLEE_NAME;
         }
         let mut packed = Packed {
             span_id,
@@ -370,6 +385,10 @@ impl Chain {
                 self.error_types.retain(|(at, _)| *at != i);
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
+                }
+                self.callee_names.retain(|(at, _)| *at != i);
+                if let Some(n) = budget.callee_name {
+                    self.callee_names.push((i, n));
                 }
                 self.root_calls = self.root_calls - u32::from(old.is_root_call())
                     + u32::from(packed.is_root_call());
@@ -408,6 +427,9 @@ impl Chain {
                 if let Some(e) = budget.error_type {
                     self.error_types.push((i, e));
                 }
+                if let Some(n) = budget.callee_name {
+                    self.callee_names.push((i, n));
+                }
                 self.root_calls += u32::from(packed.is_root_call());
                 self.spans.push(packed);
                 Inserted::New
@@ -442,6 +464,7 @@ impl Chain {
         shrink(&mut self.spans);
         shrink(&mut self.values);
         shrink(&mut self.error_types);
+        shrink(&mut self.callee_names);
     }
 
     /// How many distinct spans the chain holds.
@@ -469,6 +492,7 @@ impl Chain {
         let v = self.view(index);
         let mut budget = v.budget;
         budget.error_type = v.error_type.cloned();
+        budget.callee_name = v.callee_name.cloned();
         Span {
             trace_id: self.trace_id,
             span_id: v.span_id,
@@ -490,6 +514,7 @@ impl Chain {
             source: p.source,
             outcome: p.outcome,
             exception_event: p.present & HAS_EXCEPTION != 0,
+            other_cause: p.present & OTHER_CAUSE != 0,
             ..BudgetFacts::default()
         };
         let mut facts = [None; FACTS];
@@ -510,6 +535,14 @@ impl Chain {
         } else {
             None
         };
+        let callee_name = if p.present & HAS_CALLEE_NAME != 0 {
+            self.callee_names
+                .iter()
+                .find(|(at, _)| *at as usize == index)
+                .map(|(_, n)| n)
+        } else {
+            None
+        };
         SpanView {
             span_id: p.span_id,
             parent_span_id: p.parent(),
@@ -521,6 +554,7 @@ impl Chain {
             status: p.status,
             budget,
             error_type,
+            callee_name,
         }
     }
 

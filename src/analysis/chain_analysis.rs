@@ -62,12 +62,17 @@ pub struct Row {
     pub link: Link,
     /// The finding kinds on this span.
     pub findings: KindSet,
-    /// A hop's dead work, ms: the last `dead_ms` of its work were done after everyone above it
-    /// had stopped waiting (`CONVENTIONS.md` section 3). Zero for other spans.
+    /// A hop's dead work, ms: its time after everyone above it had stopped waiting, less its
+    /// waits on calls whose callee hop is in the chain (`CONVENTIONS.md` section 3), its waits
+    /// on untraced callees included. Zero for other spans.
     pub dead_ms: u32,
-    /// The part of this span's own bar (its work, for a hop) that lies after its hop's give-up
-    /// time, ms, when that hop has dead work: what a waterfall paints as work for nobody.
+    /// The part of this span's own bar that a waterfall paints as work for nobody, ms (its
+    /// last part): a hop's own work past its give-up, an internal span's part past it, a call's
+    /// wait on an untraced callee past it; never a wait on a callee hop of the chain.
     pub late_ms: u32,
+    /// A hop's time past its give-up spent waiting on its calls, ms: drawn as waiting, just
+    /// before its `late_ms` (what it waited for is the callee's dead work, or the call's).
+    pub waiting_ms: u32,
     /// A call that is one attempt of a retried call: its hop made calls of this name more
     /// than once, one with `budget.attempt > 1` (every attempt is marked, the first too).
     pub retried: bool,
@@ -89,8 +94,10 @@ impl Row {
 }
 
 /// One call seen on an edge in one chain: the callee hop and the call (CLIENT span) that led to
-/// it, if any. A SERVER span directly under another service's SERVER/INTERNAL span (an
-/// uninstrumented client) also makes a sample, with no `forwarded_ms`.
+/// it, if any. A SERVER span directly under another service's SERVER/INTERNAL span (a proxy
+/// that records one span, an uninstrumented client) also makes a sample, that span standing
+/// for the call; so does a CLIENT span with no callee hop in the chain (an untraced callee: a
+/// database, a third-party API), named by what the call says of its callee.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EdgeSample {
     /// The calling service (the service of the callee hop's parent span).
@@ -104,9 +111,11 @@ pub struct EdgeSample {
     /// Findings on this call and this callee hop (and the spans inside that hop); `None` when
     /// there are none (most calls: 8 bytes instead of 88 in every sample a store holds).
     pub findings: Option<Box<KindCounts>>,
-    /// The callee hop's dead work, ms.
+    /// The dead work this call explains, ms: the callee hop's own work past its give-up; for an
+    /// untraced callee, the caller's wait on it past the caller's give-up.
     pub wasted_ms: i64,
-    /// The CLIENT span's duration, when the call is a CLIENT span.
+    /// The call's duration: the CLIENT span's, or that of the call a proxy's span stands for
+    /// (from the callee's start until it answered, or until the proxy's span ended).
     pub latency_ms: Option<i64>,
     /// The timeout the call declared (`budget.timeout_ms`).
     pub timeout_ms: Option<i64>,
@@ -122,8 +131,29 @@ pub struct EdgeSample {
     /// calls reach attempt 2 retries, and its advice checks that the attempts fit.
     pub attempt: Option<i64>,
     /// The calling hop's budget (what it received, else its default): what the advice's retry
-    /// check fits the attempts into.
+    /// check fits the attempts into, and caps its timeout with.
     pub caller_budget_ms: Option<i64>,
+    /// The callee sends no spans: a database, a third-party API, a service without tracing.
+    pub untraced: bool,
+    /// The call was answered after its caller's give-up time: dead work, not a good call (the
+    /// advice leaves it out).
+    pub answered_for_nobody: bool,
+    /// The chain's root answered while this call (its one span standing for it) was still open
+    /// and its callee still working: see [`RootLeft`].
+    pub root_left: Option<RootLeft>,
+}
+
+/// A root that answered while the call its span stands for was still open (a proxy that
+/// records one span): it relayed nothing. Its chain is `deadline_exceeded` when the call lasted
+/// the edge's inferred timeout (it gave up on its callee), judged per edge when a report is
+/// written; otherwise `cancelled` (its caller hung up) or the failure it answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootLeft {
+    /// How long the call had lasted when the root answered, ms.
+    pub after_ms: i64,
+    /// The root's status said it answered (2xx, UNSET): its chain is counted `cancelled`
+    /// until the edge's timeout says otherwise; else `error`.
+    pub answered: bool,
 }
 
 /// How much time a call that declares no timeout had before everyone above stopped waiting:

@@ -94,7 +94,7 @@ pub struct EdgeAggregate {
     pub calls: u64,
     /// Findings by kind.
     pub findings: KindCounts,
-    /// Milliseconds wasted on this edge (`ran_after_expiry`, `orphaned_work`).
+    /// The dead work this edge explains, ms (its samples' `wasted_ms`).
     pub wasted_ms: i64,
     /// Budgets the callee received.
     pub received: Sketch,
@@ -113,11 +113,42 @@ pub struct EdgeAggregate {
     pub slowest: Option<(i64, TraceId, SpanId)>,
     /// The calls' attempt numbers (`budget.attempt`): the edge retries when one is above 1.
     pub attempts: Distribution,
-    /// The calling hops' budgets: what the advice's retry check fits the attempts into.
+    /// The calling hops' budgets: what the advice's retry check fits the attempts into, and
+    /// caps its timeout with.
     pub caller_budget: Sketch,
+    /// Calls whose callee sent no spans.
+    pub untraced_calls: u64,
+    /// Durations of the calls answered after their caller's give-up (left out of the advice).
+    pub answered_for_nobody: Distribution,
+    /// Durations of the calls a root left open while its callee worked, the root answering.
+    pub root_left: Distribution,
+    /// The same, the root failing.
+    pub root_left_failed: Distribution,
 }
 
 impl EdgeAggregate {
+    /// Whether the callee sends no spans: every call of the edge reached nothing traced.
+    pub fn untraced(&self) -> bool {
+        self.calls > 0 && self.untraced_calls == self.calls
+    }
+
+    /// The chains whose root left this edge's call open at the edge's timeout (it gave up on
+    /// its callee: `deadline_exceeded`): how many were counted `cancelled` (the root said it
+    /// answered) and how many `error` (it failed), as [`RootLeft`](super::RootLeft) says.
+    pub fn roots_gave_up(&self) -> (u64, u64) {
+        let Some((t, _)) = self.timeout() else {
+            return (0, 0);
+        };
+        let band = (t.saturating_abs() / 50).max(5);
+        let near = |d: &Distribution| {
+            d.values()
+                .filter(|(v, _)| (v - t).saturating_abs() <= band)
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        };
+        (near(&self.root_left), near(&self.root_left_failed))
+    }
+
     /// The edge's timeout and whether it was inferred: the largest declared, else the value
     /// its unanswered calls ended at (`CONVENTIONS.md` section 3).
     pub fn timeout(&self) -> Option<(i64, bool)> {
@@ -228,6 +259,7 @@ impl EdgeAggregate {
         EdgeReport {
             caller: self.caller.clone(),
             callee: self.callee.clone(),
+            untraced: self.untraced(),
             calls: self.calls,
             findings: findings.iter().collect(),
             wasted_ms: self.wasted_ms,
@@ -246,6 +278,10 @@ impl EdgeAggregate {
                 slowest: self.slowest,
                 attempts: self.attempts.clone(),
                 caller_budget_ms: self.caller_budget.clone(),
+                untraced_calls: self.untraced_calls,
+                answered_for_nobody_ms: self.answered_for_nobody.clone(),
+                root_left_ms: self.root_left.clone(),
+                root_left_failed_ms: self.root_left_failed.clone(),
             },
         }
     }
@@ -269,6 +305,10 @@ impl EdgeAggregate {
             slowest: t.slowest,
             attempts: t.attempts.clone(),
             caller_budget: t.caller_budget_ms.clone(),
+            untraced_calls: t.untraced_calls,
+            answered_for_nobody: t.answered_for_nobody_ms.clone(),
+            root_left: t.root_left_ms.clone(),
+            root_left_failed: t.root_left_failed_ms.clone(),
         };
         for (&kind, &n) in &edge.findings {
             e.findings.0[kind as usize] += n;
@@ -426,6 +466,16 @@ impl EdgeStats {
         if let Some(b) = s.caller_budget_ms {
             e.caller_budget.add(b);
         }
+        e.untraced_calls += u64::from(s.untraced);
+        if let Some(v) = s.latency_ms.filter(|_| s.answered_for_nobody) {
+            e.answered_for_nobody.add(v);
+        }
+        if let Some(left) = s.root_left {
+            match left.answered {
+                true => e.root_left.add(left.after_ms),
+                false => e.root_left_failed.add(left.after_ms),
+            }
+        }
     }
 
     /// Un-feed one sample of the chain `trace_id` fed before.
@@ -464,6 +514,16 @@ impl EdgeStats {
         }
         if let Some(b) = s.caller_budget_ms {
             e.caller_budget.remove(b);
+        }
+        e.untraced_calls = e.untraced_calls.saturating_sub(u64::from(s.untraced));
+        if let Some(v) = s.latency_ms.filter(|_| s.answered_for_nobody) {
+            e.answered_for_nobody.remove(v);
+        }
+        if let Some(left) = s.root_left {
+            match left.answered {
+                true => e.root_left.remove(left.after_ms),
+                false => e.root_left_failed.remove(left.after_ms),
+            }
         }
         // The slowest call leaves with its chain; the next slowest is not known until a call
         // as slow arrives, so the edge's finding waits until then.
@@ -535,6 +595,10 @@ impl EdgeAggregate {
         self.wait_slack.merge(&other.wait_slack);
         self.attempts.merge(&other.attempts);
         self.caller_budget.merge(&other.caller_budget);
+        self.untraced_calls += other.untraced_calls;
+        self.answered_for_nobody.merge(&other.answered_for_nobody);
+        self.root_left.merge(&other.root_left);
+        self.root_left_failed.merge(&other.root_left_failed);
         self.slowest = slower(self.slowest, other.slowest);
     }
 }

@@ -25,6 +25,7 @@
 //! ```
 
 mod advice;
+mod cause;
 mod chain;
 mod chain_analysis;
 mod clocks;
@@ -40,9 +41,10 @@ mod sketch;
 mod totals;
 
 pub use advice::{ADVICE_QUANTILE, MIN_ADVICE_CALLS, round_up_two_figures};
+pub use cause::{Cause, cause_named, failure_cause};
 pub use chain::{Chain, Inserted, Link, chains_from_spans};
 pub use chain_analysis::{
-    CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, Row, WaitSlack,
+    CALLEE_GRACE_NS, ChainAnalysis, ChainSummary, EdgeSample, Options, RootLeft, Row, WaitSlack,
 };
 pub use context::{LostContext, lost_contexts};
 pub use distribution::Distribution;

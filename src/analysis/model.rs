@@ -225,10 +225,19 @@ pub struct BudgetFacts {
     pub http_status: Option<i64>,
     /// `rpc.grpc.status_code` or `rpc.status_code`
     pub rpc_status: Option<i64>,
-    /// `error.type` (an integer is kept as its digits)
+    /// `error.type` (an integer is kept as its digits), else the type of its `exception` event
     pub error_type: Option<Arc<str>>,
     /// The span recorded an `exception` event.
     pub exception_event: bool,
+    /// The failure's words (its `error.type`, its exception's type or message, its status
+    /// message) name a cause other than a missing answer: a refused connection, a DNS failure,
+    /// a constraint or syntax error ([`failure_cause`](super::failure_cause)).
+    pub other_cause: bool,
+    /// The callee a CLIENT span names: the first of
+    /// [`CALLEE_NAME_KEYS`](crate::semconv::CALLEE_NAME_KEYS) it has (`peer.service`, else
+    /// `server.address` / `net.peer.name`, else `db.system.name` / `db.system`). What names the
+    /// edge of a call with no hop of its callee in the chain.
+    pub callee_name: Option<Arc<str>>,
 }
 
 impl BudgetFacts {
@@ -421,6 +430,13 @@ impl OutcomeCounts {
         let mut copy = *self;
         *copy.slot(outcome)
     }
+
+    /// Count up to `n` chains of outcome `from` as `to` instead (fewer when `from` has fewer).
+    pub fn shift(&mut self, from: ChainOutcome, to: ChainOutcome, n: u64) {
+        let moved = n.min(self.get(from));
+        *self.slot(from) -= moved;
+        *self.slot(to) += moved;
+    }
 }
 
 /// What the analysis could see (the report's `summary.coverage`): a report without findings
@@ -514,11 +530,16 @@ pub struct EdgeReport {
     pub caller: Arc<str>,
     /// The called service.
     pub callee: Arc<str>,
+    /// The callee sends no spans (a database, a third-party API, a service without tracing):
+    /// named by what its calls say of it, it has no hop of its own.
+    #[serde(default)]
+    pub untraced: bool,
     /// Calls seen on this edge.
     pub calls: u64,
     /// Findings on this edge, by kind (only kinds that occurred).
     pub findings: BTreeMap<FindingKind, u64>,
-    /// The dead work of the hops this edge leads into, ms.
+    /// The dead work this edge explains, ms: the own work of the hops it leads into past their
+    /// give-up; for an untraced callee, the callers' waits on it past theirs.
     pub wasted_ms: i64,
     /// The edge's timeout: the largest its calls declare, else the one inferred from calls
     /// that got no answer; `null` when neither.
@@ -544,12 +565,12 @@ pub struct EdgeReport {
 #[serde(default)]
 pub struct Advice {
     /// The timeout to set, ms: the p99.9 latency of the answered calls rounded up to two
-    /// significant figures, capped by the callee's budget p50 when budgets flow; `null` under
-    /// 100 answered calls.
+    /// significant figures, capped by the caller's budget p50 and by the callee's when budgets
+    /// flow; `null` under 100 answered calls.
     pub timeout_ms: Option<i64>,
     /// The p99.9 latency of the answered calls, ms (within the sketch's 1 %).
     pub p999_ms: Option<i64>,
-    /// The callee's budget p50 when it capped the suggestion.
+    /// The budget p50 that capped the suggestion (the caller's or the callee's, the smaller).
     pub capped_by_budget_ms: Option<i64>,
     /// Whether budgets flow on the edge: the timeout is then `min(remaining, timeout_ms)`.
     pub budget_flows: bool,
@@ -623,6 +644,18 @@ pub struct EdgeTotals {
     pub attempts: Distribution,
     /// The calling hops' budgets.
     pub caller_budget_ms: Sketch,
+    /// Calls whose callee sent no spans (the edge is untraced when all of its calls are).
+    pub untraced_calls: u64,
+    /// Durations of the calls answered after their caller's give-up, exactly: dead work, left
+    /// out of the advice's answered calls.
+    pub answered_for_nobody_ms: Distribution,
+    /// Durations of the calls a root left open while its callee worked, the root answering
+    /// (2xx, UNSET), exactly: its chain `deadline_exceeded` at the edge's timeout, else
+    /// `cancelled` ([`RootLeft`](super::RootLeft)).
+    pub root_left_ms: Distribution,
+    /// The same, the root failing (a 5xx of its own): `deadline_exceeded` at the edge's
+    /// timeout, else `error`.
+    pub root_left_failed_ms: Distribution,
 }
 
 /// One element of the report's `services` array: one service over every judged chain.

@@ -12,7 +12,7 @@ use super::context::lost_contexts;
 use super::edges::EdgeAggregate;
 use super::finding_kind::{FindingKind, KindCounts, Severity, SeverityCounts};
 use super::finding_list::{DEFAULT_MAX_FINDINGS, FindingList};
-use super::model::{Coverage, Finding, Report, ServiceReport, Span, SpanId, Summary};
+use super::model::{ChainOutcome, Coverage, Finding, Report, ServiceReport, Span, SpanId, Summary};
 use super::totals::{HopSample, ServiceTotals, Totals};
 
 impl Totals {
@@ -116,7 +116,7 @@ impl Totals {
                 findings_listed: chain_listed + listed_edges,
                 findings_omitted: total.saturating_sub(chain_listed + stood_for),
                 wasted_ms: self.wasted_ms,
-                outcomes: self.outcomes,
+                outcomes: self.outcomes(),
                 coverage: Coverage {
                     hops_with_budget: self.hops_with_budget,
                     hops_without_budget: self.hops_without_budget(),
@@ -141,7 +141,7 @@ impl Totals {
             spans: s.spans,
             hops: s.hops,
             wasted_ms: s.wasted_ms,
-            outcomes: s.outcomes,
+            chain_outcomes: s.outcomes,
             hops_with_budget: s.coverage.hops_with_budget,
             edge_calls_folded: s.edge_calls_folded,
             service_hops_folded: s.service_hops_folded,
@@ -158,6 +158,15 @@ impl Totals {
             for (n, own) in totals.findings.0.iter_mut().zip(e.edge_findings().0) {
                 *n = n.saturating_sub(own);
             }
+            // Outcomes judged from the edge's timeout are judged again from the merged one.
+            let (answered, failed) = e.roots_gave_up();
+            let outcomes = &mut totals.chain_outcomes;
+            outcomes.shift(
+                ChainOutcome::DeadlineExceeded,
+                ChainOutcome::Cancelled,
+                answered,
+            );
+            outcomes.shift(ChainOutcome::DeadlineExceeded, ChainOutcome::Error, failed);
             totals.edges.insert(e);
         }
         totals.severities = severities_of(&totals.findings);

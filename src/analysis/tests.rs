@@ -11,6 +11,7 @@ mod point_of_view;
 mod properties;
 mod rules;
 mod totals;
+mod waste;
 
 /// A Unix time in ms where every test chain starts.
 const T0: u64 = 1_764_430_000_000;
@@ -121,7 +122,7 @@ fn report_serialises_to_the_contract_shape() {
                         "message": "forwarded 3000 ms with only 700 ms left",
                         "received_ms": null, "remaining_ms": 700, "forwarded_ms": 3000,
                         "wasted_ms": null } ],
-        "edges": [ { "caller": "orders", "callee": "inventory", "calls": 1,
+        "edges": [ { "caller": "orders", "callee": "inventory", "untraced": false, "calls": 1,
                      "findings": { "budget_reset": 1 }, "wasted_ms": 0,
                      "timeout_ms": null, "timeout_inferred": false,
                      "latency_p50_ms": 80, "latency_p99_ms": 80,
@@ -138,7 +139,9 @@ fn report_serialises_to_the_contract_shape() {
                          "declared_timeouts_ms": [], "unanswered_ms": [], "wait_slack_ms": [],
                          "slowest": [80, "07070707070707070707070707070707", "0000000000000002"],
                          "attempts": [],
-                         "caller_budget_ms": { "min": 800, "max": 800, "buckets": [[803, 1]] } } } ],
+                         "caller_budget_ms": { "min": 800, "max": 800, "buckets": [[803, 1]] },
+                         "untraced_calls": 0, "answered_for_nobody_ms": [],
+                         "root_left_ms": [], "root_left_failed_ms": [] } } ],
         "services": [
             { "service": "inventory", "hops": 1, "work_ms": 78, "wasted_ms": 0,
               "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,

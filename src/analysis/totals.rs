@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{
-    Chain, ChainAnalysis, EdgeAggregate, EdgeSample, EdgeStats, KindCounts, OutcomeCounts,
-    SeverityCounts, Sketch,
+    Chain, ChainAnalysis, ChainOutcome, EdgeAggregate, EdgeSample, EdgeStats, KindCounts,
+    OutcomeCounts, SeverityCounts, Sketch,
 };
 
 /// The most edges, and the most services, the totals keep apart (`CONVENTIONS.md` section 6,
@@ -139,8 +139,9 @@ pub struct Totals {
     pub severities: SeverityCounts,
     /// Their wasted ms (their hops' dead work).
     pub wasted_ms: i64,
-    /// Chains by outcome.
-    pub outcomes: OutcomeCounts,
+    /// Chains by the outcome each was judged with; [`Totals::outcomes`] gives them as a report
+    /// counts them.
+    pub chain_outcomes: OutcomeCounts,
     /// Hops whose budget is known.
     pub hops_with_budget: u64,
     /// For each service with hops whose budget is unknown: in how many chains.
@@ -173,7 +174,7 @@ impl Default for Totals {
             findings: KindCounts::default(),
             severities: SeverityCounts::default(),
             wasted_ms: 0,
-            outcomes: OutcomeCounts::default(),
+            chain_outcomes: OutcomeCounts::default(),
             hops_with_budget: 0,
             without_budget: BTreeMap::new(),
             edges: EdgeStats::default(),
@@ -261,7 +262,7 @@ impl Totals {
         }
         self.severities.add(s.findings);
         self.wasted_ms = self.wasted_ms.saturating_add(s.wasted_ms);
-        self.outcomes.add(s.outcome);
+        self.chain_outcomes.add(s.outcome);
         self.hops_with_budget += u64::from(s.hops_with_budget);
         self.widen(Some((s.start_unix_nano, s.end_unix_nano)));
         for service in &analysis.services_without_budget {
@@ -311,7 +312,7 @@ impl Totals {
         }
         self.severities.subtract(s.findings);
         self.wasted_ms = self.wasted_ms.saturating_sub(s.wasted_ms);
-        self.outcomes.remove(s.outcome);
+        self.chain_outcomes.remove(s.outcome);
         self.hops_with_budget = self
             .hops_with_budget
             .saturating_sub(u64::from(s.hops_with_budget));
@@ -388,9 +389,9 @@ impl Totals {
         }
         self.severities.add(other.severities);
         self.wasted_ms = self.wasted_ms.saturating_add(other.wasted_ms);
-        for outcome in super::ChainOutcome::ALL {
-            for _ in 0..other.outcomes.get(outcome) {
-                self.outcomes.add(outcome);
+        for outcome in ChainOutcome::ALL {
+            for _ in 0..other.chain_outcomes.get(outcome) {
+                self.chain_outcomes.add(outcome);
             }
         }
         self.hops_with_budget += other.hops_with_budget;
@@ -439,6 +440,24 @@ impl Totals {
             }
         }
         counts
+    }
+
+    /// Chains by outcome, as a report counts them: a chain whose root left its call open (a
+    /// proxy's one span) for exactly the edge's timeout gave up on its callee, and is
+    /// `deadline_exceeded` rather than the `cancelled` or `error` it was judged with; judged
+    /// now from the edges' totals, like their own findings.
+    pub fn outcomes(&self) -> OutcomeCounts {
+        let mut outcomes = self.chain_outcomes;
+        for e in self.edges.sorted() {
+            let (answered, failed) = e.roots_gave_up();
+            outcomes.shift(
+                ChainOutcome::Cancelled,
+                ChainOutcome::DeadlineExceeded,
+                answered,
+            );
+            outcomes.shift(ChainOutcome::Error, ChainOutcome::DeadlineExceeded, failed);
+        }
+        outcomes
     }
 
     /// The services with hops whose budget is unknown, by name.

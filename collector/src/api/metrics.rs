@@ -439,14 +439,12 @@ impl Metrics {
     }
 
     fn record_totals(&self, totals: &Totals) {
+        let outcomes = totals.outcomes();
         for outcome in ChainOutcome::ALL {
             let labels = OutcomeLabel {
                 outcome: outcome.as_str(),
             };
-            raise(
-                &self.chains.get_or_create(&labels),
-                totals.outcomes.get(outcome),
-            );
+            raise(&self.chains.get_or_create(&labels), outcomes.get(outcome));
         }
         raise(
             &self.hops.get_or_create(&BudgetLabel { budget: "known" }),
@@ -824,11 +822,11 @@ mod tests {
         store.judge_all();
         let metrics = Metrics::new(10);
         assert!(metrics.try_publish_totals(store.totals()));
-        let before = store.totals().outcomes;
+        let before = store.totals().outcomes();
         // The root arrives, answering with an error: judged again.
         store.insert_spans([hop(1, None, "frontend", SpanStatus::Error)]);
         store.analyse_dirty();
-        let after = store.totals().outcomes;
+        let after = store.totals().outcomes();
         assert_eq!(store.counters().chains_rejudged, 1);
         assert_ne!(before, after);
         assert!(metrics.try_publish_totals(store.totals()));

@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use deadline_budget::analysis::{Chain, EdgeSample, FindingKind, KindCounts, SpanId, WaitSlack};
+use deadline_budget::analysis::{
+    Chain, EdgeSample, FindingKind, KindCounts, RootLeft, SpanId, WaitSlack,
+};
 use prost::encoding::{decode_varint, encode_varint};
 
 /// Which optional parts a packed sample has.
@@ -27,6 +29,10 @@ const SLACK: u64 = 1 << 7;
 const HOP_BUDGET: u64 = 1 << 8;
 const ATTEMPT: u64 = 1 << 9;
 const CALLER_BUDGET: u64 = 1 << 10;
+const UNTRACED: u64 = 1 << 11;
+const FOR_NOBODY: u64 = 1 << 12;
+const ROOT_LEFT: u64 = 1 << 13;
+const ROOT_ANSWERED: u64 = 1 << 14;
 
 /// The packed samples of one chain. See the module documentation.
 #[derive(Debug, Default)]
@@ -125,6 +131,10 @@ impl EdgeSamples {
                     HOP_BUDGET,
                     s.wait_slack.is_some_and(|w| w.hop_budget_ms.is_some()),
                 ),
+                (UNTRACED, s.untraced),
+                (FOR_NOBODY, s.answered_for_nobody),
+                (ROOT_LEFT, s.root_left.is_some()),
+                (ROOT_ANSWERED, s.root_left.is_some_and(|r| r.answered)),
             ] {
                 if on {
                     present |= bit;
@@ -160,6 +170,9 @@ impl EdgeSamples {
                 if let Some(b) = w.hop_budget_ms {
                     encode_varint(zigzag(b), &mut out);
                 }
+            }
+            if let Some(r) = s.root_left {
+                encode_varint(zigzag(r.after_ms), &mut out);
             }
         }
         EdgeSamples {
@@ -246,6 +259,14 @@ impl EdgeSamples {
         } else {
             None
         };
+        let root_left = if present & ROOT_LEFT != 0 {
+            Some(RootLeft {
+                after_ms: unzigzag(decode_varint(buf).ok()?),
+                answered: present & ROOT_ANSWERED != 0,
+            })
+        } else {
+            None
+        };
         Some(EdgeSample {
             caller,
             callee,
@@ -260,6 +281,9 @@ impl EdgeSamples {
             wait_slack,
             attempt,
             caller_budget_ms,
+            untraced: present & UNTRACED != 0,
+            answered_for_nobody: present & FOR_NOBODY != 0,
+            root_left,
         })
     }
 }
@@ -284,6 +308,9 @@ mod tests {
             wait_slack: None,
             attempt: None,
             caller_budget_ms: None,
+            untraced: false,
+            answered_for_nobody: false,
+            root_left: None,
         }
     }
 
@@ -297,6 +324,12 @@ mod tests {
         full.unanswered_ms = Some(1234);
         full.attempt = Some(3);
         full.caller_budget_ms = Some(1000);
+        full.untraced = true;
+        full.answered_for_nobody = true;
+        full.root_left = Some(RootLeft {
+            after_ms: 1001,
+            answered: true,
+        });
         full.wasted_ms = -1;
         full.call = Some(SpanId([9; 8]));
         let mut counts = KindCounts::default();

@@ -213,9 +213,9 @@ impl Store {
         self.verdicts.totals.wasted_ms
     }
 
-    /// The judged chains by outcome.
+    /// The judged chains by outcome, as a report counts them.
     pub fn outcomes(&self) -> OutcomeCounts {
-        self.verdicts.totals.outcomes
+        self.verdicts.totals.outcomes()
     }
 
     /// What the analysis could see over every judged chain.

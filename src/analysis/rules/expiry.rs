@@ -5,7 +5,7 @@ use crate::analysis::chain::NONE;
 use crate::analysis::finding_kind::FindingKind;
 use crate::analysis::model::{Outcome, SpanKind};
 
-use super::pass::{Numbers, RulePass};
+use super::pass::{Numbers, RulePass, thousands};
 use super::timing::{MAX_SPAN_MS, MS, is_shed, ms, ns};
 
 impl RulePass<'_> {
@@ -114,7 +114,9 @@ impl RulePass<'_> {
         }
     }
 
-    /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting.
+    /// `orphaned_work`: the hop's spans went on past the moment its caller stopped waiting: its
+    /// caller's call ended, or the hop that made the call answered while the call was still
+    /// open (it left the call open: an abandoned call).
     pub(super) fn orphaned(&mut self, i: usize) {
         let spans = self.spans;
         let s = &spans[i];
@@ -123,33 +125,64 @@ impl RulePass<'_> {
         }
         let p = self.tree.parent[i];
         let start = ns(s.start_unix_nano);
+        let tol = self.opts.tolerance_ms * MS;
         let (stop, who) = if p == NONE {
             // The root: its caller had the answer (or hung up) when its span ended.
             (self.timing.give_up[i], None)
         } else {
             let ps = &spans[p as usize];
-            let calls_it = ps.kind == SpanKind::Client
-                || (matches!(ps.kind, SpanKind::Server | SpanKind::Internal)
-                    && ps.service != s.service);
+            let calls_it = ps.kind == SpanKind::Client || self.timing.proxied[i];
             if !calls_it {
                 return;
             }
-            (ns(ps.end_unix_nano), Some(ps.service.clone()))
+            let call_end = ns(ps.end_unix_nano);
+            let h = self.timing.hop_of[p as usize];
+            match Some(h).filter(|&h| h != NONE && h as usize != p as usize) {
+                Some(h) if ns(spans[h as usize].end_unix_nano).saturating_add(tol) < call_end => (
+                    ns(spans[h as usize].end_unix_nano),
+                    Some((h as usize, true)),
+                ),
+                _ => (call_end, Some((p as usize, false))),
+            }
         };
         let end = self.timing.extent_end[i];
-        if end <= stop.saturating_add(self.opts.tolerance_ms * MS + self.timing.transit[i]) {
+        if end <= stop.saturating_add(tol + self.timing.transit[i]) {
             return;
         }
-        let own = ms(end - stop.max(start)).clamp(0, MAX_SPAN_MS);
+        let went_on = ms(end - stop.max(start)).clamp(0, MAX_SPAN_MS);
+        let own = self.timing.own_dead[i];
         let (below, tail) = self.dead_below(i, false);
+        let worked = if self.timing.waiting[i] == 0 {
+            format!("worked {} ms", thousands(own))
+        } else if own == 0 {
+            format!("went on {} ms, waiting on its calls,", thousands(went_on))
+        } else {
+            format!(
+                "went on {} ms ({} ms of its own work)",
+                thousands(went_on),
+                thousands(own)
+            )
+        };
         let message = match who {
-            Some(caller) => format!(
-                "{} worked {own} ms after {caller} stopped waiting{tail}",
-                s.service
+            Some((h, true)) => {
+                let left = &spans[h];
+                let at = ms(ns(left.end_unix_nano) - ns(left.start_unix_nano));
+                format!(
+                    "{} answered at {} ms and left its call open: {} {} for nobody{tail}",
+                    left.service,
+                    thousands(at),
+                    s.service,
+                    worked.trim_end_matches(',')
+                )
+            }
+            Some((c, false)) => format!(
+                "{} {worked} after {} stopped waiting{tail}",
+                s.service, spans[c].service
             ),
             None => format!(
-                "{} kept working {own} ms after it answered or its caller hung up{tail}",
-                s.service
+                "{} kept working {} ms after it answered or its caller hung up{tail}",
+                s.service,
+                thousands(own)
             ),
         };
         let forwarded = (p != NONE)

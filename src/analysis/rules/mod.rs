@@ -28,6 +28,7 @@ use crate::analysis::edges::EdgeTimeouts;
 use crate::analysis::finding_kind::{KindSet, SeverityCounts};
 use crate::analysis::model::Finding;
 
+mod dead_work;
 mod expiry;
 mod late_answer;
 mod pass;
@@ -182,13 +183,19 @@ impl Chain {
         // The pass's working vectors back to the scratch, for the next chain.
         *found = found_here;
         *calls = std::mem::take(&mut pass.calls);
-        let edges = std::mem::take(&mut pass.edges);
+        let mut edges = std::mem::take(&mut pass.edges);
         let state = &*pass.state;
 
         let rows = summary::rows(spans, tree, timing, state, clocks, kinds, row_of);
         hops.clear();
         hops.extend((0..n).filter(|&i| spans[i].kind.is_hop()));
-        let summary = summary::summary(spans, tree, timing, &findings, counts, hops, options);
+        let (summary, root_left) =
+            summary::summary(spans, tree, timing, &findings, counts, hops, options);
+        if let Some((callee, left)) = root_left
+            && let Some(e) = edges.get_mut(state.edge_of[callee] as usize)
+        {
+            e.root_left = Some(left);
+        }
         let services_without_budget = summary::services_without_budget(spans, hops);
         *views = recycle(viewed);
         ChainAnalysis {

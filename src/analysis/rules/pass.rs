@@ -10,11 +10,10 @@ use crate::analysis::chain_analysis::{EdgeSample, Options, WaitSlack};
 use crate::analysis::clocks::Clocks;
 use crate::analysis::edges::EdgeTimeouts;
 use crate::analysis::finding_kind::FindingKind;
-use crate::analysis::model::Finding;
-use crate::analysis::model::SpanKind;
+use crate::analysis::model::{Finding, Outcome, SpanKind};
 
 use super::timing::{self, Timing};
-use super::timing::{MAX_SPAN_MS, ms, ns};
+use super::timing::{MAX_SPAN_MS, MS, NEVER, ms, ns};
 
 /// The numbers of a finding other than its span.
 #[derive(Default)]
@@ -60,7 +59,7 @@ pub(super) struct PassState {
     pub(super) upstream: Vec<u32>,
     /// Per span: a `budget_reset` or `budget_dropped` on it or on its path up.
     pub(super) caused_above: Vec<bool>,
-    /// Index into `edges` of each hop's incoming edge.
+    /// Index into `edges` of each hop's incoming edge, and of each untraced call's own.
     pub(super) edge_of: Vec<u32>,
     /// Per call that declares no timeout: its slack to its hop's wait limit (`timeouts`), for
     /// the edge sample of the hop it leads into.
@@ -130,8 +129,11 @@ impl RulePass<'_> {
         self.forwarded_dropped(i);
         self.shed_call(i);
         let h = self.timing.hop_of[i];
-        if !reset && self.spans[i].kind == SpanKind::Client && h != NONE {
-            self.timeout_inverted(i, h as usize);
+        if self.spans[i].kind == SpanKind::Client && h != NONE {
+            if !reset {
+                self.timeout_inverted(i, h as usize);
+            }
+            self.untraced_sample(i, h as usize);
         }
     }
 
@@ -200,17 +202,23 @@ impl RulePass<'_> {
     }
 
     /// "…; 1,254 ms of work below it for nobody: orders 624, inventory 630", for the dead work
-    /// in the subtree of span `i` (`own` says whether hop `i`'s own dead work is counted).
+    /// in the subtree of span `i`: each hop's own work, and each wait on an untraced callee
+    /// under the callee's name (`own` says whether hop `i`'s own work is counted).
     pub(super) fn dead_below(&self, i: usize, own: bool) -> (i64, String) {
+        let t = self.timing;
         let total = if own {
-            self.timing.below[i]
+            t.below[i]
         } else {
-            self.timing.below[i] - self.timing.dead[i]
+            t.below[i] - t.own_dead[i]
         };
         if total <= 0 {
             return (0, String::new());
         }
         let mut by: Vec<(Arc<str>, i64)> = Vec::new();
+        let mut add = |name: &Arc<str>, d: i64| match by.iter_mut().find(|(s, _)| s == name) {
+            Some((_, n)) => *n += d,
+            None => by.push((name.clone(), d)),
+        };
         let mut stack: Vec<usize> = vec![i];
         // Names only: the total is known, so a huge subtree is looked at in part.
         let mut budget = 4096;
@@ -219,12 +227,12 @@ impl RulePass<'_> {
             if budget == 0 {
                 break;
             }
-            if self.spans[x].kind.is_hop() && self.timing.dead[x] > 0 && (own || x != i) {
-                let service = self.spans[x].service;
-                match by.iter_mut().find(|(s, _)| s == service) {
-                    Some((_, d)) => *d += self.timing.dead[x],
-                    None => by.push((service.clone(), self.timing.dead[x])),
-                }
+            let s = &self.spans[x];
+            if s.kind.is_hop() && t.own_dead[x] > 0 && (own || x != i) {
+                add(s.service, t.own_dead[x]);
+            }
+            if s.kind.is_call() && t.waited[x] > 0 {
+                add(&self.untraced_callee(x), t.waited[x]);
             }
             stack.extend(self.tree.children(x).iter().rev().map(|&c| c as usize));
         }
@@ -247,6 +255,13 @@ impl RulePass<'_> {
         )
     }
 
+    /// The name of the callee of CLIENT call `c` when no hop of it is in the chain: what the
+    /// span names (`peer.service`, `server.address`, `db.system`...), else the span's name.
+    pub(super) fn untraced_callee(&self, c: usize) -> Arc<str> {
+        let s = &self.spans[c];
+        s.callee_name.unwrap_or(s.name).clone()
+    }
+
     /// The edge sample of hop `i`, when another service (or a call) leads into it.
     fn edge_sample(&mut self, i: usize) {
         let spans = self.spans;
@@ -257,31 +272,114 @@ impl RulePass<'_> {
         }
         let ps = &spans[p as usize];
         let is_call = ps.kind.is_call();
-        if !is_call && ps.service == s.service {
+        if !is_call && ps.service != s.service {
+            // A proxy's one span (or an uninstrumented client's) stands for the call.
+        } else if !is_call {
             return;
         }
-        let latency_ms = (ps.kind == SpanKind::Client).then(|| {
-            ms(ns(ps.end_unix_nano).saturating_sub(ns(ps.start_unix_nano))).clamp(0, MAX_SPAN_MS)
-        });
+        let t = self.timing;
+        let caller = t.hop_of[p as usize];
         let call = is_call.then_some(p as usize);
+        let (latency_ms, unanswered, call_end, wait_slack) = match call {
+            Some(c) => {
+                let latency = (ps.kind == SpanKind::Client).then(|| span_ms(ps));
+                (
+                    latency,
+                    t.unanswered[c],
+                    ns(ps.end_unix_nano),
+                    self.state.wait_slack[c],
+                )
+            }
+            None => {
+                // From the callee's start (an uninstrumented client's span: its own start)
+                // until the callee was done or the proxy's span ended.
+                let end = ns(ps.end_unix_nano).min(t.extent_end[i]);
+                let start = if ps.kind == SpanKind::Internal {
+                    ns(ps.start_unix_nano)
+                } else {
+                    ns(s.start_unix_nano)
+                };
+                let slack = Some(caller)
+                    .filter(|&h| h != NONE)
+                    .and_then(|h| self.slack_from(start, h as usize));
+                let latency = ms(end.saturating_sub(start)).clamp(0, MAX_SPAN_MS);
+                (Some(latency), t.unanswered[i], end, slack)
+            }
+        };
         self.state.edge_of[i] = self.edges.len() as u32;
-        self.edges.push(EdgeSample {
+        let sample = EdgeSample {
             caller: ps.service.clone(),
             callee: s.service.clone(),
             received_ms: s.budget.received_ms,
             forwarded_ms: self.forwarded_into(i),
             findings: Default::default(),
-            wasted_ms: self.timing.dead[i],
+            wasted_ms: t.own_dead[i],
             latency_ms,
             timeout_ms: call.and_then(|c| spans[c].budget.timeout_ms),
-            unanswered_ms: call.filter(|&c| self.timing.unanswered[c]).and(latency_ms),
+            unanswered_ms: latency_ms.filter(|_| unanswered),
             call: call.map(|c| spans[c].span_id),
-            wait_slack: call.and_then(|c| self.state.wait_slack[c]),
+            wait_slack,
             attempt: call.and_then(|c| spans[c].budget.attempt),
-            caller_budget_ms: Some(self.timing.hop_of[p as usize])
-                .filter(|&h| h != NONE)
-                .and_then(|h| spans[h as usize].budget.budget_ms()),
-        });
+            caller_budget_ms: self.caller_budget(caller),
+            untraced: false,
+            answered_for_nobody: latency_ms.is_some()
+                && !unanswered
+                && self.after_give_up(caller, call_end),
+            root_left: None,
+        };
+        self.edges.push(sample);
+    }
+
+    /// The edge sample of CLIENT call `c` of hop `h` when no hop of its callee is in the chain:
+    /// an edge to the untraced callee the call names, carrying the hop's wait on it.
+    pub(super) fn untraced_sample(&mut self, c: usize, h: usize) {
+        let spans = self.spans;
+        let s = &spans[c];
+        if s.kind != SpanKind::Client
+            || s.budget.outcome == Some(Outcome::Refused)
+            || self.timing.absurd[c]
+            || self.callee(c).is_some()
+        {
+            return;
+        }
+        let t = self.timing;
+        let latency = span_ms(s);
+        let unanswered = t.unanswered[c];
+        self.state.edge_of[c] = self.edges.len() as u32;
+        let sample = EdgeSample {
+            caller: spans[h].service.clone(),
+            callee: self.untraced_callee(c),
+            received_ms: None,
+            forwarded_ms: s.budget.forwarded_ms,
+            findings: Default::default(),
+            wasted_ms: t.waited[c],
+            latency_ms: Some(latency),
+            timeout_ms: s.budget.timeout_ms,
+            unanswered_ms: unanswered.then_some(latency),
+            call: Some(s.span_id),
+            wait_slack: self.state.wait_slack[c],
+            attempt: s.budget.attempt,
+            caller_budget_ms: self.caller_budget(h as u32),
+            untraced: true,
+            answered_for_nobody: !unanswered && self.after_give_up(h as u32, ns(s.end_unix_nano)),
+            root_left: None,
+        };
+        self.edges.push(sample);
+    }
+
+    /// The budget of calling hop `h` (what it received, else its default).
+    fn caller_budget(&self, h: u32) -> Option<i64> {
+        Some(h)
+            .filter(|&h| h != NONE)
+            .and_then(|h| self.spans[h as usize].budget.budget_ms())
+    }
+
+    /// Whether a call of hop `h` that ended at `end` (ns) was answered after `h`'s give-up.
+    fn after_give_up(&self, h: u32, end: i64) -> bool {
+        h != NONE && {
+            let give_up = self.timing.give_up[h as usize];
+            give_up != NEVER && end > give_up.saturating_add(self.opts.tolerance_ms * MS)
+        }
     }
 
     /// The edge a finding on span `i` counts against, if any.
@@ -290,7 +388,8 @@ impl RulePass<'_> {
         let hop = if s.kind.is_hop() {
             Some(i)
         } else if s.kind.is_call() {
-            self.callee(i)
+            // Its callee's edge; an untraced callee's is the call's own.
+            Some(self.callee(i).unwrap_or(i))
         } else {
             Some(self.timing.hop_of[i])
                 .filter(|&h| h != NONE)
@@ -300,6 +399,11 @@ impl RulePass<'_> {
             .filter(|&e| e != NONE)
             .map(|e| e as usize)
     }
+}
+
+/// A span's duration in whole ms, within a span's possible length.
+fn span_ms(s: &SpanView<'_>) -> i64 {
+    ms(ns(s.end_unix_nano).saturating_sub(ns(s.start_unix_nano))).clamp(0, MAX_SPAN_MS)
 }
 
 /// `1254` as `1,254`.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::analysis::chain::{Link, NONE, SpanView, Tree, refill};
-use crate::analysis::chain_analysis::{ChainSummary, Options, Row};
+use crate::analysis::chain_analysis::{ChainSummary, Options, RootLeft, Row};
 use crate::analysis::finding_kind::{KindSet, SeverityCounts};
 use crate::analysis::model::{ChainOutcome, Finding, Outcome};
 
@@ -63,6 +63,7 @@ pub(super) fn rows(
                 findings: kinds[i],
                 dead_ms: u32::try_from(timing.dead[i]).unwrap_or(u32::MAX),
                 late_ms: timing.late_ms(spans, i),
+                waiting_ms: u32::try_from(timing.waiting[i]).unwrap_or(u32::MAX),
                 retried: state.retried[i],
                 awaits_callee: s.kind.is_call()
                     && s.budget.outcome != Some(Outcome::Refused)
@@ -73,7 +74,9 @@ pub(super) fn rows(
         .collect()
 }
 
-/// The chain at a glance. `hops` are the chain's hops, in arrival order.
+/// The chain at a glance, and the call its root left open while the callee still worked (a
+/// proxy's one span: see [`RootLeft`]), by its callee hop. `hops` are the chain's hops, in
+/// arrival order.
 pub(super) fn summary(
     spans: &[SpanView<'_>],
     tree: &Tree,
@@ -82,7 +85,7 @@ pub(super) fn summary(
     counts: SeverityCounts,
     hops: &[usize],
     options: &Options,
-) -> ChainSummary {
+) -> (ChainSummary, Option<(usize, RootLeft)>) {
     let chain_start = spans.iter().map(|s| s.start_unix_nano).min().unwrap_or(0);
     let chain_end = spans
         .iter()
@@ -97,12 +100,28 @@ pub(super) fn summary(
         .map(|&i| i as usize)
         .find(|&i| spans[i].kind.is_hop());
     let t = timing;
+    let mut root_left = None;
     let outcome = match root {
         None => ChainOutcome::InFlight,
         Some(r) if tree.link[r] == Link::Orphan => ChainOutcome::InFlight,
         Some(r) => {
             let h = first_hop.unwrap_or(r);
+            let left = t.left_working(spans, tree, h, options);
             match chain_outcome(&spans[h]) {
+                // It answered, or failed, while its callee still worked: it relayed nothing
+                // (a proxy that records one span). Its caller hung up, or it failed, unless
+                // the call lasted the edge's timeout, which only the edge's totals tell.
+                o @ (ChainOutcome::Ok | ChainOutcome::Error) if left.is_some() => {
+                    if let Some((callee, after_ms)) = left {
+                        let answered = o == ChainOutcome::Ok;
+                        root_left = Some((callee, RootLeft { after_ms, answered }));
+                    }
+                    if o == ChainOutcome::Ok {
+                        ChainOutcome::Cancelled
+                    } else {
+                        o
+                    }
+                }
                 // Answered "fine" while one of its own calls was still waiting for an
                 // answer: it did not answer, its caller hung up (Node.js's http
                 // instrumentation ends the span so, with status 200).
@@ -120,7 +139,7 @@ pub(super) fn summary(
             }
         }
     };
-    ChainSummary {
+    let summary = ChainSummary {
         root_service: root.map(|r| spans[r].service.clone()).unwrap_or_default(),
         root_name: root.map(|r| spans[r].name.clone()).unwrap_or_default(),
         start_unix_nano: chain_start,
@@ -143,7 +162,8 @@ pub(super) fn summary(
             .map(|&h| t.dead[h])
             .fold(0i64, i64::saturating_add),
         outcome,
-    }
+    };
+    (summary, root_left)
 }
 
 /// The services of hops whose budget is not known (coverage), sorted, once each.

@@ -72,29 +72,33 @@ impl RulePass<'_> {
     /// timeout inferred over many chains is judged per edge, exactly, when a report is written.
     fn wait_slack(&mut self, c: usize, h: usize) {
         let s = &self.spans[c];
-        let limit = self.timing.wait_limit[h];
-        if s.budget.timeout_ms.is_some() || s.budget.forwarded_ms.is_some() || limit == NEVER {
+        if s.budget.timeout_ms.is_some() || s.budget.forwarded_ms.is_some() {
             return;
+        }
+        self.state.wait_slack[c] = self.slack_from(ns(s.start_unix_nano), h);
+    }
+
+    /// The wait slack of a call of hop `h` that started at `start` (ns), declaring no timeout.
+    pub(super) fn slack_from(&self, start: i64, h: usize) -> Option<WaitSlack> {
+        let limit = self.timing.wait_limit[h];
+        if limit == NEVER {
+            return None;
         }
         let tol = self.opts.tolerance_for(self.spans[h].budget.source) * MS;
         // Blame stays with the cause (as above): below a reset or a drop, only a timeout past
         // the hop's own deadline is the hop's.
         let threshold = if self.state.caused_above[h] {
-            match self.deadline(h) {
-                Some(d) => limit.max(d),
-                None => return,
-            }
+            limit.max(self.deadline(h)?)
         } else {
             limit
         };
-        let start = ns(s.start_unix_nano);
-        self.state.wait_slack[c] = Some(WaitSlack {
+        Some(WaitSlack {
             slack_ms: threshold
                 .saturating_add(tol)
                 .saturating_sub(start)
                 .div_euclid(MS),
             left_ms: ms(limit.saturating_sub(start)),
             hop_budget_ms: self.spans[h].budget.budget_ms(),
-        });
+        })
     }
 }

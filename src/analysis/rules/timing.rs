@@ -4,6 +4,7 @@
 //! (and the dead work in each subtree), its wait limit, and the outcome its status implies.
 //! The rule pass reads these numbers; it never changes them.
 
+use crate::analysis::cause::{Cause, failure_cause};
 use crate::analysis::chain::{Link, NONE, SpanView, Tree, refill};
 use crate::analysis::chain_analysis::Options;
 use crate::analysis::edges::EdgeTimeouts;
@@ -119,11 +120,23 @@ pub(super) struct Timing {
     pub(super) transit: Vec<i64>,
     /// The earliest moment anyone above the hop stopped waiting, ns ([`NEVER`]: nobody waits).
     pub(super) give_up: Vec<i64>,
-    /// The hop's dead work: its work after its give-up time, ms.
+    /// Whether each hop hangs directly under a span of another service that is not a call (a
+    /// proxy that records one span, or an uninstrumented client): that span stands for the call.
+    pub(super) proxied: Vec<bool>,
+    /// The hop's dead work, ms: its time past its give-up less its waits on calls whose callee
+    /// hop is in the chain, its waits on untraced callees included (see `dead_work`).
     pub(super) dead: Vec<i64>,
+    /// The part of a hop's dead work that is its own work (not waiting on a call), ms.
+    pub(super) own_dead: Vec<i64>,
+    /// Per hop: its time past its give-up spent waiting on its calls, ms (drawn as waiting).
+    pub(super) waiting: Vec<i64>,
+    /// Per CLIENT call with no callee hop in the chain: its hop's wait on it past the hop's
+    /// give-up, ms: dead work counted on the call's own edge.
+    pub(super) waited: Vec<i64>,
     /// Per span: the dead work of every hop in its subtree (itself included), ms.
     pub(super) below: Vec<i64>,
-    /// Per call: it failed without an answer from its callee.
+    /// Per call: it failed without an answer from its callee. Per proxied hop: its caller's
+    /// span ended while it still worked (the call it stands for got no answer).
     pub(super) unanswered: Vec<bool>,
     /// Spans too long to be real (see [`MAX_SPAN_MS`]).
     pub(super) absurd: Vec<bool>,
@@ -134,6 +147,9 @@ pub(super) struct Timing {
     // Working space of `measure`, kept for the next chain.
     busy: Vec<bool>,
     call_answers: Vec<(u32, i64)>,
+    pub(super) waits: Vec<(u32, i64, i64, u32)>,
+    pub(super) calls_below: Vec<bool>,
+    pub(super) intervals: [Vec<(i64, i64)>; 2],
 }
 
 impl Timing {
@@ -152,13 +168,20 @@ impl Timing {
             extent_end,
             transit,
             give_up,
-            dead,
-            below,
+            proxied,
+            dead: _,
+            own_dead: _,
+            waiting: _,
+            waited: _,
+            below: _,
             unanswered,
             absurd,
             wait_limit,
             busy,
             call_answers,
+            waits: _,
+            calls_below: _,
+            intervals: _,
         } = self;
         let n = spans.len();
         refill(hop_of, n, NONE);
@@ -196,6 +219,17 @@ impl Timing {
                 extent_end[h] = extent_end[h].max(ns(spans[i].end_unix_nano));
             }
         }
+        // A callee hop that started under a hop (a proxy's one span) is work or a call of it.
+        refill(proxied, n, false);
+        for i in 0..n {
+            let p = tree.parent[i];
+            if !spans[i].kind.is_hop() || p == NONE || hop_of[p as usize] == NONE {
+                continue;
+            }
+            busy[hop_of[p as usize] as usize] = true;
+            let ps = &spans[p as usize];
+            proxied[i] = !ps.kind.is_call() && ps.service != spans[i].service;
+        }
 
         refill(unanswered, n, false);
         for i in 0..n {
@@ -220,15 +254,24 @@ impl Timing {
             } else {
                 // No response status: a client timeout or abort, whatever names it (requests'
                 // `ReadTimeout`, undici's code, Go's `context.deadlineExceededError` or
-                // `*url.Error`: any `error.type`), or a status ERROR, or an exception event.
-                s.status == SpanStatus::Error
-                    || f.exception_event
-                    || s.error_type.is_some()
-                    || matches!(
-                        f.outcome,
-                        Some(Outcome::DeadlineExceeded | Outcome::Cancelled)
-                    )
+                // `*url.Error`: any `error.type`), or a status ERROR, or an exception event;
+                // unless its words name another cause (a refused connection, a constraint).
+                let failed =
+                    s.status == SpanStatus::Error || f.exception_event || s.error_type.is_some();
+                let cause = failure_cause(s.error_type.map(|e| &**e), f.other_cause);
+                matches!(
+                    f.outcome,
+                    Some(Outcome::DeadlineExceeded | Outcome::Cancelled)
+                ) || (failed && cause != Some(Cause::Other))
             };
+        }
+        // The call a proxy's one span stands for got no answer when its callee outlived it.
+        for i in 0..n {
+            if proxied[i] {
+                let p = tree.parent[i] as usize;
+                unanswered[i] = extent_end[i]
+                    > ns(spans[p].end_unix_nano).saturating_add(opts.tolerance_ms * MS);
+            }
         }
 
         // What each hop's calls were answered, to tell a relayed status from the hop's own.
@@ -308,31 +351,6 @@ impl Timing {
             give_up[i] = own.min(above);
         }
 
-        refill(dead, n, 0i64);
-        for i in 0..n {
-            if !spans[i].kind.is_hop() || absurd[i] || is_shed(outcome[i]) {
-                continue;
-            }
-            if give_up[i] == NEVER {
-                continue;
-            }
-            // The transit allowance and the tolerance are thresholds, never subtracted from
-            // what is reported.
-            let over = extent_end[i].saturating_sub(give_up[i].saturating_add(transit[i]));
-            if over > opts.tolerance_ms * MS {
-                let counted = extent_end[i].saturating_sub(give_up[i].max(work_start[i]));
-                dead[i] = ms(counted).clamp(0, MAX_SPAN_MS);
-            }
-        }
-        below.clear();
-        below.extend_from_slice(dead);
-        for &i in tree.order.iter().rev() {
-            let p = tree.parent[i as usize];
-            if p != NONE {
-                below[p as usize] = below[p as usize].saturating_add(below[i as usize]);
-            }
-        }
-
         // The wait limit: this hop's own deadline, the timeout of the call into it, and the
         // wait limit of the hop that made that call.
         refill(wait_limit, n, NEVER);
@@ -357,6 +375,7 @@ impl Timing {
             }
             wait_limit[i] = limit;
         }
+        self.measure_dead(spans, tree, opts);
     }
 }
 
@@ -374,8 +393,38 @@ impl Timing {
         })
     }
 
+    /// The callee hop directly under hop `h`'s spans (a proxy's one span standing for the call)
+    /// that was still working when `h`'s span ended, the latest to start if several; and how
+    /// long that call had lasted then, ms.
+    pub(super) fn left_working(
+        &self,
+        spans: &[SpanView<'_>],
+        tree: &Tree,
+        h: usize,
+        opts: &Options,
+    ) -> Option<(usize, i64)> {
+        let end = ns(spans[h].end_unix_nano);
+        let callee = (0..spans.len())
+            .filter(|&i| {
+                self.proxied[i]
+                    && self.hop_of[tree.parent[i] as usize] == h as u32
+                    && self.extent_end[i] > end.saturating_add(opts.tolerance_ms * MS)
+            })
+            .max_by_key(|&i| (spans[i].start_unix_nano, i))?;
+        let p = &spans[tree.parent[callee] as usize];
+        let start = if p.kind == SpanKind::Internal {
+            p.start_unix_nano
+        } else {
+            spans[callee].start_unix_nano
+        };
+        Some((
+            callee,
+            ms(end.saturating_sub(ns(start))).clamp(0, MAX_SPAN_MS),
+        ))
+    }
+
     /// By how many ms root hop `h` answered after the budget it received ran out, when that is
-    /// past the tolerance: a `late_answer`, whatever its status.
+    /// past the tolerance, whatever its status (`late_answer` and the `late` outcome ask it of answers).
     pub(super) fn late_by(
         spans: &[SpanView<'_>],
         tree: &Tree,
@@ -393,24 +442,5 @@ impl Timing {
         let ran_out = ns(s.start_unix_nano).saturating_add(b.saturating_mul(MS));
         let late = ns(s.end_unix_nano).saturating_sub(ran_out);
         (late > opts.tolerance_for(s.budget.source).saturating_mul(MS)).then(|| ms(late))
-    }
-
-    /// How much of span `i`'s own bar lies after its hop's give-up time, when that hop has dead
-    /// work: what a waterfall paints as work for nobody.
-    pub(super) fn late_ms(&self, spans: &[SpanView<'_>], i: usize) -> u32 {
-        let h = self.hop_of[i];
-        if h == NONE || self.dead[h as usize] == 0 || self.absurd[i] {
-            return 0;
-        }
-        let s = &spans[i];
-        let start = if h as usize == i {
-            self.work_start[i]
-        } else {
-            ns(s.start_unix_nano)
-        };
-        let from = start.max(self.give_up[h as usize]);
-        // A call open past its hop's work is waiting, not work for nobody.
-        let to = ns(s.end_unix_nano).min(self.extent_end[h as usize]);
-        u32::try_from(ms(to.saturating_sub(from)).max(0)).unwrap_or(u32::MAX)
     }
 }

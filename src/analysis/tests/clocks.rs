@@ -159,14 +159,14 @@ fn nested_hops_on_a_skewed_clock_are_each_measured_against_their_corrected_calle
         .map(|f| f.span_id)
         .collect();
     assert_eq!(skewed, vec![sid(3), sid(5)]);
-    // Dead work on the corrected times: api worked to 1890, db to 1830, both after web's call
-    // ended at 1500.
+    // Dead work on the corrected times, each instant once: after web's call ended at 1500, db
+    // worked to 1830 while api waited for it (its call ends at 1840), then api worked 50 ms.
     let dead: Vec<(u32, u32)> = a
         .rows
         .iter()
         .filter(|r| r.dead_ms > 0)
         .map(|r| (r.span, r.dead_ms))
         .collect();
-    assert_eq!(dead, vec![(2, 390), (4, 330)]);
-    assert_eq!(a.summary.wasted_ms, 720);
+    assert_eq!(dead, vec![(2, 50), (4, 330)]);
+    assert_eq!(a.summary.wasted_ms, 380);
 }

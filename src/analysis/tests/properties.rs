@@ -30,12 +30,14 @@ fn any_facts() -> impl Strategy<Value = BudgetFacts> {
         Outcome::Error,
     ]));
     let error_type = prop::option::of(prop::sample::select(vec!["timeout", "503"]));
+    let callee_name = prop::option::of(prop::sample::select(vec!["postgresql", "api.example"]));
     (
         (n(), n(), n(), n(), n()),
         (n(), n(), n(), n()),
         (n(), n(), n(), error_type),
         source,
         outcome,
+        (callee_name, any::<bool>()),
     )
         .prop_map(
             |(
@@ -44,6 +46,7 @@ fn any_facts() -> impl Strategy<Value = BudgetFacts> {
                 (sla, http, rpc, error_type),
                 source,
                 outcome,
+                (callee_name, other_cause),
             )| {
                 BudgetFacts {
                     received_ms: received,
@@ -62,6 +65,8 @@ fn any_facts() -> impl Strategy<Value = BudgetFacts> {
                     rpc_status: rpc,
                     error_type: error_type.map(Arc::from),
                     exception_event: false,
+                    other_cause,
+                    callee_name: callee_name.map(Arc::from),
                 }
             },
         )
@@ -122,7 +127,8 @@ proptest! {
             .count()
                 + usize::from(b.source.is_some())
                 + usize::from(b.outcome.is_some())
-                + usize::from(b.error_type.is_some());
+                + usize::from(b.error_type.is_some())
+                + usize::from(b.callee_name.is_some());
             (s.end_unix_nano, facts)
         };
         for s in spans {
