@@ -94,9 +94,24 @@ fn otlp_span(s: &Span, attributes: Vec<KeyValue>) -> OtlpSpan {
         start_time_unix_nano: s.start_unix_nano,
         end_time_unix_nano: s.end_unix_nano,
         attributes,
+        // What the analysis read of a failure beyond its attributes: that it failed, and that
+        // its words named another cause than a missing answer.
+        events: if s.budget.exception_event {
+            vec![span::Event {
+                time_unix_nano: s.end_unix_nano,
+                name: semconv::EXCEPTION_EVENT.into(),
+                ..span::Event::default()
+            }]
+        } else {
+            Vec::new()
+        },
         status: Some(Status {
             code: code as i32,
-            ..Status::default()
+            message: if s.budget.other_cause {
+                "failed for another cause".into()
+            } else {
+                String::new()
+            },
         }),
         ..OtlpSpan::default()
     }
@@ -143,6 +158,9 @@ fn fact_attributes(f: &BudgetFacts) -> Vec<KeyValue> {
     }
     if let Some(error) = &f.error_type {
         out.push(string(semconv::ERROR_TYPE, error));
+    }
+    if let Some(callee) = &f.callee_name {
+        out.push(string(semconv::CALLEE_NAME_KEYS[0], callee));
     }
     out
 }

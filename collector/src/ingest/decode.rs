@@ -72,10 +72,19 @@ fn decode_span(
     for kv in &span.attributes {
         facts.attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
     }
-    facts.exception_event = span
+    if let Some(e) = span
         .events
         .iter()
-        .any(|e| e.name == semconv::EXCEPTION_EVENT);
+        .find(|e| e.name == semconv::EXCEPTION_EVENT)
+    {
+        facts.exception_event = true;
+        for kv in &e.attributes {
+            facts.exception_attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
+        }
+    }
+    if let Some(status) = &span.status {
+        facts.failure_words(&status.message);
+    }
     SpanParts {
         trace_id: &span.trace_id,
         span_id: &span.span_id,

@@ -140,17 +140,19 @@ impl SpanParts<'_> {
             Some(2) => SpanStatus::Error,
             _ => SpanStatus::Unset,
         };
+        let name = interner.intern(name);
+        let budget = facts.finish(kind, self.start_unix_nano, &mut |n| interner.intern(n));
         Ok(Span {
             trace_id: TraceId(trace_id),
             span_id: SpanId(span_id),
             parent_span_id,
             service: service.clone(),
-            name: interner.intern(name),
+            name,
             kind,
             start_unix_nano: self.start_unix_nano,
             end_unix_nano: self.end_unix_nano,
             status,
-            budget: facts.finish(kind, self.start_unix_nano),
+            budget,
         })
     }
 }

@@ -8,8 +8,9 @@
 
 use std::sync::Arc;
 
-use deadline_budget::analysis::{BudgetFacts, BudgetSource, Outcome, SpanKind};
+use deadline_budget::analysis::{BudgetFacts, BudgetSource, Cause, Outcome, SpanKind, cause_named};
 use deadline_budget::carrier::{Carriers, Received};
+use deadline_budget::semconv;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 
 /// Reads the contract's attributes of a span of `kind`; falls back to captured headers (the
@@ -25,7 +26,7 @@ pub fn budget_facts(
     for kv in attributes {
         facts.attribute(kv.key.as_bytes(), value_ref(kv.value.as_ref()));
     }
-    facts.finish(kind, start_unix_nano)
+    facts.finish(kind, start_unix_nano, &mut |name| Arc::from(name))
 }
 
 /// An attribute value as the facts reader sees it, borrowed from a decoded `AnyValue` or
@@ -154,6 +155,9 @@ pub(super) enum Fact {
     HttpStatusOld,
     RpcStatus,
     ErrorType,
+    /// A key that names a call's callee, at this position in `CALLEE_NAME_KEYS` (the first
+    /// present wins).
+    CalleeName(usize),
     /// A captured request header or metadata entry of the carrier at this position.
     Carrier(usize),
 }
@@ -162,7 +166,7 @@ pub(super) enum Fact {
 /// which cost more than the match itself (docs/performance.md, "The decoder's hot paths"). A
 /// key equal to one of these is valid UTF-8, since they are `str`s.
 mod key {
-    use deadline_budget::semconv;
+    use super::semconv;
 
     pub const RECEIVED_MS: &[u8] = semconv::RECEIVED_MS.as_bytes();
     pub const SOURCE: &[u8] = semconv::SOURCE.as_bytes();
@@ -181,6 +185,11 @@ mod key {
     pub const RPC_STATUS_CODE: &[u8] = semconv::RPC_STATUS_CODE.as_bytes();
     pub const RPC_RESPONSE_STATUS_CODE: &[u8] = semconv::RPC_RESPONSE_STATUS_CODE.as_bytes();
     pub const ERROR_TYPE: &[u8] = semconv::ERROR_TYPE.as_bytes();
+    pub const PEER_SERVICE: &[u8] = semconv::CALLEE_NAME_KEYS[0].as_bytes();
+    pub const SERVER_ADDRESS: &[u8] = semconv::CALLEE_NAME_KEYS[1].as_bytes();
+    pub const NET_PEER_NAME: &[u8] = semconv::CALLEE_NAME_KEYS[2].as_bytes();
+    pub const DB_SYSTEM_NAME: &[u8] = semconv::CALLEE_NAME_KEYS[3].as_bytes();
+    pub const DB_SYSTEM: &[u8] = semconv::CALLEE_NAME_KEYS[4].as_bytes();
     pub const CARRIER_PREFIXES: [&[u8]; 3] = [
         semconv::HTTP_REQUEST_HEADER_PREFIX.as_bytes(),
         semconv::RPC_REQUEST_METADATA_PREFIX.as_bytes(),
@@ -192,7 +201,10 @@ impl Fact {
     /// Inline, so most keys (not ours: a look at the first byte skips them) cost no call.
     #[inline(always)]
     pub(super) fn of(key_bytes: &[u8], carriers: &Carriers) -> Option<Fact> {
-        if !matches!(key_bytes.first(), Some(b'b' | b'h' | b'r' | b'e')) {
+        if !matches!(
+            key_bytes.first(),
+            Some(b'b' | b'h' | b'r' | b'e' | b'p' | b's' | b'n' | b'd')
+        ) {
             return None;
         }
         Fact::matching(key_bytes, carriers)
@@ -216,6 +228,11 @@ impl Fact {
             HTTP_STATUS_CODE => Fact::HttpStatusOld,
             RPC_GRPC_STATUS_CODE | RPC_STATUS_CODE | RPC_RESPONSE_STATUS_CODE => Fact::RpcStatus,
             ERROR_TYPE => Fact::ErrorType,
+            PEER_SERVICE => Fact::CalleeName(0),
+            SERVER_ADDRESS => Fact::CalleeName(1),
+            NET_PEER_NAME => Fact::CalleeName(2),
+            DB_SYSTEM_NAME => Fact::CalleeName(3),
+            DB_SYSTEM => Fact::CalleeName(4),
             _ => {
                 let name = CARRIER_PREFIXES
                     .iter()
@@ -238,6 +255,13 @@ pub(super) struct FactsReader<'a> {
     http_status_old: Option<i64>,
     /// Whether the span has an `exception` event (set by the decoder, which reads events).
     pub(super) exception_event: bool,
+    /// The callee names the span gives, by their place in `CALLEE_NAME_KEYS`.
+    callee_names: [Option<&'a str>; semconv::CALLEE_NAME_KEYS.len()],
+    /// Its first exception event's type.
+    exception_type: Option<&'a str>,
+    /// What the failure's words named: a missing answer, another cause.
+    no_answer: bool,
+    other_cause: bool,
 }
 
 impl<'a> FactsReader<'a> {
@@ -248,6 +272,33 @@ impl<'a> FactsReader<'a> {
             captured: Vec::new(),
             http_status_old: None,
             exception_event: false,
+            callee_names: [None; semconv::CALLEE_NAME_KEYS.len()],
+            exception_type: None,
+            no_answer: false,
+            other_cause: false,
+        }
+    }
+
+    /// An attribute of the span's first `exception` event (its type, its message): read for
+    /// what they say of the failure's cause.
+    pub(super) fn exception_attribute(&mut self, key: &[u8], value: ValueRef<'a>) {
+        let Some(text) = value.str() else {
+            return;
+        };
+        if key == semconv::EXCEPTION_TYPE.as_bytes() {
+            self.exception_type.get_or_insert(text);
+        } else if key != semconv::EXCEPTION_MESSAGE.as_bytes() {
+            return;
+        }
+        self.failure_words(text);
+    }
+
+    /// The span's status message: read for what it says of the failure's cause.
+    pub(super) fn failure_words(&mut self, text: &str) {
+        match cause_named(text) {
+            Some(Cause::NoAnswer) => self.no_answer = true,
+            Some(Cause::Other) => self.other_cause = true,
+            None => {}
         }
     }
 
@@ -279,6 +330,7 @@ impl<'a> FactsReader<'a> {
             Fact::HttpStatusOld => self.http_status_old = value.int(),
             Fact::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.grpc_code()),
             Fact::ErrorType => facts.error_type = value.text(),
+            Fact::CalleeName(i) => self.callee_names[i] = value.str().filter(|v| !v.is_empty()),
             Fact::Carrier(i) => {
                 if let Some(v) = value.header()
                     && !self.captured.iter().any(|(at, _)| *at == i)
@@ -289,10 +341,30 @@ impl<'a> FactsReader<'a> {
         }
     }
 
-    pub(super) fn finish(mut self, kind: SpanKind, start_unix_nano: u64) -> BudgetFacts {
+    /// The span's facts; `intern` keeps the one copy of a callee's name.
+    pub(super) fn finish(
+        mut self,
+        kind: SpanKind,
+        start_unix_nano: u64,
+        intern: &mut dyn FnMut(&str) -> Arc<str>,
+    ) -> BudgetFacts {
         let facts = &mut self.facts;
         facts.http_status = facts.http_status.or(self.http_status_old);
         facts.exception_event = self.exception_event;
+        if let Some(e) = &facts.error_type {
+            match cause_named(e) {
+                Some(Cause::NoAnswer) => self.no_answer = true,
+                Some(Cause::Other) => self.other_cause = true,
+                None => {}
+            }
+        }
+        if facts.error_type.is_none() {
+            facts.error_type = self.exception_type.map(Arc::from);
+        }
+        facts.other_cause = self.other_cause && !self.no_answer;
+        if kind == SpanKind::Client {
+            facts.callee_name = self.callee_names.iter().flatten().next().map(|n| intern(n));
+        }
         let hop_knows = facts.source.is_some() || facts.received_ms.is_some();
         let start_ms = i64::try_from(start_unix_nano / 1_000_000).unwrap_or(i64::MAX);
         if kind.is_hop() && hop_knows && facts.deadline_unix_ms.is_none() {

@@ -116,7 +116,7 @@ fn resource<'a>(scan: &mut Scan<'a>) -> Option<Option<&'a str>> {
                     service = match value {
                         Value::Read(ValueRef::Str(s)) => Some(std::str::from_utf8(s).ok()?),
                         Value::Read(_) => None,
-                        Value::Escaped => return None,
+                        Value::Escaped(_) => return None,
                     };
                 }
                 Some(())
@@ -272,7 +272,7 @@ fn span(
                     match value {
                         Value::Read(value) => facts.set(fact, value),
                         // A value the facts read, with an escape: the general reader's.
-                        Value::Escaped => return None,
+                        Value::Escaped(_) => return None,
                     }
                 }
                 Some(())
@@ -284,12 +284,7 @@ fn span(
         }
         "events" => {
             seen.once(11)?;
-            scan.nullable_array(|scan| {
-                if event(scan)? {
-                    facts.exception_event = true;
-                }
-                Some(())
-            })
+            scan.nullable_array(|scan| event(scan, &mut facts))
         }
         "droppedEventsCount" | "dropped_events_count" => {
             seen.once(12)?;
@@ -308,7 +303,7 @@ fn span(
             status_code = if scan.null() {
                 None
             } else {
-                Some(status(scan)?)
+                Some(status(scan, &mut facts)?)
             };
             Some(())
         }
@@ -340,9 +335,12 @@ const SPAN_KINDS: [&str; 6] = [
 const STATUS_CODES: [&str; 3] = ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"];
 
 /// A span's event; whether it is an `exception` (the call failed).
-fn event(scan: &mut Scan<'_>) -> Option<bool> {
+/// One event: an `exception` event says the span failed, and its type and message what of.
+fn event<'a: 'r, 'r>(scan: &mut Scan<'a>, facts: &mut FactsReader<'r>) -> Option<()> {
     let mut seen = Seen::default();
     let mut name = "";
+    // exception.type and exception.message, kept until the name is known.
+    let mut said: [Option<(&'a str, &'a str)>; 2] = [None; 2];
     scan.object(|scan, key| match key {
         "timeUnixNano" | "time_unix_nano" => {
             seen.once(0)?;
@@ -355,7 +353,24 @@ fn event(scan: &mut Scan<'_>) -> Option<bool> {
         }
         "attributes" => {
             seen.once(2)?;
-            scan.nullable_array(|scan| key_value(scan).map(drop))
+            scan.nullable_array(|scan| {
+                let (key, value) = key_value(scan)?;
+                let slot = [semconv::EXCEPTION_TYPE, semconv::EXCEPTION_MESSAGE]
+                    .iter()
+                    .position(|k| *k == key);
+                // A message with an escape is looked for words as written (no escape changes
+                // them); a type is kept (as `error.type`), so one with an escape is the
+                // general reader's.
+                match (slot, value) {
+                    (Some(slot), Value::Read(value)) => {
+                        said[slot] = value.str().map(|text| (key, text));
+                    }
+                    (Some(0), Value::Escaped(_)) => return None,
+                    (Some(slot), Value::Escaped(text)) => said[slot] = Some((key, text)),
+                    _ => {}
+                }
+                Some(())
+            })
         }
         "droppedAttributesCount" | "dropped_attributes_count" => {
             seen.once(3)?;
@@ -363,7 +378,13 @@ fn event(scan: &mut Scan<'_>) -> Option<bool> {
         }
         _ => scan.skip_value(),
     })?;
-    Some(name == semconv::EXCEPTION_EVENT)
+    if name == semconv::EXCEPTION_EVENT && !facts.exception_event {
+        facts.exception_event = true;
+        for (key, text) in said.into_iter().flatten() {
+            facts.exception_attribute(key.as_bytes(), ValueRef::Str(text.as_bytes()));
+        }
+    }
+    Some(())
 }
 
 fn link(scan: &mut Scan<'_>) -> Option<()> {
@@ -398,13 +419,17 @@ fn link(scan: &mut Scan<'_>) -> Option<()> {
 }
 
 /// A `Status`: its code (0 when not given).
-fn status(scan: &mut Scan<'_>) -> Option<i32> {
+fn status(scan: &mut Scan<'_>, facts: &mut FactsReader<'_>) -> Option<i32> {
     let mut seen = Seen::default();
     let mut code = 0;
     scan.object(|scan, key| match key {
         "message" => {
             seen.once(0)?;
-            scan.nullable_string()
+            // Its words as written: an escape changes none of the words looked for.
+            if let Some(text) = scan.nullable_raw_str()? {
+                facts.failure_words(text);
+            }
+            Some(())
         }
         "code" => {
             seen.once(1)?;
@@ -417,11 +442,12 @@ fn status(scan: &mut Scan<'_>) -> Option<i32> {
 }
 
 /// An attribute value as the facts read it, or one whose string has an escape (not decoded
-/// here: only a problem when the facts would read it).
+/// here: only a problem when the facts would read it; its text as written is kept, for the
+/// words of a failure).
 #[derive(Clone, Copy)]
 enum Value<'a> {
     Read(ValueRef<'a>),
-    Escaped,
+    Escaped(&'a str),
 }
 
 /// A `KeyValue`: its key and its value.
@@ -531,10 +557,14 @@ fn any_value<'a>(scan: &mut Scan<'a>) -> Option<Value<'a>> {
             return Some(());
         }
         value = match key {
-            "stringValue" | "string_value" => match scan.text()? {
-                Text::Plain(s) => Value::Read(ValueRef::Str(s.as_bytes())),
-                Text::Escaped => Value::Escaped,
-            },
+            "stringValue" | "string_value" => {
+                scan.ws();
+                let open = scan.at;
+                match scan.text()? {
+                    Text::Plain(s) => Value::Read(ValueRef::Str(s.as_bytes())),
+                    Text::Escaped => Value::Escaped(scan.text.get(open + 1..scan.at - 1)?),
+                }
+            }
             "boolValue" | "bool_value" => {
                 scan.boolean()?;
                 Value::Read(ValueRef::Other)
@@ -589,7 +619,7 @@ fn array_value<'a>(scan: &mut Scan<'a>) -> Option<Value<'a>> {
             has_first: false,
             first_str: None,
         }),
-        Some(Value::Escaped) => Value::Escaped,
+        Some(Value::Escaped(text)) => Value::Escaped(text),
         Some(Value::Read(first)) => Value::Read(ValueRef::Array {
             has_first: true,
             first_str: match first {

@@ -133,10 +133,23 @@ pub(super) fn decode_span_bytes<'a>(
                 }
             }
             (11, Field::Len(event)) if !facts.exception_event => {
-                // Only the name (field 2) is read: an `exception` event says the call failed.
+                // The name (field 2): an `exception` event says the call failed; its
+                // attributes (field 3) what of (its type and message).
+                let mut exception = false;
                 for field in fields(event) {
                     if let (2, Field::Len(name)) = field? {
-                        facts.exception_event = name == semconv::EXCEPTION_EVENT.as_bytes();
+                        exception = name == semconv::EXCEPTION_EVENT.as_bytes();
+                    }
+                }
+                if exception {
+                    facts.exception_event = true;
+                    for field in fields(event) {
+                        if let (3, Field::Len(kv)) = field?
+                            && let Ok((key, ValueBytes::One(any))) = key_and_value_bytes(kv)
+                            && let (Ok(value), true) = read_any_value(any, true)
+                        {
+                            facts.exception_attribute(key, value);
+                        }
                     }
                 }
             }
@@ -144,6 +157,11 @@ pub(super) fn decode_span_bytes<'a>(
                 let mut code = parts.status_code.unwrap_or(0);
                 for field in fields(status) {
                     match field? {
+                        (2, Field::Len(message)) => {
+                            if let Ok(text) = std::str::from_utf8(message) {
+                                facts.failure_words(text);
+                            }
+                        }
                         (3, Field::Varint(v)) => code = v as i32,
                         (3, _) => return Err(ProtobufError("status code of the wrong type")),
                         _ => {}

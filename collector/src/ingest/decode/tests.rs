@@ -275,6 +275,96 @@ fn an_exception_event_is_read_on_both_decoding_paths() {
     assert!(!decoded.spans[0].budget.exception_event);
 }
 
+/// A CLIENT span failing as `exception` says, with `status` as its message and `attributes`.
+fn failed_call(attributes: Vec<KeyValue>, exception: &[(&str, &str)], status: &str) -> otlp::Span {
+    otlp::Span {
+        trace_id: vec![1; 16],
+        span_id: vec![2; 8],
+        name: "SELECT".into(),
+        kind: 3,
+        start_time_unix_nano: 1,
+        end_time_unix_nano: 2,
+        attributes,
+        events: vec![otlp::span::Event {
+            name: "exception".into(),
+            attributes: exception.iter().map(|(k, v)| string(k, v)).collect(),
+            ..Default::default()
+        }],
+        status: Some(otlp::Status {
+            code: 2,
+            message: status.into(),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The span's facts as the prost path, the in-place protobuf path and the in-place JSON path
+/// read them: all three the same.
+fn facts_on_every_path(span: otlp::Span) -> BudgetFacts {
+    use super::hostile_tests::one_span;
+    let mut request = one_span(span, "app");
+    let body = request.encode_to_vec();
+    let line = serde_json::to_string(&request).unwrap();
+    let slow = decode_request(&mut request, &mut Interner::default(), false);
+    let fast = decode_protobuf(&body, &mut Interner::default(), false).unwrap();
+    let json = crate::ingest::json_spans::decode_line(&line, &mut Interner::default())
+        .expect("read in place");
+    assert_eq!(fast.spans, slow.spans);
+    assert_eq!(json.spans, slow.spans, "{line}");
+    slow.spans[0].budget.clone()
+}
+
+#[test]
+fn a_failure_names_its_cause_and_a_call_its_callee_on_every_decoding_path() {
+    // Stock psycopg2: db.system and net.peer.name, the exception's type and message; the
+    // callee is named in the contract's order (server.address / net.peer.name before
+    // db.system), whatever order the attributes come in.
+    let facts = facts_on_every_path(failed_call(
+        vec![
+            string("db.system", "postgresql"),
+            string("net.peer.name", "127.0.0.1"),
+        ],
+        &[
+            ("exception.type", "UniqueViolation"),
+            (
+                "exception.message",
+                "duplicate key value violates unique constraint \"k\"",
+            ),
+        ],
+        "UniqueViolation: duplicate key",
+    ));
+    assert_eq!(facts.callee_name.as_deref(), Some("127.0.0.1"));
+    // No error.type: the exception's type stands for it.
+    assert_eq!(facts.error_type.as_deref(), Some("UniqueViolation"));
+    assert!(facts.exception_event && facts.other_cause);
+    let facts = facts_on_every_path(failed_call(
+        vec![
+            string("db.system", "postgresql"),
+            string("peer.service", "ledger-db"),
+        ],
+        &[("exception.type", "QueryCanceled")],
+        "QueryCanceled: canceling statement due to statement timeout",
+    ));
+    assert_eq!(facts.callee_name.as_deref(), Some("ledger-db"));
+    assert!(!facts.other_cause);
+    // Go's *url.Error says nothing by its type; its message says the connection was refused.
+    let facts = facts_on_every_path(failed_call(
+        vec![string(semconv::ERROR_TYPE, "*url.Error")],
+        &[("exception.type", "*url.Error")],
+        "Get \"http://127.0.0.1:1/\": dial tcp 127.0.0.1:1: connect: connection refused",
+    ));
+    assert_eq!(facts.error_type.as_deref(), Some("*url.Error"));
+    assert!(facts.other_cause);
+    // A timeout named anywhere wins: such a call got no answer.
+    let facts = facts_on_every_path(failed_call(
+        vec![string("db.system.name", "postgresql")],
+        &[("exception.message", "connection refused after a timeout")],
+        "",
+    ));
+    assert_eq!(facts.callee_name.as_deref(), Some("postgresql"));
+    assert!(!facts.other_cause);
+}
+
 #[test]
 fn invalid_captured_headers_are_flagged_not_trusted() {
     for bad in ["-5", "12abc", "99999999999999", ""] {

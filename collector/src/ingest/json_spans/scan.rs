@@ -232,6 +232,18 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// A string or `null`, its text as written between its quotes (escapes left as they
+    /// are): what a failure's words are looked for in.
+    pub(super) fn nullable_raw_str(&mut self) -> Option<Option<&'a str>> {
+        if self.null() {
+            return Some(None);
+        }
+        self.ws();
+        let open = self.at;
+        self.text()?;
+        Some(self.text.get(open + 1..self.at - 1))
+    }
+
     /// A string or `null`, checked and skipped.
     #[inline]
     pub(super) fn nullable_string(&mut self) -> Option<()> {
