@@ -59,6 +59,9 @@ pub struct CallOptions {
     pub deadline: Option<Deadline>,
     /// The CLIENT span name; `"{METHOD} {host}{path}"` when `None`.
     pub name: Option<String>,
+    /// The callee's service name, written as `peer.service`: what names the edge when the
+    /// callee's own spans are not in the chain.
+    pub peer_service: Option<String>,
     /// Write the budget as `x-request-deadline` (absolute Unix ms on this host's clock) instead
     /// of `x-budget-ms`: for callees that read only an absolute deadline, as many Java and Rails
     /// services do. Skew-prone: the callee's clock must agree with this host's.
@@ -76,6 +79,7 @@ impl Default for CallOptions {
             forward: Forward::Budget,
             deadline: None,
             name: None,
+            peer_service: None,
             absolute_deadline: false,
         }
     }
@@ -124,6 +128,11 @@ impl CallOptions {
     /// Name the CLIENT span.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+    /// Name the callee's service on the CLIENT span (`peer.service`).
+    pub fn peer_service(mut self, service: impl Into<String>) -> Self {
+        self.peer_service = Some(service.into());
         self
     }
     /// Write the budget as an absolute `x-request-deadline` instead of `x-budget-ms` (see
@@ -358,6 +367,7 @@ where
             otel.status_code = Empty,
             http.request.method = %request.method(),
             url.full = %request.url(),
+            peer.service = Empty,
             http.response.status_code = Empty,
             error.type = Empty,
             budget.remaining_ms = Empty,
@@ -367,6 +377,9 @@ where
             budget.attempt = i64::from(options.attempt),
             budget.outcome = Empty,
         );
+        if let Some(peer) = &options.peer_service {
+            span.record("peer.service", peer.as_str());
+        }
         let plan = options.plan_on_span(deadline, &span)?;
         if let Some(timeout) = plan.timeout {
             *request.timeout_mut() = Some(timeout);

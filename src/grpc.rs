@@ -135,7 +135,7 @@ fn client_span(path: &str, options: &CallOptions) -> tracing::Span {
     let rpc = path.trim_start_matches('/');
     let (service, method) = rpc.split_once('/').unwrap_or((rpc, ""));
     let name = options.name.as_deref().unwrap_or(rpc);
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "budget.client",
         otel.kind = "client",
         otel.name = %name,
@@ -143,6 +143,7 @@ fn client_span(path: &str, options: &CallOptions) -> tracing::Span {
         rpc.system = "grpc",
         rpc.service = %service,
         rpc.method = %method,
+        peer.service = Empty,
         rpc.grpc.status_code = Empty,
         error.type = Empty,
         budget.remaining_ms = Empty,
@@ -151,7 +152,11 @@ fn client_span(path: &str, options: &CallOptions) -> tracing::Span {
         budget.sla_ms = Empty,
         budget.attempt = i64::from(options.attempt),
         budget.outcome = Empty,
-    )
+    );
+    if let Some(peer) = &options.peer_service {
+        span.record("peer.service", peer.as_str());
+    }
+    span
 }
 
 /// Record how the call ended: the callee's `grpc-status` (4 and 8 are its budget answers, as

@@ -173,6 +173,7 @@ impl Blueprint {
             url: format!("{}{path}", host.url()),
             options: CallOptions::new()
                 .name(format!("GET {callee} {path}"))
+                .peer_service(callee)
                 .margin(t.duration(10))
                 .min_worth_calling(t.duration(50)),
             grpc: None,
