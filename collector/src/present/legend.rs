@@ -22,6 +22,8 @@ pub enum MarkRole {
     Work,
     /// Work done for nobody, a budget forwarded that did not exist.
     Late,
+    /// A hop waiting on its calls for nobody.
+    Waiting,
     /// A call.
     Call,
     /// Secondary marks (the original caller's deadline).
@@ -40,7 +42,7 @@ pub struct Mark {
 }
 
 /// Every mark of the waterfall, in the legend's order.
-pub const MARKS: [Mark; 10] = [
+pub const MARKS: [Mark; 11] = [
     Mark {
         glyph: "╌┃",
         role: MarkRole::Budget,
@@ -60,6 +62,11 @@ pub const MARKS: [Mark; 10] = [
         glyph: "▓",
         role: MarkRole::Late,
         text: "dead work: done after everyone above had stopped waiting",
+    },
+    Mark {
+        glyph: "▒",
+        role: MarkRole::Waiting,
+        text: "waiting on its calls after everyone above had stopped: counted in the callee",
     },
     Mark {
         glyph: "━",

@@ -1,7 +1,8 @@
 //! The marks of one waterfall row, decided once from the analysis: where the bar starts and ends,
 //! a hop's deadline, queue wait and shed point (`⊘`), a call's forwarded budget (and where what
 //! remained ran out, for a `budget_reset`), a dropped budget (`✕`), a refusal (`⊘`), where the
-//! work done for nobody starts, and the numbers column's text. The screen draws them in cells
+//! work done for nobody starts (and a hop's waiting for nobody before it), and the numbers
+//! column's text. The screen draws them in cells
 //! (`screen::views::waterfall`), the page in SVG (`report::html::waterfall`); neither decides
 //! a mark itself, so the two pictures of a chain cannot disagree. (Each writes its own label:
 //! the screen indents it and puts a retried call's [`RowMarks::attempt`] first, the page
@@ -86,6 +87,10 @@ pub struct RowMarks {
     pub refused: bool,
     /// Where the part of the bar done for nobody starts (its last `late_ms`), when there is one.
     pub late_from: Option<i64>,
+    /// A hop's waiting on its calls past its give-up: drawn from here to where its work for
+    /// nobody starts (or its end), when it waited (what it waited for is counted in the
+    /// callee, or on the call's own edge).
+    pub waiting_from: Option<i64>,
     numbers: Numbers,
 }
 
@@ -157,6 +162,10 @@ impl RowMarks {
             dropped: call && row.findings.contains(FindingKind::BudgetDropped),
             refused: call && b.outcome == Some(Outcome::Refused),
             late_from: (row.late_ms > 0).then(|| e - i64::from(row.late_ms).min(e - s)),
+            waiting_from: (hop && row.waiting_ms > 0).then(|| {
+                let work = (e - i64::from(row.late_ms)).max(s);
+                work - i64::from(row.waiting_ms).min(work - s)
+            }),
             numbers: Numbers {
                 source: b.source,
                 budget_ms: b.budget_ms(),

@@ -105,6 +105,7 @@ svg.bar{display:block;overflow:hidden}
 .m-queue{fill:url(#p-queue);stroke:var(--queue);stroke-width:.5}
 .m-work{fill:var(--work)}
 .m-late{fill:url(#p-late)}
+.m-waiting{fill:#fed7d7;stroke:var(--late);stroke-width:.5;stroke-dasharray:2 2}
 .m-call{fill:var(--call)}
 .m-fwd{stroke:var(--budget);stroke-width:2;stroke-dasharray:2 3}
 .m-fwd.over{stroke:var(--late);stroke-width:3}

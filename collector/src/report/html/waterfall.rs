@@ -233,6 +233,12 @@ fn describe(m: &RowMarks, span: &Span, row: &Row, reset: Option<&Finding>) -> St
             parts.push("forwarded no budget".into());
         }
     }
+    if row.waiting_ms > 0 {
+        parts.push(format!(
+            "{} waiting on its calls for nobody",
+            ms_grouped(i64::from(row.waiting_ms))
+        ));
+    }
     if row.late_ms > 0 {
         parts.push(format!(
             "the last {} of it for nobody",
@@ -327,14 +333,21 @@ fn bar(out: &mut String, g: &Geometry, m: &RowMarks) {
                 rect(out, "m-queue", s, s + q, 3.0, 12.0);
             }
             if m.shed.is_none() {
+                // Work, then its waiting for nobody, then its work for nobody.
                 let work_from = s + q;
-                match m.late_from {
-                    Some(late_from) if late_from > work_from => {
-                        rect(out, "m-work", work_from, late_from, 3.0, 12.0);
-                        rect(out, "m-late", late_from, e, 3.0, 12.0);
+                let late_from = m.late_from.unwrap_or(e).max(work_from);
+                let waiting_from = m
+                    .waiting_from
+                    .unwrap_or(late_from)
+                    .clamp(work_from, late_from);
+                for (class, from, to) in [
+                    ("m-work", work_from, waiting_from),
+                    ("m-waiting", waiting_from, late_from),
+                    ("m-late", late_from, e),
+                ] {
+                    if to > from || (class == "m-work" && from == e) {
+                        rect(out, class, from, to, 3.0, 12.0);
                     }
-                    Some(_) => rect(out, "m-late", work_from, e, 3.0, 12.0),
-                    None => rect(out, "m-work", work_from, e, 3.0, 12.0),
                 }
             }
             if let Some(d) = m.deadline.filter(|d| *d <= g.horizon_ms) {
@@ -392,6 +405,7 @@ pub(super) fn legend_sample(glyph: &str, role: MarkRole) -> &'static str {
         ("░", _) => r#"<rect class="m-queue" x="2" y="3" width="56" height="12"/>"#,
         ("█", _) => r#"<rect class="m-work" x="2" y="3" width="56" height="12"/>"#,
         ("▓", _) => r#"<rect class="m-late" x="2" y="3" width="56" height="12"/>"#,
+        ("▒", _) => r#"<rect class="m-waiting" x="2" y="3" width="56" height="12"/>"#,
         ("━", _) => r#"<rect class="m-call" x="2" y="6" width="56" height="6"/>"#,
         ("┄", _) => {
             r#"<line class="m-fwd" x1="2" x2="30" y1="9" y2="9"/><line class="m-fwd over" x1="30" x2="58" y1="9" y2="9"/>"#

@@ -42,6 +42,7 @@ pub(super) fn lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
             MarkRole::Queue => theme.queue(),
             MarkRole::Work => theme.work(),
             MarkRole::Late => theme.late(),
+            MarkRole::Waiting => theme.waiting(),
             MarkRole::Call => theme.call(),
             MarkRole::Dim => theme.dim(),
         };

@@ -73,6 +73,10 @@ impl Theme {
     pub fn late(self) -> Style {
         self.fg(Color::Red).add_modifier(Modifier::BOLD)
     }
+    /// Waiting on a call past the moment everyone above stopped waiting.
+    pub fn waiting(self) -> Style {
+        self.fg(Color::Red)
+    }
     /// A call.
     pub fn call(self) -> Style {
         self.fg(Color::Magenta)

@@ -2,7 +2,8 @@
 //!
 //! A hop's row shows the budget it received as a dashed bar up to its deadline (`┃`), the queue
 //! wait (`░`) and the work (`█`); work done after everyone above had stopped waiting (the
-//! analysis's dead work) is `▓` and red. A call's row shows the call (`━`) and the budget it
+//! analysis's dead work) is `▓` and red, and its waiting on its calls then `▒` (what it
+//! waited for is counted in the callee's row). A call's row shows the call (`━`) and the budget it
 //! forwarded (`┄`); a `budget_reset` is red past what remained (`│`) up to what it forwarded, a
 //! `budget_dropped` is `✕` at the call, a shed `⊘` where it was shed. The original caller's
 //! deadline is the dotted column `┊`. Below, the selected row's finding is explained in words.
@@ -508,8 +509,11 @@ fn draw_row(
             if marks.shed.is_none() {
                 // Work, cell by cell so the part done for nobody turns red.
                 for c in a..z {
-                    let (glyph, style) = if marks.late_from.is_some_and(|l| cell_ms(c + 1) > l) {
+                    let past = |from: Option<i64>| from.is_some_and(|l| cell_ms(c + 1) > l);
+                    let (glyph, style) = if past(marks.late_from) {
                         ("▓", theme.late())
+                    } else if past(marks.waiting_from) {
+                        ("▒", theme.waiting())
                     } else {
                         ("█", theme.work())
                     };
