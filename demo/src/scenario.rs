@@ -113,7 +113,7 @@ impl Scenario {
                 "payments turns slow (80 ms, then 40 s) and orders calls it with no timeout: its 4 workers end up stuck waiting, and /catalog, which never calls payments, queues behind them (queue_pressure)."
             }
             Scenario::FixedTimeout => {
-                "bff forwards a fixed 3 s instead of what remains: orders and inventory keep working after the gateway gave up (budget_reset)."
+                "bff forwards a fixed 3 s instead of what remains: inventory works ~625 ms after the gateway gave up, orders waiting on it (budget_reset)."
             }
             Scenario::DropHeader => {
                 "bff calls orders without x-budget-ms: from there on no hop knows how long the caller will wait (budget_dropped)."
@@ -122,7 +122,7 @@ impl Scenario {
                 "storefront sends its deadline as a time of day (x-request-deadline) and ledger's clock runs 1.5 s behind: ledger believes it has 1.5 s more than storefront waits and works for nobody (clock_skew)."
             }
             Scenario::ProxyTimeouts => {
-                "proxy gives up after 1 s (nginx's 10 s), app spends 950 ms in its database, then calls payments with a fixed 800 ms timeout: proxy has answered 504 while app and payments work on (timeout_inverted)."
+                "proxy gives up after 1 s (nginx's 10 s), app spends 950 ms in its database, then calls payments with a fixed 800 ms timeout: proxy has answered 504 while payments works on and app waits for it (timeout_inverted)."
             }
             Scenario::NoCancel => {
                 "settlement keeps working after pix-api stopped waiting: the work is wasted and the capacity gone (orphaned_work)."

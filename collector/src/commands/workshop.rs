@@ -313,7 +313,7 @@ fn words(scenario: Scenario) -> &'static [Words] {
         Scenario::FixedTimeout => &[Words {
             latency: None,
             coming: "Next, a reset: the gateway gives 1 s, but bff calls orders with a fixed 3 s timeout; inventory is slow (1500 ms).",
-            watch: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. orders works ~600 ms after bff gave up (orphaned_work).",
+            watch: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. inventory works ~625 ms for nobody; orders only waits.",
         }],
         Scenario::DropHeader => &[Words {
             latency: None,
