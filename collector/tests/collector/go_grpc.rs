@@ -157,15 +157,16 @@ fn go_grpc_chain_with_a_fixed_timeout_resets_the_budget_and_orphans_work() {
         "{report:#}"
     );
     assert_three_whole_chains(&report);
-    // The slow chain: orders and inventory each worked about 510 ms after frontend gave up.
+    // The slow chain: inventory worked about 510 ms after frontend gave up, while orders only
+    // waited for it: that once, not twice.
     let wasted = report["summary"]["wasted_ms"].as_i64().unwrap();
-    assert!((700..=3000).contains(&wasted), "{report:#}");
+    assert!((300..=1500).contains(&wasted), "{report:#}");
     let findings = report["findings"].as_array().unwrap();
     let orphan = findings
         .iter()
         .find(|f| f["kind"] == "orphaned_work")
         .unwrap();
-    // Its own overlap and inventory's dead work below it: all of the chain's waste.
+    // Its own dead work (a few ms at most) and inventory's below it: all of the chain's waste.
     assert_eq!(orphan["wasted_ms"].as_i64(), Some(wasted), "{orphan}");
     for f in findings.iter().filter(|f| f["kind"] == "budget_reset") {
         // grpc-go forwarded the 2 s of context.WithTimeout; about 980 ms were left.

@@ -6,9 +6,8 @@ mistakes budget-top exists to find:
 - py-reports forwards its own SLA (3000 ms) instead of what remains: budget_reset;
 - py-search is a stock service that ignores budgets and works 600 ms while its caller gives up
   after 100 ms: orphaned_work;
-- py-batch gets 200 ms and spends 250 ms on its own work: its call is refused, and the
-  answer comes 50 ms after its budget ran out: late_answer (a root: whether its caller
-  still waited is not in the spans);
+- py-batch gets 200 ms and spends 250 ms on its own work: its call is refused, and its 504
+  comes 50 ms after its budget ran out: the deadline enforced a moment late, no finding;
 - a request that arrives with 0 ms is shed before work starts: shed_expired (info).
 """
 
