@@ -17,8 +17,11 @@ use crate::support::{Finished, assert_success, listen, output_within, tool_prese
 
 const REQUESTS: u64 = 6;
 
-fn gohttp_or_skip(test: &str) -> Option<PathBuf> {
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// The program of package `package` of `tests/go_http` (its own module: the stock otelhttp
+/// instrumentation and the OTLP/gRPC exporter), built once under the target dir as `name`;
+/// `None` (and a loud line) when there is no `go`.
+pub fn go_program_or_skip(test: &str, package: &str, name: &str) -> Option<PathBuf> {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     if !tool_present("go", "version") {
         eprintln!("\n*** SKIPPED {test}: Go is not installed ***\n");
         return None;
@@ -26,21 +29,23 @@ fn gohttp_or_skip(test: &str) -> Option<PathBuf> {
     let mut built = BUILT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(bin) = built.as_ref() {
+    if let Some((_, bin)) = built.iter().find(|(p, _)| p == package) {
         return Some(bin.clone());
     }
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-http/gohttp");
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("go-http")
+        .join(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go_http");
     let out = output_within(
         Command::new("go")
             .args(["build", "-mod=readonly", "-trimpath", "-o"])
             .arg(&bin)
-            .arg(".")
+            .arg(package)
             .current_dir(&src),
         Duration::from_secs(900),
     );
-    assert_success("go build of tests/go_http", &out);
-    *built = Some(bin.clone());
+    assert_success(&format!("go build of tests/go_http/{package}"), &out);
+    built.push((package.to_owned(), bin.clone()));
     Some(bin)
 }
 
@@ -69,7 +74,9 @@ fn lost(report: &Json) -> Vec<&Json> {
 
 #[test]
 fn go_http_calls_made_with_context_background_lost_their_context_and_r_context_did_not() {
-    let Some(gohttp) = gohttp_or_skip("go_http_calls_made_with_context_background") else {
+    let Some(gohttp) =
+        go_program_or_skip("go_http_calls_made_with_context_background", ".", "gohttp")
+    else {
         return;
     };
     let finished = run_variant(&gohttp, "background");

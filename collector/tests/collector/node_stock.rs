@@ -15,6 +15,9 @@
 //!   budget known, the same sheds, far less work for nobody.
 //! - `tight` (propagated, the client gives 500 ms): calls time out at the edge's budget, which
 //!   becomes the edge's inferred timeout, and the work done for nobody is counted.
+//! - `racing` (no signal: the fetch raced against what remains, the edge answering 504 and
+//!   leaving the fetch open): every worker answer that came after the edge's own is
+//!   `orphaned_work` on the worker, an abandoned call, and `check` exits 1.
 //!
 //! Timing is real (a burst on a 2-core machine): the assertions compare counts of events both
 //! sides saw and leave room only where a race between two timers is inherent.
@@ -224,4 +227,43 @@ fn node_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() {
         "{}",
         tight.dump()
     );
+}
+
+#[test]
+fn a_caller_that_answers_and_leaves_its_fetch_open_abandons_the_worker() {
+    if !node_installed() {
+        eprintln!(
+            "\n*** SKIPPED a_caller_that_answers_and_leaves_its_fetch_open: node is not installed ***\n"
+        );
+        return;
+    }
+    let modules = node_modules();
+    let _burst = one_burst_at_a_time();
+    let racing = run(&modules, "racing", 300);
+    assert_eq!(racing.code, Some(1), "{}", racing.dump());
+    // The worker's answers the edge no longer waited for: each one an abandoned call, named
+    // so; a worker answer that lands within the tolerance of the edge's may go either way.
+    let left_open = racing.edge["left_open_answered"].as_u64().unwrap();
+    assert!(left_open > 0, "{}", racing.dump());
+    let abandoned: Vec<&serde_json::Value> = racing
+        .findings()
+        .filter(|f| f["kind"] == "orphaned_work" && f["service"] == "worker")
+        .collect();
+    assert!(
+        (abandoned.len() as u64).abs_diff(left_open) <= 2,
+        "{} abandoned, the edge saw {left_open}: {}",
+        abandoned.len(),
+        racing.dump()
+    );
+    for f in &abandoned {
+        let message = f["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("edge answered at ")
+                && message.contains(" and left its call open: worker worked "),
+            "{f}"
+        );
+    }
+    // The worker's work for nobody is counted: at least what the abandoned answers lasted
+    // past the edge's (the edge answers ~250 ms in, the work is 450 ms).
+    assert!(racing.wasted() > 0, "{}", racing.dump());
 }

@@ -11,13 +11,16 @@ use crate::support::{finding_names, listen};
 /// Pinned: versions that exist on PyPI (`pip index versions opentelemetry-sdk`). The
 /// instrumentations (for `python_stock`) are the 0.66b2 release that goes with SDK 1.45.2;
 /// `grpcio` is the stock gRPC client of `grpc_python` (a wheel for Python 3.11 exists). The SDK and the exporters carry metrics and
-/// logs as well as traces: nothing more is needed for them.
-const PACKAGES: [&str; 6] = [
+/// logs as well as traces: nothing more is needed for them. `python_db` drives psycopg2
+/// through the DB-API instrumentation (the psycopg2 one is built on it and has no 0.66b2).
+const PACKAGES: [&str; 8] = [
     "opentelemetry-sdk==1.45.2",
     "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
     "opentelemetry-exporter-otlp-proto-http==1.45.2",
     "opentelemetry-instrumentation-wsgi==0.66b2",
     "opentelemetry-instrumentation-requests==0.66b2",
+    "opentelemetry-instrumentation-dbapi==0.66b2",
+    "psycopg2-binary==2.9.13",
     "grpcio==1.85.1",
 ];
 

@@ -33,7 +33,10 @@ import java.util.concurrent.TimeUnit;
  *
  * "propagate": every hop follows {@link Budget}. "fixed": orders calls inventory with a fixed
  * 2 s HttpClient timeout and forwards no deadline. "skewed": as "propagate", but inventory's
- * clock runs 1500 ms behind (its deadline reading and its span timestamps). The user sends a
+ * clock runs 1500 ms behind (its deadline reading and its span timestamps). "late": as
+ * "propagate", but frontend asks only 5 ms of work below it and then renders for 4/5 of the
+ * checkout's own work itself, never checking its deadline: the slow checkout's 200 comes late.
+ * The user sends a
  * warm-up checkout (5 s deadline), two fast checkouts and one slow one (inventory needs 1500 ms)
  * with a 1 s deadline each, then prints the statuses it saw as JSON.
  */
@@ -85,8 +88,8 @@ public final class Chain {
   }
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 2 || !List.of("propagate", "fixed", "skewed").contains(args[0])) {
-      System.err.println("usage: java budget.Chain propagate|fixed|skewed OTLP_HTTP_ADDR");
+    if (args.length != 2 || !List.of("propagate", "fixed", "skewed", "late").contains(args[0])) {
+      System.err.println("usage: java budget.Chain propagate|fixed|skewed|late OTLP_HTTP_ADDR");
       System.exit(2);
     }
     String variant = args[0];
@@ -117,9 +120,14 @@ public final class Chain {
       }
     }, ordersProvider, 0, null);
 
-    String frontend = serve(
-        (path, hop) -> Budget.call(hop, "GET orders", orders + "/place/" + workOf(path), FRONTEND_CAP_MS),
-        provider(prefix + "frontend", otlp, 0), 0, null);
+    String frontend = serve((path, hop) -> {
+      if (!variant.equals("late")) {
+        return Budget.call(hop, "GET orders", orders + "/place/" + workOf(path), FRONTEND_CAP_MS);
+      }
+      Budget.Reply reply = Budget.call(hop, "GET orders", orders + "/place/5", FRONTEND_CAP_MS);
+      Thread.sleep(workOf(path) * 4 / 5); // rendering, past its deadline, never checking it
+      return reply;
+    }, provider(prefix + "frontend", otlp, 0), 0, null);
 
     // The user: a plain HttpClient (no tracing) that waits USER_DEADLINE_MS for each checkout.
     HttpClient user = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
