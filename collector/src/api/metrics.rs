@@ -370,7 +370,7 @@ impl Metrics {
         );
         registry.register(
             "budget_top_wasted_seconds",
-            "Dead work in the callee (work for callers who had given up), by the edge into it",
+            "Dead work in the callee (work for callers who had given up), by the edge into it; a wait on a callee that sends no spans, on that call's own edge",
             metrics.wasted.clone(),
         );
         registry.register(
