@@ -11,11 +11,9 @@
 //! saw:
 //!
 //! - `fixed`: a fixed 2 s timeout and no header: the budget is dropped on every call; the edge
-//!   (whose WSGI span ends when it answers, not when its user gave up) answers past the
-//!   1000 ms the user sent: the 200s it then sends are `late_answer` on the edge and read as
-//!   `late` (whether the user still waited is not in the spans, so none of it is dead work),
-//!   its 504s then the deadline enforced late (no finding);
-//!   the worker's hops carry no budget (coverage says so).
+//!   (its WSGI span ends when it answers) answers past the user's 1000 ms: its 200s then are
+//!   `late_answer` and `late` (no dead work: the user's leaving is not in the spans), its 504s
+//!   the deadline enforced late; the worker's hops carry no budget (coverage says so).
 //! - `propagated`: what remains minus a margin, as timeout and header: no drop, every hop's
 //!   budget known, the same kinds of sheds, far less work for nobody.
 //! - `tight` (propagated, the client gives 500 ms): the worker's first items work 600 ms, past
