@@ -240,17 +240,17 @@ async fn demo_fixed_timeout_is_budget_reset_at_bff() {
         assert_eq!(reset["service"], "bff");
         assert_eq!(reset["forwarded_ms"], 1500, "a fixed 3 s at half scale");
     }
-    // The user's point of view: each reset names the work below it done for nobody (orders'
-    // and inventory's dead work, about 1,200 ms at full scale), that is all the chain wasted,
-    // and the edge into inventory counts inventory's share.
+    // The user's point of view: each reset names the work below it done for nobody
+    // (inventory's, about 625 ms at full scale, while orders only waits for it: counted once),
+    // that is all the chain wasted, and the edge into inventory counts nearly all of it.
     let resets = run.of_kind("budget_reset");
     let mut total = 0;
     for reset in &resets {
         let wasted = reset["wasted_ms"].as_i64().unwrap_or(0);
-        assert!((400..=900).contains(&wasted), "{reset}");
+        assert!((200..=450).contains(&wasted), "{reset}");
         let message = reset["message"].as_str().unwrap();
         assert!(
-            message.contains("of work below it for nobody: orders"),
+            message.contains("of work below it for nobody: "),
             "{message}"
         );
         assert!(message.contains("inventory"), "{message}");
@@ -271,6 +271,7 @@ async fn demo_fixed_timeout_is_budget_reset_at_bff() {
     let into_inventory = edge("orders", "inventory")["wasted_ms"].as_i64().unwrap();
     assert!(into_inventory > 0, "{}", run.report);
     assert_eq!(into_orders + into_inventory, total);
+    assert!(into_orders * 10 < into_inventory, "{}", run.report);
     // Every request ended in a 504 for its user, and the report says so.
     assert_eq!(
         summary["outcomes"]["deadline_exceeded"], run.counts.timed_out,
