@@ -274,13 +274,18 @@ impl Timing {
             }
         }
 
-        // What each hop's calls were answered, to tell a relayed status from the hop's own.
+        // What each hop's calls were answered, to tell a relayed status from the hop's own (a
+        // proxy's one span: what its callee hop answered).
         call_answers.clear();
         call_answers.extend(
             (0..n)
                 .filter(|&c| spans[c].kind.is_call() && hop_of[c] != NONE)
                 .filter_map(|c| Some((hop_of[c], answer_code(&spans[c].budget)?))),
         );
+        call_answers.extend((0..n).filter(|&i| proxied[i]).filter_map(|i| {
+            let caller = hop_of[tree.parent[i] as usize];
+            Some((caller, answer_code(&spans[i].budget)?))
+        }));
         call_answers.sort_unstable();
         refill(outcome, n, None);
         for i in 0..n {

@@ -434,3 +434,15 @@ fn the_advice_leaves_out_answers_nobody_read_and_stays_within_the_callers_budget
         advice.sentence
     );
 }
+
+#[test]
+fn a_proxy_relaying_its_callees_503_is_not_a_shed_of_its_own() {
+    let mut proxy = stock(1, None, "proxy", 0, 30);
+    proxy.budget.http_status = Some(503);
+    let mut app = stock(2, Some(1), "app", 2, 28);
+    app.budget.http_status = Some(503);
+    let a = analyse([proxy, app]);
+    // app shed the request; the proxy relayed its 503: the user was shed, once.
+    assert_eq!(kinds(&a), vec![(FindingKind::ShedFull, sid(2))]);
+    assert_eq!(a.summary.outcome, ChainOutcome::Shed);
+}
