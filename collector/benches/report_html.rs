@@ -142,7 +142,7 @@ fn page(c: &mut Criterion) {
     }
     let report = store.report();
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report_html_bench.html");
-    let page = report_html::render(&store, &report, None, Severity::Error);
+    let page = report_html::render(&store, &report, &Default::default(), Severity::Error);
     eprintln!(
         "{} chains, {} spans, {} findings: page of {} bytes ({})",
         report.summary.traces,
@@ -156,7 +156,7 @@ fn page(c: &mut Criterion) {
         "check --html: render and write the page, 100k chains",
         |b| {
             b.iter(|| {
-                let page = report_html::render(black_box(&store), &report, None, Severity::Error);
+                let page = report_html::render(black_box(&store), &report, &Default::default(), Severity::Error);
                 std::fs::write(&out, page).unwrap();
             })
         },

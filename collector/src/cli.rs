@@ -14,6 +14,8 @@ use deadline_budget::duration::parse_duration;
 
 use crate::batch;
 use crate::ingest;
+use crate::jaeger;
+use crate::present::trace_url::TraceUrl;
 use crate::store;
 
 /// A live terminal view of deadline budgets flowing through a chain of services.
@@ -26,6 +28,9 @@ pub struct Cli {
     /// Listening and retention options for the live screen.
     #[command(flatten)]
     pub listen: Listen,
+    /// The link from a chain to its trace, for the live screen.
+    #[command(flatten)]
+    pub links: Links,
     /// Chains held at most, counted in spans (at least 1); the oldest chains go first.
     #[arg(long, global = true, default_value_t = store::DEFAULT_MAX_SPANS, value_name = "N", value_parser = at_least_one)]
     pub max_spans: usize,
@@ -72,6 +77,8 @@ impl Cli {
         match &self.command {
             #[cfg(feature = "demo")]
             Some(Command::Demo(args)) => args.refusal().map(|r| ("demo", r)),
+            Some(Command::Check(args)) => args.jaeger.refusal().map(|r| ("check", r)),
+            Some(Command::Replay(args)) => args.jaeger.refusal().map(|r| ("replay", r)),
             _ => None,
         }
     }
@@ -128,6 +135,111 @@ pub fn parse_listen_addr(value: &str) -> Result<SocketAddr, String> {
     value.parse().map_err(|_| {
         "expected IP:PORT, such as 127.0.0.1:4317 or [::1]:4317 (port 0 picks a free one; a host name such as localhost is not looked up)".to_owned()
     })
+}
+
+/// `--trace-url`: a link from each chain to its trace in the tool a team already uses.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Links {
+    /// Link each chain to its trace: TEMPLATE with `{trace_id}` replaced by the trace id in
+    /// hex, e.g. http://jaeger:16686/trace/{trace_id} or a Grafana Explore URL (refused
+    /// without `{trace_id}` or with control characters). In the reports (`trace_url`), the
+    /// page, the screen's waterfall and detail (a hyperlink where the terminal takes one), and
+    /// serve's /api/chains. With --jaeger, the Jaeger UI's own link is the default.
+    #[arg(long, value_name = "TEMPLATE", value_parser = TraceUrl::parse)]
+    pub trace_url: Option<TraceUrl>,
+}
+
+/// `--jaeger URL` and what to read there: a source of traces beside `--input`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct JaegerArgs {
+    /// Read the traces from Jaeger's query API at URL (v3, its HTTP port: 16686 by default)
+    /// instead of a file or the receivers: each service's traces of the last --since, at most
+    /// --limit each, every trace read once; judged as a recording is.
+    #[arg(long, value_name = "URL", value_parser = jaeger::Base::parse)]
+    pub jaeger: Option<jaeger::Base>,
+    /// With --jaeger: a service whose traces to read (repeatable) [default: every service
+    /// Jaeger lists].
+    #[arg(long = "service", value_name = "NAME", requires = "jaeger")]
+    pub services: Vec<String>,
+    /// With --jaeger: the traces whose spans started in the last D (3s, 500ms, 2m, 1h; a bare
+    /// number is seconds) [default: 1h].
+    #[arg(long, value_name = "D", value_parser = positive_duration, requires = "jaeger", conflicts_with_all = ["from", "to"])]
+    pub since: Option<Duration>,
+    /// With --jaeger: the window's start, RFC 3339 (2026-12-04T10:00:00Z), instead of
+    /// --since; spans that started before it are left out, and a chain so cut is judged as
+    /// partial.
+    #[arg(long, value_name = "T", value_parser = jaeger::parse_rfc3339, requires = "jaeger")]
+    pub from: Option<u64>,
+    /// With --from: the window's end, RFC 3339 [default: now].
+    #[arg(long, value_name = "T", value_parser = jaeger::parse_rfc3339, requires = "from")]
+    pub to: Option<u64>,
+    /// With --jaeger: traces read at most per service (Jaeger answers the newest; the summary
+    /// says which searches it cut there) [default: 1000].
+    #[arg(long, value_name = "N", value_parser = at_least_one, requires = "jaeger")]
+    pub limit: Option<usize>,
+    /// With --jaeger: read these traces (32 hex digits, repeatable) instead of searching; one
+    /// Jaeger does not have is an error.
+    #[arg(long = "trace-id", value_name = "ID", value_parser = jaeger::parse_trace_id, requires = "jaeger", conflicts_with_all = ["services", "since", "from", "to", "limit"])]
+    pub trace_ids: Vec<deadline_budget::analysis::TraceId>,
+    /// With --jaeger: send `Authorization: Bearer <token>`, the token being FILE's contents
+    /// (trailing newline trimmed), to what stands in front of Jaeger.
+    #[arg(long, value_name = "FILE", requires = "jaeger")]
+    pub jaeger_token_file: Option<PathBuf>,
+    /// With an https:// --jaeger: trust the CA (PEM) that signed Jaeger's certificate
+    /// [default: the system's roots].
+    #[arg(long, value_name = "FILE", requires = "jaeger")]
+    pub jaeger_ca: Option<PathBuf>,
+}
+
+impl JaegerArgs {
+    /// The query these flags describe, when `--jaeger` is given; `now` ends `--since`'s window.
+    pub fn query(&self, now_unix_nano: u64) -> Option<jaeger::Query> {
+        let base = self.jaeger.clone()?;
+        let ask = if self.trace_ids.is_empty() {
+            let (from, to) = match self.from {
+                Some(from) => (from, self.to.unwrap_or(now_unix_nano)),
+                None => {
+                    let since = self.since.unwrap_or(jaeger::DEFAULT_SINCE);
+                    let back = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+                    (now_unix_nano.saturating_sub(back), now_unix_nano)
+                }
+            };
+            jaeger::Ask::Search {
+                services: self.services.clone(),
+                from_unix_nano: from,
+                to_unix_nano: to,
+                limit: self.limit.unwrap_or(jaeger::DEFAULT_LIMIT),
+            }
+        } else {
+            jaeger::Ask::Traces(self.trace_ids.clone())
+        };
+        Some(jaeger::Query {
+            base,
+            ask,
+            token_file: self.jaeger_token_file.clone(),
+            ca: self.jaeger_ca.clone(),
+        })
+    }
+
+    /// The link to a trace: `--trace-url`, else Jaeger's own with `--jaeger`.
+    pub fn trace_url(&self, links: &Links) -> Option<TraceUrl> {
+        links
+            .trace_url
+            .clone()
+            .or_else(|| self.jaeger.as_ref().map(|base| TraceUrl::jaeger(&base.url)))
+    }
+
+    /// `--from` after `--to`: a sentence, for `Cli::refusal`.
+    fn refusal(&self) -> Option<String> {
+        match (self.from, self.to) {
+            (Some(from), Some(to)) if from >= to => Some(format!(
+                "--from {} is not before --to {}: the window would be empty",
+                jaeger::rfc3339(from),
+                jaeger::rfc3339(to)
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Where to receive OTLP.
@@ -210,11 +322,11 @@ impl Listen {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Analyse spans headlessly and report findings (for CI and scripts).
-    Check(CheckArgs),
+    Check(Box<CheckArgs>),
     /// Listen and write every export request received as one OTLP/JSON line.
     Record(RecordArgs),
-    /// Play a recording into the live screen.
-    Replay(ReplayArgs),
+    /// Play a recording into the live screen, or the traces read from Jaeger.
+    Replay(Box<ReplayArgs>),
     /// Merge the JSON reports of several instances into the report one instance would have
     /// written had it received everything.
     Merge(MergeArgs),
@@ -246,12 +358,17 @@ const LISTENING: [&str; 14] = [
 
 /// `budget-top check`.
 #[derive(Debug, Args)]
+// `--jaeger` reads, as `--input` does: the listening flags are refused beside it too.
+#[command(group(clap::ArgGroup::new("listening").args(LISTENING).multiple(true).conflicts_with("jaeger")))]
 pub struct CheckArgs {
     /// Read OTLP/JSON lines from FILE (gzip or not; `-` for stdin) instead of listening (the
     /// listening flags are then refused).
-    #[arg(long, value_name = "FILE", conflicts_with_all = LISTENING)]
+    #[arg(long, value_name = "FILE", conflicts_with_all = LISTENING, conflicts_with = "jaeger")]
     pub input: Option<PathBuf>,
-    /// Where to listen when there is no --input.
+    /// Read the traces from Jaeger instead.
+    #[command(flatten)]
+    pub jaeger: JaegerArgs,
+    /// Where to listen when there is no --input or --jaeger.
     #[command(flatten)]
     pub listen: Listen,
     /// Stop once spans have arrived and none came for D (3s, 500ms, 2m, 1h; a bare number is
@@ -274,6 +391,16 @@ pub struct CheckArgs {
     /// drawn as waterfalls (readable offline; nothing loads from the network).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The link from a chain to its trace.
+    #[command(flatten)]
+    pub links: Links,
+}
+
+impl CheckArgs {
+    /// Whether spans come from a source that is read (a file, Jaeger), not from listening.
+    pub fn reads(&self) -> bool {
+        self.input.is_some() || self.jaeger.jaeger.is_some()
+    }
 }
 
 /// `budget-top merge`.
@@ -293,6 +420,9 @@ pub struct MergeArgs {
     /// waterfalls: the reports carry no spans).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The link from a finding's chain to its trace.
+    #[command(flatten)]
+    pub links: Links,
 }
 
 /// The default `--api` address of `serve`.
@@ -329,6 +459,9 @@ pub struct ServeArgs {
     /// At SIGTERM or Ctrl-C, also write the report as one self-contained HTML page to FILE
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The link from a chain to its trace (the reports, /api/chains).
+    #[command(flatten)]
+    pub links: Links,
 }
 
 /// `budget-top record`.
@@ -347,7 +480,14 @@ pub struct RecordArgs {
 pub struct ReplayArgs {
     /// A recording (OTLP/JSON lines, gzip or not). A line that cannot be read stops the replay;
     /// on `q` its reason is printed and the exit status is 2.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "jaeger", conflicts_with = "jaeger")]
+    pub file: Option<PathBuf>,
+    /// Play the traces read from Jaeger instead, as a recording of them.
+    #[command(flatten)]
+    pub jaeger: JaegerArgs,
+    /// The link from a chain to its trace.
+    #[command(flatten)]
+    pub links: Links,
     /// Play N times faster than recorded (0.5: half as fast); 0 plays it all at once, with no
     /// pacing.
     #[arg(long, value_name = "N", default_value_t = 1.0, allow_negative_numbers = true, value_parser = replay_speed)]
@@ -393,6 +533,9 @@ pub struct DemoArgs {
     /// what to look at, and waits for `w` before the next (on the screen: not with --check).
     #[arg(long)]
     pub workshop: bool,
+    /// The link from a chain to its trace (when the demo also exports to a trace backend).
+    #[command(flatten)]
+    pub links: Links,
 }
 
 #[cfg(feature = "demo")]

@@ -16,6 +16,7 @@ pub mod chain_export;
 pub mod cli;
 pub mod commands;
 pub mod ingest;
+pub mod jaeger;
 pub mod otlp_lines;
 pub mod present;
 pub mod report;

@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     };
     let result: anyhow::Result<u8> = runtime.block_on(async move {
         match cli.command {
-            Some(Command::Check(args)) => check::run(args, retention, carriers).await,
+            Some(Command::Check(args)) => check::run(*args, retention, carriers).await,
             Some(Command::Record(args)) => record::run(args, carriers).await.map(|()| 0),
             Some(Command::Merge(args)) => merge::run(&args, retention.max_findings),
             Some(Command::Serve(args)) => serve::run(args, retention, carriers).await,
@@ -46,13 +46,17 @@ fn main() -> ExitCode {
             Some(Command::Demo(args)) => {
                 budget_top::commands::demo::run(args, retention, carriers).await
             }
-            Some(Command::Replay(args)) => replay::run(args.file, args.speed, retention, carriers)
-                .await
-                .map(|()| 0),
+            Some(Command::Replay(args)) => replay::run(*args, retention, carriers).await.map(|()| 0),
             // The live screen, fed by the receivers.
-            None => live::run(cli.listen, retention, cli.max_attribute_bytes, carriers)
-                .await
-                .map(|()| 0),
+            None => live::run(
+                cli.listen,
+                retention,
+                cli.max_attribute_bytes,
+                carriers,
+                cli.links.trace_url,
+            )
+            .await
+            .map(|()| 0),
         }
     });
     match result {

@@ -186,6 +186,22 @@ impl Reader {
         })
     }
 
+    /// Reads `bytes` (OTLP/JSON lines, not gzip) as a recording named `name` in messages: a
+    /// source that made its lines in memory (`--jaeger`).
+    pub fn from_bytes(name: PathBuf, bytes: Vec<u8>) -> Self {
+        Reader {
+            source: Box::new(io::Cursor::new(bytes)),
+            spill: Vec::new(),
+            spilled_at: 0,
+            path: name,
+            number: 0,
+            bytes: Vec::new(),
+            text: String::new(),
+            last_length: 0,
+            torn: None,
+        }
+    }
+
     /// The last line, when it was cut short and skipped (known once `next_request` gave `None`).
     pub fn torn(&self) -> Option<&Torn> {
         self.torn.as_ref()

@@ -3,14 +3,22 @@
 //! `check --input` and `replay` read, written as the screen's "export chain" writes a chain
 //! ([`crate::chain_export`]): the raw attributes when the receivers kept them, else the
 //! contract's attributes from each span's budget facts, so `check` finds what `serve` found.
+//! With `--trace-url`, each line also carries the chain's link as `trace_url`, beside
+//! `resourceSpans` (a field OTLP/JSON readers, `check --input` among them, pass over).
 
 use deadline_budget::analysis::FindingKind;
 
 use crate::chain_export::chain_request;
+use crate::present::trace_url::TraceUrl;
 use crate::store::Store;
 
-/// At most `limit` lines, newest chain first.
-pub fn newest(store: &Store, kind: Option<FindingKind>, limit: usize) -> String {
+/// At most `limit` lines, newest chain first, each with its `trace_url` when `links`.
+pub fn newest(
+    store: &Store,
+    kind: Option<FindingKind>,
+    limit: usize,
+    links: Option<&TraceUrl>,
+) -> String {
     let mut out = Vec::new();
     let mut written = 0;
     for entry in store.chains() {
@@ -36,7 +44,16 @@ pub fn newest(store: &Store, kind: Option<FindingKind>, limit: usize) -> String 
         let attributes = store.chain_attributes(entry.trace_id);
         let request = chain_request(chain, |span| attributes.get(&span).cloned());
         // Writing a request of plain strings and numbers into a Vec cannot fail.
-        if serde_json::to_writer(&mut out, &request).is_ok() {
+        let line = match links {
+            None => serde_json::to_writer(&mut out, &request),
+            Some(links) => serde_json::to_value(&request).and_then(|mut value| {
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("trace_url".into(), links.link(entry.trace_id).into());
+                }
+                serde_json::to_writer(&mut out, &value)
+            }),
+        };
+        if line.is_ok() {
             out.push(b'\n');
             written += 1;
         }

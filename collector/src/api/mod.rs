@@ -28,6 +28,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::ingest::{self, IngestConfig, IngestStats};
+use crate::present::trace_url::TraceUrl;
+use crate::report::Context;
 use crate::store::Store;
 use metrics::Metrics;
 use routes::{ApiState, Readiness};
@@ -116,6 +118,7 @@ pub async fn start(
             stats,
             published: None,
             published_at: None,
+            links: None,
         },
         readiness,
         shutdown,
@@ -133,6 +136,8 @@ pub struct Answers {
     published: Option<(u64, u64)>,
     /// When they were.
     published_at: Option<Instant>,
+    /// `--trace-url`: each finding's `trace_url` in the report, each chain's in /api/chains.
+    links: Option<TraceUrl>,
 }
 
 /// The metrics' totals are published at most this often (Prometheus scrapes every 15 s by
@@ -140,6 +145,11 @@ pub struct Answers {
 pub const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
 impl Answers {
+    /// Links each chain to its trace with `links` (`--trace-url`) from now on.
+    pub fn link_traces(&mut self, links: Option<TraceUrl>) {
+        self.links = links;
+    }
+
     /// Brings the metrics' families up to the store's totals when chains were judged since
     /// the last publish, at most every [`PUBLISH_EVERY`], and not while the last publish is
     /// still being encoded (the next call tries again). Called by the loop on its timer.
@@ -163,16 +173,21 @@ impl Answers {
         match ask {
             Ask::Report(reply) => {
                 let report = store.report_of_judged();
-                let json =
-                    crate::commands::check::json_report(&report, Some(self.stats.snapshot()), 0)
-                        .and_then(|json| {
-                            crate::commands::check::with_store_counts(&json, &store.counters())
-                        })
-                        .map_err(|e| format!("cannot write the report: {e:#}"));
+                let counts = self.stats.snapshot();
+                let context = Context {
+                    ingest: Some(&counts),
+                    source: None,
+                    links: self.links.as_ref(),
+                };
+                let json = crate::commands::check::json_report(&report, &context, 0)
+                    .and_then(|json| {
+                        crate::commands::check::with_store_counts(&json, &store.counters())
+                    })
+                    .map_err(|e| format!("cannot write the report: {e:#}"));
                 let _ = reply.send(json);
             }
             Ask::Chains { kind, limit, reply } => {
-                let _ = reply.send(chains::newest(store, kind, limit));
+                let _ = reply.send(chains::newest(store, kind, limit, self.links.as_ref()));
             }
         }
     }

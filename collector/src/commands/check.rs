@@ -1,8 +1,9 @@
 //! `budget-top check`: the analysis without the screen, for CI and scripts.
 //!
 //! Spans come from an OTLP/JSON-lines file (`--input`, gzip or not: what `record` and the
-//! OpenTelemetry Collector's file exporter write) or from the receivers until the input goes
-//! quiet (`--idle`) or for a fixed time (`--for`). The report goes to stdout as text or JSON
+//! OpenTelemetry Collector's file exporter write), from Jaeger (`--jaeger`: its traces read as
+//! such a file, [`crate::jaeger`]), or from the receivers until the input goes quiet (`--idle`)
+//! or for a fixed time (`--for`). The report goes to stdout as text or JSON
 //! (and with `--html FILE` to a page as well); the exit status says whether a finding reached
 //! `--fail-on`.
 
@@ -22,8 +23,9 @@ mod file_input;
 use super::listen::{Signals, feed_until, finish, sleep_until};
 use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, IngestCounts};
-use crate::otlp_lines::RecordingError;
-use crate::report::{html as report_html, text as report_text};
+use crate::jaeger;
+use crate::otlp_lines::{Reader, RecordingError};
+use crate::report::{Context, html as report_html, text as report_text};
 use crate::store::{Retention, Store};
 
 /// The exit status for "bad usage or unreadable input".
@@ -35,43 +37,64 @@ pub async fn run(
     retention: Retention,
     carriers: Arc<Carriers>,
 ) -> anyhow::Result<u8> {
-    let mut store = match &args.input {
-        Some(_) => retention.store(),
+    let mut store = if args.reads() {
+        // A file is read against the clock, on two threads.
+        retention.store()
+    } else {
         // Listening, the chains held are judged on one thread at the end (less CPU, a few
-        // tenths of a second more to wait); a file is read against the clock, on two.
-        None => retention.store().with_analyses_on_one_thread(),
+        // tenths of a second more to wait).
+        retention.store().with_analyses_on_one_thread()
     };
     // The page shows each drawn span's attributes: keep them only when it is asked for.
     let keep_attributes = args.html.is_some();
-    let (ingest_counts, lines_torn) = match &args.input {
-        Some(path) => (
-            None,
-            read_file(path, &mut store, carriers, keep_attributes)?,
-        ),
-        None => (
-            Some(listen(&args, &mut store, carriers, keep_attributes).await?),
-            0,
-        ),
-    };
+    let links = args.jaeger.trace_url(&args.links);
+    let mut source = None;
+    let (ingest_counts, lines_torn) =
+        match (&args.input, args.jaeger.query(jaeger::now_unix_nano())) {
+            (_, Some(query)) => {
+                let mut fetched = jaeger::fetch(&query).await?;
+                crate::stderr_line!("{}", fetched.summary.line());
+                let torn = read_fetched(&mut fetched, &mut store, carriers, keep_attributes)?;
+                source = Some(fetched.summary);
+                (None, torn)
+            }
+            (Some(path), None) => (
+                None,
+                read_file(path, &mut store, carriers, keep_attributes)?,
+            ),
+            (None, None) => (
+                Some(listen(&args, &mut store, carriers, keep_attributes).await?),
+                0,
+            ),
+        };
     let empty = store.counters().spans_held == 0 && store.counters().chains_evicted == 0;
     if empty {
-        match &args.input {
-            Some(path) => crate::stderr_line!(
+        match (&args.input, &source) {
+            (_, Some(source)) => crate::stderr_line!(
+                "warning: jaeger {}: no trace was read (no span in the window, or no service); the report covers nothing",
+                source.jaeger
+            ),
+            (Some(path), None) => crate::stderr_line!(
                 "warning: {}: no span was read (the input is empty or has no valid span); the report covers nothing",
                 path.display()
             ),
-            None => {
+            (None, None) => {
                 crate::stderr_line!(
                     "warning: no span arrived while listening; the report covers nothing"
                 )
             }
         }
     }
+    let context = Context {
+        ingest: ingest_counts.as_ref(),
+        source: source.as_ref(),
+        links: links.as_ref(),
+    };
     let status = print_report(
         &mut store,
         args.format,
         &args.fail_on,
-        ingest_counts,
+        &context,
         lines_torn,
         retention.max_spans,
         args.html.as_deref(),
@@ -87,16 +110,36 @@ pub async fn run(
     })
 }
 
+/// Reads what Jaeger answered into the store as a recording is read; a line the decoders
+/// refuse is an error naming the trace and the URL that answered it.
+fn read_fetched(
+    fetched: &mut jaeger::Fetched,
+    store: &mut Store,
+    carriers: Arc<Carriers>,
+    keep_attributes: bool,
+) -> anyhow::Result<u64> {
+    match read_lines(fetched.reader(), store, carriers, keep_attributes) {
+        Ok(torn) => Ok(torn),
+        Err(RecordingError::Parse { line, message, .. }) => Err(anyhow::anyhow!(
+            "{}: not OTLP JSON: {message}",
+            fetched
+                .origin(line)
+                .unwrap_or_else(|| format!("jaeger {}", fetched.summary.jaeger))
+        )),
+        Err(other) => Err(other.into()),
+    }
+}
+
 /// Prints the report of what `store` holds to stdout in `format` (with a warning on stderr when
 /// `--max-spans` evicted chains), and with `html` also writes it as a page to that file;
 /// returns the exit status: 1 when a finding reaches `fail_on`. `lines_torn` counts a file's
-/// last line skipped for being cut short.
-#[allow(clippy::too_many_arguments)]
+/// last line skipped for being cut short; `context` says where the spans came from and links
+/// each chain to its trace.
 pub fn print_report(
     store: &mut Store,
     format: Format,
     fail_on: &[FailOn],
-    ingest_counts: Option<IngestCounts>,
+    context: &Context<'_>,
     lines_torn: u64,
     max_spans: usize,
     html: Option<&Path>,
@@ -125,7 +168,7 @@ pub fn print_report(
     }
     let out = match format {
         Format::Json => {
-            let mut out = json_report(&report, ingest_counts, lines_torn)?;
+            let mut out = json_report(&report, context, lines_torn)?;
             if counters.spans_after_verdict > 0 || counters.chains_evicted > 0 {
                 out = with_store_counts(&out, &counters)?;
             }
@@ -143,13 +186,7 @@ pub fn print_report(
                     )
                 })
                 .collect();
-            report_text::render(
-                &report,
-                &roots,
-                &store.edges(),
-                ingest_counts.as_ref(),
-                color,
-            )
+            report_text::render(&report, &roots, &store.edges(), context, color)
         }
     };
     let mut stdout = std::io::stdout().lock();
@@ -161,7 +198,7 @@ pub fn print_report(
         .context("cannot write the report to stdout")?;
     let fail = FailOn::threshold(fail_on);
     if let Some(path) = html {
-        let page = report_html::render(store, &report, ingest_counts.as_ref(), fail);
+        let page = report_html::render(store, &report, context, fail);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
     }
@@ -170,15 +207,16 @@ pub fn print_report(
 
 /// The JSON report of CONVENTIONS section 4; when listening, an extra `ingest` object says
 /// what the receivers accepted, refused and rejected; when a file's last line was cut short,
-/// `ingest.lines_torn` counts it.
+/// `ingest.lines_torn` counts it; read from Jaeger, a `source` object says what was asked and
+/// what came back; with a link template, each finding carries its `trace_url`.
 pub fn json_report(
     report: &Report,
-    ingest: Option<IngestCounts>,
+    context: &Context<'_>,
     lines_torn: u64,
 ) -> anyhow::Result<String> {
     let mut value = serde_json::to_value(report).context("cannot serialise the report")?;
     if let Some(object) = value.as_object_mut() {
-        let mut counts = match ingest {
+        let mut counts = match context.ingest {
             Some(counts) => serde_json::to_value(counts)?,
             None => serde_json::json!({}),
         };
@@ -189,6 +227,20 @@ pub fn json_report(
         }
         if counts.as_object().is_some_and(|c| !c.is_empty()) {
             object.insert("ingest".into(), counts);
+        }
+        if let Some(source) = context.source {
+            object.insert("source".into(), serde_json::to_value(source)?);
+        }
+        if let Some(links) = context.links
+            && let Some(findings) = object.get_mut("findings").and_then(|f| f.as_array_mut())
+        {
+            for (finding, f) in findings.iter_mut().zip(&report.findings) {
+                if let Some(finding) = finding.as_object_mut()
+                    && f.trace_id != TraceId::default()
+                {
+                    finding.insert("trace_url".into(), links.link(f.trace_id).into());
+                }
+            }
         }
     }
     let mut out = serde_json::to_string_pretty(&value)?;
@@ -232,10 +284,21 @@ pub fn read_file(
     carriers: Arc<Carriers>,
     keep_attributes: bool,
 ) -> Result<u64, RecordingError> {
+    read_lines(Reader::open(path)?, store, carriers, keep_attributes)
+}
+
+/// The same from a reader already open: a file, or a source's lines in memory.
+fn read_lines(
+    reader: Reader,
+    store: &mut Store,
+    carriers: Arc<Carriers>,
+    keep_attributes: bool,
+) -> Result<u64, RecordingError> {
+    let path = reader.path().to_owned();
     Ok(
-        match file_input::read_into(path, store, &carriers, keep_attributes)? {
+        match file_input::read_into(reader, store, &carriers, keep_attributes)? {
             Some(torn) => {
-                crate::stderr_line!("warning: {}", torn.warning(path));
+                crate::stderr_line!("warning: {}", torn.warning(&path));
                 1
             }
             None => 0,

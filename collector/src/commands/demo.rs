@@ -165,11 +165,16 @@ async fn headless(
     if empty {
         crate::stderr_line!("warning: no span arrived from the demo; the report covers nothing");
     }
+    let context = crate::report::Context {
+        ingest: Some(&ingest_counts),
+        source: None,
+        links: args.links.trace_url.as_ref(),
+    };
     let status = check::print_report(
         &mut store,
         args.format.unwrap_or(Format::Text),
         &fail_on,
-        Some(ingest_counts),
+        &context,
         0,
         retention.max_spans,
         args.html.as_deref(),
@@ -227,6 +232,7 @@ async fn screen(
         http_addr: ingest.http_addr,
         retention,
         max_attribute_bytes: 0,
+        links: args.links.trace_url.clone(),
         ..screen::LiveConfig::default()
     };
     let Ingest {

@@ -7,6 +7,7 @@ use deadline_budget::carrier::Carriers;
 
 use crate::cli::Listen;
 use crate::ingest;
+use crate::present::trace_url::TraceUrl;
 use crate::screen::{Controls, LiveConfig, Mode, Refused, run_live};
 use crate::store::Retention;
 
@@ -17,6 +18,7 @@ pub async fn run(
     retention: Retention,
     max_attribute_bytes: usize,
     carriers: Arc<Carriers>,
+    links: Option<TraceUrl>,
 ) -> anyhow::Result<()> {
     let mut config = listen.ingest_config();
     config.carriers = carriers;
@@ -50,6 +52,7 @@ pub async fn run(
         open_to_anyone: ingest.open_to_network().is_some(),
         retention,
         max_attribute_bytes,
+        links,
     };
     // The warnings (a token file others can read, anyone on the network can send) stay on
     // the terminal under the screen, and are there when it closes.

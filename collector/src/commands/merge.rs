@@ -12,7 +12,7 @@ use deadline_budget::analysis::{EdgeAggregate, Report};
 
 use crate::cli::{FailOn, Format, MergeArgs};
 use crate::commands::check::json_report;
-use crate::report::{html as report_html, text as report_text};
+use crate::report::{Context, html as report_html, text as report_text};
 use crate::store::Store;
 
 /// Reads every report, merges them, prints the merged report in `--format` (and writes
@@ -30,15 +30,19 @@ pub fn run(args: &MergeArgs, max_findings: usize) -> anyhow::Result<u8> {
         .iter()
         .map(EdgeAggregate::from_report)
         .collect();
+    let context = Context {
+        links: args.links.trace_url.as_ref(),
+        ..Context::default()
+    };
     let out = match args.format {
-        Format::Json => json_report(&report, None, 0)?,
+        Format::Json => json_report(&report, &context, 0)?,
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             report_text::render(
                 &report,
                 &HashMap::new(),
                 &edges.iter().collect::<Vec<_>>(),
-                None,
+                &context,
                 color,
             )
         }
@@ -51,7 +55,7 @@ pub fn run(args: &MergeArgs, max_findings: usize) -> anyhow::Result<u8> {
     let fail = FailOn::threshold(&args.fail_on);
     if let Some(path) = &args.html {
         // The reports carry no spans: the page has the figures and findings, no waterfalls.
-        let page = report_html::render(&Store::new(1), &report, None, fail);
+        let page = report_html::render(&Store::new(1), &report, &context, fail);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
     }

@@ -1,6 +1,6 @@
-//! `budget-top replay FILE`: a recording played into the screen, paced as it was recorded.
+//! `budget-top replay FILE`: a recording played into the screen, paced as it was recorded;
+//! `replay --jaeger URL`: the traces read from Jaeger, played as a recording of them.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::batch::Batch;
+use crate::cli::ReplayArgs;
 use crate::ingest::{decode, interner};
+use crate::jaeger;
 use crate::otlp_lines::{Reader, RecordingError, Torn};
 use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
 use crate::store::Retention;
@@ -16,15 +18,27 @@ use crate::store::Retention;
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same
 /// screen, paced by the spans' own start times, `speed` times faster (0 or less: as fast as it
 /// reads). The screen's clock follows the recording, so rates and λ read as they were. A
-/// line that cannot be read stops the feed and, once the screen closes, is the error.
+/// line that cannot be read stops the feed and, once the screen closes, is the error. With
+/// `--jaeger`, the traces are read first (before the screen takes the terminal, the summary
+/// left on it), oldest first, and played as a recording.
 pub async fn run(
-    file: PathBuf,
-    speed: f64,
+    args: ReplayArgs,
     retention: Retention,
     carriers: Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
-    // Fail before taking over the terminal when the file cannot be opened.
-    let reader = Reader::open(&file)?;
+    let speed = args.speed;
+    let links = args.jaeger.trace_url(&args.links);
+    // Fail before taking over the terminal when the file cannot be opened or Jaeger read.
+    let reader = match (args.jaeger.query(jaeger::now_unix_nano()), &args.file) {
+        (Some(query), _) => {
+            let mut fetched = jaeger::fetch(&query).await?;
+            crate::stderr_line!("{}", fetched.summary.line());
+            fetched.reader()
+        }
+        (None, Some(file)) => Reader::open(file)?,
+        (None, None) => anyhow::bail!("replay needs a recording, or --jaeger URL"),
+    };
+    let file = reader.path().to_owned();
     let (tx, rx) = mpsc::channel::<Batch>(64);
     let notice = Arc::new(Mutex::new(None));
     let torn: Arc<Mutex<Option<Torn>>> = Arc::new(Mutex::new(None));
@@ -76,6 +90,7 @@ pub async fn run(
     let config = LiveConfig {
         mode: Mode::Replay(file.display().to_string()),
         retention,
+        links,
         ..LiveConfig::default()
     };
     let result = run_live(config, rx, controls).await;

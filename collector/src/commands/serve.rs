@@ -22,7 +22,7 @@ use super::listen::Signals;
 use crate::api;
 use crate::cli::ServeArgs;
 use crate::ingest;
-use crate::report::html as report_html;
+use crate::report::{Context, html as report_html};
 use crate::store::{Retention, Store};
 
 /// The exit status of a second signal: the report is not written.
@@ -57,6 +57,7 @@ pub async fn run(
             return Err(error);
         }
     };
+    api.answers.link_traces(args.links.trace_url.clone());
     api.readiness.ready();
     for line in startup_lines(&ingest, &api, &args) {
         crate::stderr_line!("{line}");
@@ -214,8 +215,13 @@ fn write_reports(
     args: &ServeArgs,
 ) -> anyhow::Result<()> {
     let report = store.report();
+    let context = Context {
+        ingest: Some(&counts),
+        source: None,
+        links: args.links.trace_url.as_ref(),
+    };
     if let Some(path) = &args.report {
-        let json = json_report(&report, Some(counts), 0)
+        let json = json_report(&report, &context, 0)
             .and_then(|json| with_store_counts(&json, &store.counters()))?;
         std::fs::write(path, json)
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
@@ -227,7 +233,7 @@ fn write_reports(
         );
     }
     if let Some(path) = &args.html {
-        let page = report_html::render(store, &report, Some(&counts), Severity::Error);
+        let page = report_html::render(store, &report, &context, Severity::Error);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
         crate::stderr_line!("wrote the page to {}", path.display());

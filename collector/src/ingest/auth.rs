@@ -40,23 +40,26 @@ impl BearerToken {
     /// missing, unreadable or empty file, or one with more than one line or control
     /// characters a header cannot carry, is an error naming the file.
     pub fn load(path: &Path) -> anyhow::Result<LoadedToken> {
+        Self::load_for(path, "--bearer-token-file")
+    }
+
+    /// The same for the token file of another flag (`--jaeger-token-file`: the token budget-top
+    /// presents), named in the errors.
+    pub fn load_for(path: &Path, flag: &str) -> anyhow::Result<LoadedToken> {
         let shown = path.display();
-        let bytes = std::fs::read(path).with_context(|| {
-            format!("cannot read the bearer token file {shown} (--bearer-token-file)")
-        })?;
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read the bearer token file {shown} ({flag})"))?;
         let mut end = bytes.len();
         while end > 0 && matches!(bytes[end - 1], b'\n' | b'\r') {
             end -= 1;
         }
         let token = &bytes[..end];
         if token.is_empty() {
-            anyhow::bail!(
-                "the bearer token file {shown} is empty (--bearer-token-file): put the token every sender must present in it"
-            );
+            anyhow::bail!("the bearer token file {shown} is empty ({flag}): put the token in it");
         }
         if token.iter().any(|&b| b < 0x20 || b == 0x7f) {
             anyhow::bail!(
-                "the bearer token file {shown} holds more than one line or control characters, which no Authorization header can carry (--bearer-token-file)"
+                "the bearer token file {shown} holds more than one line or control characters, which no Authorization header can carry ({flag})"
             );
         }
         Ok(LoadedToken {
@@ -65,6 +68,16 @@ impl BearerToken {
             },
             readable_by_others: mode_open_to_others(path),
         })
+    }
+
+    /// The `Authorization` header that presents this token (`Bearer <token>`), marked
+    /// sensitive; `None` when the token is not a valid header value.
+    pub fn authorization(&self) -> Option<http::HeaderValue> {
+        let mut value = b"Bearer ".to_vec();
+        value.extend_from_slice(&self.token);
+        let mut value = http::HeaderValue::from_bytes(&value).ok()?;
+        value.set_sensitive(true);
+        Some(value)
     }
 
     /// Whether an `Authorization` header value carries this token: `Bearer` in any case, one

@@ -108,7 +108,7 @@ impl Tls {
     }
 }
 
-fn pem_error(error: &rustls::pki_types::pem::Error) -> String {
+pub(crate) fn pem_error(error: &rustls::pki_types::pem::Error) -> String {
     match error {
         rustls::pki_types::pem::Error::NoItemsFound => "no PEM item of that kind in it".into(),
         rustls::pki_types::pem::Error::Io(e) => e.to_string(),
@@ -117,7 +117,10 @@ fn pem_error(error: &rustls::pki_types::pem::Error) -> String {
 }
 
 /// The certificates of a PEM file, at least one.
-fn certificates(path: &Path, flag: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+pub(crate) fn certificates(
+    path: &Path,
+    flag: &str,
+) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     let shown = path.display();
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| anyhow::anyhow!("cannot read {shown} ({flag}): {}", pem_error(&e)))?

@@ -1,7 +1,23 @@
 //! The reports `check` writes besides JSON: [`text`] for a terminal or a CI log, [`html`] for the
 //! people who were not there. Both read the analysed store and the library's
 //! `deadline_budget::analysis::Report` and judge nothing; their words, glyphs and numbers come
-//! from [`crate::present`], as the screen's do.
+//! from [`crate::present`], as the screen's do. What every report says beside the analysis
+//! (where the spans came from, the link to a chain's trace) is one [`Context`].
 
 pub mod html;
 pub mod text;
+
+use crate::ingest::IngestCounts;
+use crate::jaeger;
+use crate::present::trace_url::TraceUrl;
+
+/// What a report says beside the analysis.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Context<'a> {
+    /// The receivers' counters, when the spans were received.
+    pub ingest: Option<&'a IngestCounts>,
+    /// What was asked of Jaeger and what came back, when the spans were read from it.
+    pub source: Option<&'a jaeger::Summary>,
+    /// The link from a chain to its trace (`--trace-url`, or Jaeger's own).
+    pub links: Option<&'a TraceUrl>,
+}

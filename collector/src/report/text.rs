@@ -10,17 +10,18 @@ use deadline_budget::analysis::{
     ChainOutcome, EdgeAggregate, Finding, Report, Severity, Sketch, TraceId,
 };
 
-use crate::ingest::IngestCounts;
+use super::Context;
 use crate::present::format::{grouped, ms_grouped};
 use crate::span_text::for_report;
 
 /// Renders the report. `roots` names each chain by its root span (service, name); `edges`
-/// are the store's aggregates (budget percentiles and waste per edge).
+/// are the store's aggregates (budget percentiles and waste per edge); `context` adds where the
+/// spans came from and each chain's link to its trace (a line under the chain's).
 pub fn render(
     report: &Report,
     roots: &HashMap<TraceId, (Arc<str>, Arc<str>)>,
     edges: &[&EdgeAggregate],
-    ingest: Option<&IngestCounts>,
+    context: &Context<'_>,
     color: bool,
 ) -> String {
     let mut out = String::new();
@@ -61,7 +62,10 @@ pub fn render(
             )
         );
     }
-    if let Some(i) = ingest {
+    if let Some(source) = context.source {
+        let _ = writeln!(out, "{}", crate::span_text::for_screen(&source.line()));
+    }
+    if let Some(i) = context.ingest {
         let _ = writeln!(
             out,
             "received {} spans in {} requests; refused {} requests, store behind ({} spans counted; {} refused before reading, spans unknown); rejected {} spans and {} requests (invalid)",
@@ -147,6 +151,9 @@ pub fn render(
             .map(|(service, name)| format!(" {} {}", for_report(service), for_report(name)))
             .unwrap_or_default();
         let _ = writeln!(out, "chain {trace_id}{root}");
+        if let Some(links) = context.links {
+            let _ = writeln!(out, "  trace: {}", links.link(*trace_id));
+        }
         for f in findings {
             line(&mut out, &row_of(f), Some(f.severity));
         }
@@ -313,7 +320,13 @@ mod tests {
         }
         edge.declared_timeouts.add(30_000);
         edge.findings.bump(FindingKind::BudgetDropped);
-        let out = render(&Report::default(), &HashMap::new(), &[&edge], None, false);
+        let out = render(
+            &Report::default(),
+            &HashMap::new(),
+            &[&edge],
+            &Context::default(),
+            false,
+        );
         assert!(
             out.contains("budget_dropped 1, timeout_oversized 1"),
             "{out}"
@@ -332,7 +345,13 @@ mod tests {
         edge.latency.add_n(400, 408);
         edge.latency.add_n(1520, 4);
         edge.declared_timeouts.add(3000);
-        let out = render(&Report::default(), &HashMap::new(), &[&edge], None, false);
+        let out = render(
+            &Report::default(),
+            &HashMap::new(),
+            &[&edge],
+            &Context::default(),
+            false,
+        );
         assert!(
             out.contains("\nADVICE (time out at the p99.9 of answered calls, from 100 calls)\n  orders → inventory: 3,000 ms declared, p99.9 1,520 ms over 412 calls: time out at 1,600 ms\n"),
             "{out}"

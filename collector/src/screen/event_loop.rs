@@ -195,6 +195,8 @@ pub struct LiveConfig {
     /// The most raw attribute bytes held for the detail view (`--max-attribute-bytes`); 0 for
     /// the store's default.
     pub max_attribute_bytes: usize,
+    /// `--trace-url`: the link from a chain to its trace.
+    pub links: Option<crate::present::trace_url::TraceUrl>,
 }
 
 /// Take over the terminal, run the screen on span batches from `spans`, and restore the
@@ -221,6 +223,8 @@ pub async fn run_live(
     state.protection = config.protection;
     state.open_to_anyone = config.open_to_anyone;
     state.demo_startable = controls.start_demo.is_some();
+    state.links = config.links;
+    state.hyperlinks = super::term::takes_hyperlinks(|name| std::env::var(name).ok());
     let mut term = super::term::Term::enter()?;
     let events = crossterm::event::EventStream::new();
     let result = tokio::select! {

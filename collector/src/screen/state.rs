@@ -174,6 +174,12 @@ pub struct State {
     pub retention: crate::store::Retention,
     /// The most raw attribute bytes a fresh store holds (for [`State::start_over`]).
     pub max_attribute_bytes: usize,
+    /// `--trace-url`: the link from the chain on screen to its trace (the waterfall's title,
+    /// the detail).
+    pub links: Option<crate::present::trace_url::TraceUrl>,
+    /// Whether the terminal takes OSC 8 hyperlinks: set once at start ([`super::term`]), so
+    /// drawing reads no environment.
+    pub hyperlinks: bool,
     /// Traces held when the screen last started over: their late spans are dropped, so the
     /// previous scenario's chains do not come back piece by piece.
     stale: std::collections::HashSet<TraceId>,
@@ -244,6 +250,8 @@ impl State {
             demo_startable: true,
             retention: crate::store::Retention::default(),
             max_attribute_bytes: crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
+            links: None,
+            hyperlinks: false,
             stale: std::collections::HashSet::new(),
             held: Vec::new(),
             held_spans: 0,

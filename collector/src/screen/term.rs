@@ -92,6 +92,74 @@ fn install_panic_hook() {
     });
 }
 
+/// Whether the terminal turns OSC 8 sequences into hyperlinks, from its environment (`env`
+/// reads a variable): `FORCE_HYPERLINK` decides when set (`0` off, anything else on, as other
+/// tools read it); else the terminals known to take them (iTerm2, WezTerm, kitty, Ghostty,
+/// foot, Alacritty, VS Code's, Windows Terminal, Konsole, and VTE's: GNOME Terminal and its
+/// kin), and tmux from 3.4 (which passes them on). Anywhere else the link is plain text, which
+/// an old terminal would otherwise show as garbage around it.
+pub fn takes_hyperlinks(env: impl Fn(&str) -> Option<String>) -> bool {
+    if let Some(forced) = env("FORCE_HYPERLINK") {
+        return forced.trim() != "0";
+    }
+    let program = env("TERM_PROGRAM").unwrap_or_default();
+    if program == "tmux" {
+        // "3.4", "3.5a", "next-3.6": the first number and the one after its dot.
+        let version = env("TERM_PROGRAM_VERSION").unwrap_or_default();
+        let digits: String = version
+            .trim_start_matches(|c: char| !c.is_ascii_digit())
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let mut parts = digits.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        return (major, minor) >= (3, 4);
+    }
+    if env("TMUX").is_some() || env("TERM").is_some_and(|t| t.starts_with("screen")) {
+        // A multiplexer that does not say it passes them on.
+        return false;
+    }
+    if [
+        "iTerm.app",
+        "WezTerm",
+        "vscode",
+        "ghostty",
+        "Hyper",
+        "Tabby",
+        "rio",
+    ]
+    .contains(&program.as_str())
+    {
+        return true;
+    }
+    let term = env("TERM").unwrap_or_default();
+    if [
+        "xterm-kitty",
+        "xterm-ghostty",
+        "wezterm",
+        "foot",
+        "alacritty",
+        "contour",
+    ]
+    .iter()
+    .any(|t| term.starts_with(t))
+    {
+        return true;
+    }
+    if [
+        "KITTY_WINDOW_ID",
+        "WT_SESSION",
+        "KONSOLE_VERSION",
+        "DOMTERM",
+    ]
+    .iter()
+    .any(|v| env(v).is_some())
+    {
+        return true;
+    }
+    env("VTE_VERSION").and_then(|v| v.trim().parse::<u32>().ok()) >= Some(5000)
+}
+
 /// Resolves on Ctrl-C, SIGTERM or SIGHUP (the terminal closed).
 pub async fn shutdown_signal() {
     #[cfg(unix)]
@@ -115,5 +183,38 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hyperlinks_where_the_terminal_is_known_to_take_them() {
+        let with = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            takes_hyperlinks(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        };
+        assert!(!with(&[]));
+        assert!(!with(&[("TERM", "xterm-256color")]));
+        assert!(with(&[("TERM", "xterm-kitty")]));
+        assert!(with(&[("TERM_PROGRAM", "iTerm.app")]));
+        assert!(with(&[("VTE_VERSION", "7200")]));
+        assert!(!with(&[("VTE_VERSION", "4000")]));
+        assert!(!with(&[
+            ("TERM_PROGRAM", "tmux"),
+            ("TERM_PROGRAM_VERSION", "3.3a")
+        ]));
+        assert!(with(&[
+            ("TERM_PROGRAM", "tmux"),
+            ("TERM_PROGRAM_VERSION", "3.4")
+        ]));
+        assert!(!with(&[("TMUX", "/tmp/x"), ("VTE_VERSION", "7200")]));
+        assert!(with(&[("FORCE_HYPERLINK", "1")]));
+        assert!(!with(&[("FORCE_HYPERLINK", "0"), ("TERM", "xterm-kitty")]));
     }
 }

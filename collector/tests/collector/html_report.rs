@@ -470,7 +470,7 @@ fn the_page_stays_small_whatever_the_input() {
     assert_eq!(report.findings.len() as u64, s.findings_listed);
     assert!(s.findings_omitted > 0);
     let started = Instant::now();
-    let page = report_html::render(&store, &report, None, Severity::Error);
+    let page = report_html::render(&store, &report, &Default::default(), Severity::Error);
     eprintln!(
         "{} chains, {} findings: {} bytes in {:?} (debug build)",
         report.summary.traces,
@@ -512,7 +512,7 @@ fn the_page_advises_a_timeout_per_edge() {
         store.insert_spans(named(big_chain(t, 2)));
     }
     let report = store.report();
-    let page = report_html::render(&store, &report, None, Severity::Warning);
+    let page = report_html::render(&store, &report, &Default::default(), Severity::Warning);
     assert!(page.contains("<li><a href=\"#advice\">advice</a></li>"));
     let advice = &page[page
         .find("<section id=\"advice\">")
@@ -528,7 +528,7 @@ fn the_page_advises_a_timeout_per_edge() {
     store.insert_spans(named(big_chain(99, 2)));
     let report = store.report();
     assert_eq!(report.edges[0].advice.timeout_ms, Some(2000));
-    let page = report_html::render(&store, &report, None, Severity::Warning);
+    let page = report_html::render(&store, &report, &Default::default(), Severity::Warning);
     assert!(
         page.contains("<li>orders → inventory: no timeout, p99.9 1,998 ms over 100 calls: time out at min(remaining, 2,000 ms)</li>"),
         "{}",
@@ -552,7 +552,7 @@ fn a_page_without_findings_says_so_and_still_draws_a_chain() {
     store.insert_spans(spans);
     let report = store.report();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
-    let page = report_html::render(&store, &report, None, Severity::Warning);
+    let page = report_html::render(&store, &report, &Default::default(), Severity::Warning);
     assert!(page.contains("✔ PASSED</span> exit status <span id=\"exit-status\">0</span>"));
     assert!(page.contains("no finding reaches <code>--fail-on warning</code>"));
     assert!(page.contains("id=\"no-findings\""));

@@ -383,7 +383,7 @@ fn the_worst_chains_of_each_kind_are_kept_whole_for_the_page() {
     let page = budget_top::report::html::render(
         &store,
         &report,
-        None,
+        &Default::default(),
         deadline_budget::analysis::Severity::Error,
     );
     assert!(page.contains(&worst.to_string()), "the page draws chain 17");

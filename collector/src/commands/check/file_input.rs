@@ -59,15 +59,15 @@ enum Decoded {
     Failed(RecordingError),
 }
 
-/// Reads every line of `path` into `store` (with each span's attributes when
+/// Reads every line of `reader` into `store` (with each span's attributes when
 /// `keep_attributes`), warnings on stderr; the last line when it was cut short and skipped.
 pub fn read_into(
-    path: &Path,
+    reader: Reader,
     store: &mut Store,
     carriers: &Arc<Carriers>,
     keep_attributes: bool,
 ) -> Result<Option<Torn>, RecordingError> {
-    let reader = Reader::open(path)?;
+    let path = &reader.path().to_owned();
     std::thread::scope(|scope| {
         let mut to_decoders = Vec::with_capacity(DECODERS);
         let mut from_decoders = Vec::with_capacity(DECODERS);

@@ -48,6 +48,7 @@ h1{font-size:1.6em;margin:.1em 0}
 h2{font-size:1.25em;border-bottom:1px solid var(--line);padding-bottom:.2em;margin-top:1.6em}
 h3{font-size:1.1em;margin:1.4em 0 .3em}
 h4{font-size:1em;margin:.2em 0}
+.trace-link{font-weight:normal;font-size:.9em;margin-left:.5em}
 svg.defs{position:absolute;width:0;height:0;overflow:hidden}
 .gate{border-left:6px solid;padding:.5em 1em;margin:0 0 1em}
 .gate.fail{border-color:var(--late);background:#fff5f5}

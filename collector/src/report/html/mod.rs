@@ -26,7 +26,7 @@ use deadline_budget::analysis::{
 };
 use foldhash::{HashMap, HashMapExt as _};
 
-use crate::ingest::IngestCounts;
+use super::Context;
 use crate::present::format::{count, counted, grouped, ms_grouped, opt_ms_grouped, severity_glyph};
 use crate::present::legend::{self, MARKS};
 use crate::span_text::for_report;
@@ -63,23 +63,20 @@ const FINDINGS_PER_ROW: usize = 4;
 const TABLE_NAME_CHARS: usize = 80;
 
 /// Renders the page. `report` is what `store` reported (`Store::report`, which analysed every
-/// chain); `ingest` the receivers' counts when `check` listened.
-pub fn render(
-    store: &Store,
-    report: &Report,
-    ingest: Option<&IngestCounts>,
-    fail_on: Severity,
-) -> String {
+/// chain); `context` the receivers' counts when `check` listened, or what Jaeger answered, and
+/// the link from each chain to its trace (on its heading and on each of its findings).
+pub fn render(store: &Store, report: &Report, context: &Context<'_>, fail_on: Severity) -> String {
     let mut page = Page {
         out: String::with_capacity(256 * 1024),
         store,
         drawn: HashMap::new(),
         chain_bytes: 0,
         article_start: 0,
+        links: context.links,
     };
     page.head(report, fail_on);
     page.gate(report, fail_on);
-    page.summary(report, ingest);
+    page.summary(report, context);
     page.contents(report);
     page.legend();
     page.findings(report);
@@ -99,6 +96,8 @@ struct Page<'a> {
     chain_bytes: usize,
     /// Where the chain being written starts in `out`.
     article_start: usize,
+    /// The link from a chain to its trace.
+    links: Option<&'a crate::present::trace_url::TraceUrl>,
 }
 
 /// Text for the page: escaped for an element or a quoted attribute.
@@ -221,7 +220,7 @@ impl Page<'_> {
         self.out.push_str(".</p>\n</header>\n");
     }
 
-    fn summary(&mut self, report: &Report, ingest: Option<&IngestCounts>) {
+    fn summary(&mut self, report: &Report, context: &Context<'_>) {
         let s = &report.summary;
         self.out
             .push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<dl class=\"summary\">\n");
@@ -293,7 +292,12 @@ impl Page<'_> {
                 count(c.hops_with_budget + c.hops_without_budget)
             ),
         );
-        if let Some(i) = ingest {
+        if let Some(source) = context.source {
+            let line = source.line();
+            let line = crate::span_text::for_screen(&line);
+            item(&mut self.out, "source", "read from", Esc(&line).to_string());
+        }
+        if let Some(i) = context.ingest {
             item(
                 &mut self.out,
                 "received",
@@ -487,7 +491,7 @@ impl Page<'_> {
         let _ = write!(
             self.out,
             r#"<article class="chain" id="{anchor}">
-<h4>{} {}</h4>
+<h4>{} {}{link}</h4>
 <p class="chain-meta">budget {}{} · used {} · {} · outcome <b class="outcome-{outcome}">{outcome}</b> · {} for nobody · trace <code>{trace}</code></p>
 "#,
             SpanText(&s.root_service),
@@ -500,6 +504,7 @@ impl Page<'_> {
             ms_grouped(s.duration_ms),
             counted(u64::from(s.hops), "hop"),
             ms_grouped(s.wasted_ms),
+            link = self.trace_link(trace, "open the trace"),
             anchor = match kind {
                 Some(k) if !self.drawn.contains_key(&trace) => format!("t-{trace}-{k}"),
                 Some(k) => format!("t-{trace}-{k}-again"),
@@ -564,7 +569,21 @@ impl Page<'_> {
                 ms_grouped(w)
             );
         }
+        let link = self.trace_link(f.trace_id, "trace");
+        self.out.push_str(&link);
         self.out.push_str("</li>\n");
+    }
+
+    /// ` <a class="trace-link" href="…">text</a>`: the link to `trace` (the template's text and
+    /// the hex id, escaped), or nothing without `--trace-url`.
+    fn trace_link(&self, trace: TraceId, text: &str) -> String {
+        match self.links {
+            Some(links) if trace != TraceId::default() => format!(
+                r#" <a class="trace-link" href="{}" rel="noopener noreferrer" target="_blank">{text} ↗</a>"#,
+                Esc(&links.link(trace))
+            ),
+            _ => String::new(),
+        }
     }
 
     fn foot(&mut self) {

@@ -5,9 +5,9 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span as TextSpan};
 
-use super::boxed;
 use super::popup::{fitted, hanging, scrolled};
 use super::theme::Theme;
+use super::{boxed, hyperlink, unicode_width};
 use crate::present::format::{ValueLimits, any_value, ms, severity_glyph};
 use crate::present::legend::facts;
 use crate::screen::State;
@@ -16,14 +16,54 @@ use crate::span_text::for_screen;
 /// The detail popup's widest box.
 pub(super) const DETAIL_WIDTH: u16 = 90;
 
-/// Draw the detail of the selected waterfall row, scrolled down `scroll` rows.
+/// Draw the detail of the selected waterfall row, scrolled down `scroll` rows; the link to
+/// the chain's trace a hyperlink where the terminal takes one.
 pub fn render(state: &State, theme: Theme, area: Rect, scroll: u16, buf: &mut Buffer) {
     let Some((title, lines)) = lines(state, theme, area.width) else {
         return;
     };
     let rect = fitted(area, DETAIL_WIDTH, &lines);
     let inner = boxed(buf, rect, &title, theme);
-    scrolled(buf, rect, inner, lines, scroll, theme);
+    let first = scrolled(buf, rect, inner, lines, scroll, theme);
+    if let (true, Some(chain), Some(links)) =
+        (state.hyperlinks, state.selected_chain(), &state.links)
+    {
+        let link = links.link(chain.trace_id);
+        let id = chain.trace_id.to_string();
+        // The link's rows are the text's first, under its heading (`link_lines`).
+        for (i, piece) in link_pieces(&link, inner.width).iter().enumerate() {
+            let Some(row) = (1 + i as u16)
+                .checked_sub(first)
+                .filter(|r| *r < inner.height)
+            else {
+                continue;
+            };
+            hyperlink(
+                buf,
+                (inner.x, inner.y + row),
+                unicode_width(piece) as u16,
+                &link,
+                &id,
+            );
+        }
+    }
+}
+
+/// The link cut into pieces of at most `width` columns, one a row: drawn so, it never wraps
+/// at a place the popup's word wrapping would choose.
+fn link_pieces(link: &str, width: u16) -> Vec<String> {
+    let width = usize::from(width.max(1));
+    let mut pieces = vec![String::new()];
+    for c in link.chars() {
+        let last = pieces.last_mut().map_or(0, |p| unicode_width(p));
+        if last + unicode_width(c.encode_utf8(&mut [0; 4])) > width {
+            pieces.push(String::new());
+        }
+        if let Some(piece) = pieces.last_mut() {
+            piece.push(c);
+        }
+    }
+    pieces
 }
 
 /// The detail popup's title and text, for the selected waterfall row.
@@ -41,6 +81,17 @@ pub(super) fn lines(
         for_screen(&span.name)
     );
     let mut lines = Vec::new();
+    if let Some(links) = &state.links {
+        // First, so its rows are known to `render`, which makes them a hyperlink.
+        lines.push(Line::styled(
+            "link to the trace (--trace-url)",
+            theme.title(),
+        ));
+        let link = links.link(chain.trace_id);
+        for piece in link_pieces(&link, DETAIL_WIDTH.min(width).saturating_sub(2)) {
+            lines.push(Line::raw(piece));
+        }
+    }
     let kv = |k: &str, v: String| {
         Line::from(vec![
             TextSpan::styled(format!("{k:<32}"), theme.dim()),

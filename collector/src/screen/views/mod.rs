@@ -288,6 +288,34 @@ pub fn put_right(
 
 pub use crate::present::format::unicode_width;
 
+/// Makes the `width` cells at (x, y), as drawn, one OSC 8 hyperlink to `uri` (from
+/// [`crate::present::trace_url`]: the template's text and a hex id, nothing a span sent): the
+/// first cell holds the sequence and the text of all of them, told to take `width` columns, and
+/// the others are skipped, so ratatui's accounting of columns stays that of the text. `id`
+/// joins the pieces of one link cut over several rows.
+pub fn hyperlink(buf: &mut Buffer, (x, y): (u16, u16), width: u16, uri: &str, id: &str) {
+    use ratatui::buffer::CellDiffOption;
+    let area = buf.area;
+    let width = width.min((area.x + area.width).saturating_sub(x));
+    let Some(columns) = std::num::NonZeroU16::new(width) else {
+        return;
+    };
+    if y < area.y || y >= area.y + area.height || x < area.x {
+        return;
+    }
+    let mut text = String::new();
+    for dx in 0..width {
+        text.push_str(buf[(x + dx, y)].symbol());
+    }
+    let uri = crate::present::trace_url::osc8_uri(uri);
+    let first = &mut buf[(x, y)];
+    first.set_symbol(&format!("\x1b]8;id={id};{uri}\x1b\\{text}\x1b]8;;\x1b\\"));
+    first.set_diff_option(CellDiffOption::ForcedWidth(columns));
+    for dx in 1..width {
+        buf[(x + dx, y)].set_diff_option(CellDiffOption::Skip);
+    }
+}
+
 /// Draw a box with a title; returns the inside.
 pub fn boxed(buf: &mut Buffer, area: Rect, title: &str, theme: Theme) -> Rect {
     use ratatui::widgets::{Block, BorderType, Borders, Clear, Widget};

@@ -103,7 +103,8 @@ fn wrapped(lines: Vec<Line<'_>>, width: u16) -> Buffer {
 }
 
 /// Draw `lines` into `inner` (the inside of the box `rect`) from row `scroll` on, with a hint on
-/// the box's bottom edge when there is more above or below.
+/// the box's bottom edge when there is more above or below; returns the row drawn first (the
+/// scroll, kept within the text).
 pub(super) fn scrolled(
     buf: &mut Buffer,
     rect: Rect,
@@ -111,7 +112,7 @@ pub(super) fn scrolled(
     lines: Vec<Line<'_>>,
     scroll: u16,
     theme: Theme,
-) {
+) -> u16 {
     let text = wrapped(lines, inner.width);
     let rows = text.area.height;
     let scroll = scroll.min(rows.saturating_sub(inner.height));
@@ -122,7 +123,7 @@ pub(super) fn scrolled(
     }
     let (above, below) = (scroll > 0, scroll + inner.height < rows);
     let hint = match (above, below) {
-        (false, false) => return,
+        (false, false) => return scroll,
         (false, true) => " ↓ more: ↓ PgDn ",
         (true, true) => " ↑↓ more: ↑ ↓ PgUp PgDn ",
         (true, false) => " ↑ more: ↑ PgUp ",
@@ -132,4 +133,5 @@ pub(super) fn scrolled(
         let x = rect.x + rect.width - width - 2;
         super::put(buf, x, rect.y + rect.height - 1, hint, width, theme.title());
     }
+    scroll
 }

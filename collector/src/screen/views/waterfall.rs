@@ -20,7 +20,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::keys::{self, Key};
 use super::theme::Theme;
-use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step};
+use super::{Needs, Pane, ScreenLayout, hyperlink, put, put_right, scroll_offset, step};
 use crate::present::format::{
     axis_step, counted, fit, ms, ms_grouped, severity_glyph, unicode_width,
 };
@@ -257,15 +257,28 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         counted(s.hops as u64, "hop"),
         counted(chain.findings.len() as u64, "finding"),
     );
-    // The trace id only whole (to copy it into a trace search), when it fits.
-    let trace = format!(" trace {} ", chain.trace_id);
-    if unicode_width(&title) + trace.len() < area.width as usize {
-        title.push_str(&trace);
+    // The link to the trace (--trace-url) when it fits, else the trace id (to copy it into a
+    // trace search), each only whole; a hyperlink where the terminal takes one.
+    let link = state.links.as_ref().map(|l| l.link(chain.trace_id));
+    let head = unicode_width(&title);
+    let tail = [link.clone(), Some(format!("trace {}", chain.trace_id))]
+        .into_iter()
+        .flatten()
+        .find(|text| head + unicode_width(text) + 2 < area.width as usize);
+    if let Some(tail) = &tail {
+        title.push(' ');
+        title.push_str(tail);
+        title.push(' ');
     }
     for x in area.x..area.x + area.width {
         put(buf, x, y, "─", 1, theme.dim());
     }
     put(buf, area.x, y, &title, area.width, theme.title());
+    if let (Some(link), Some(tail), true) = (&link, &tail, state.hyperlinks) {
+        let x = area.x + head as u16 + 1;
+        let id = chain.trace_id.to_string();
+        hyperlink(buf, (x, y), unicode_width(tail) as u16, link, &id);
+    }
 
     // Axis line.
     let y = area.y + 1;
