@@ -156,7 +156,12 @@ fn page(c: &mut Criterion) {
         "check --html: render and write the page, 100k chains",
         |b| {
             b.iter(|| {
-                let page = report_html::render(black_box(&store), &report, &Default::default(), Severity::Error);
+                let page = report_html::render(
+                    black_box(&store),
+                    &report,
+                    &Default::default(),
+                    Severity::Error,
+                );
                 std::fs::write(&out, page).unwrap();
             })
         },

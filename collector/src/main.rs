@@ -46,7 +46,9 @@ fn main() -> ExitCode {
             Some(Command::Demo(args)) => {
                 budget_top::commands::demo::run(args, retention, carriers).await
             }
-            Some(Command::Replay(args)) => replay::run(*args, retention, carriers).await.map(|()| 0),
+            Some(Command::Replay(args)) => {
+                replay::run(*args, retention, carriers).await.map(|()| 0)
+            }
             // The live screen, fed by the receivers.
             None => live::run(
                 cli.listen,

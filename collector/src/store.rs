@@ -27,6 +27,7 @@ use crate::batch::{self, Batch, RawAttributes};
 
 mod attributes;
 mod bulk;
+pub mod exemplars;
 mod held;
 mod pins;
 mod samples;
@@ -265,6 +266,8 @@ impl Store {
                 recent: None,
                 second: 0,
                 hops: Vec::new(),
+                exemplars: None,
+                now_unix_nano: 0,
             },
             settle_ns: DEFAULT_SETTLE.as_nanos() as u64,
             two_threads: true,
@@ -289,6 +292,7 @@ impl Store {
     pub fn set_clock(&mut self, now_unix_nano: u64) {
         self.clock_unix_nano = now_unix_nano;
         self.verdicts.second = now_unix_nano / 1_000_000_000;
+        self.verdicts.now_unix_nano = now_unix_nano;
     }
 
     /// The store's clock ([`Store::set_clock`]).
@@ -300,6 +304,13 @@ impl Store {
     /// ([`Store::recent_totals`]: the screen's `m`).
     pub fn with_recent(mut self) -> Self {
         self.verdicts.recent = Some(Recent::default());
+        self
+    }
+
+    /// The same store keeping, for each series of `serve`'s metrics, the latest judged chain
+    /// that raised it ([`Store::exemplars`]: the metrics' exemplars).
+    pub fn with_exemplars(mut self) -> Self {
+        self.verdicts.exemplars = Some(exemplars::Exemplars::default());
         self
     }
 

@@ -15,6 +15,13 @@
 //! 1 % (above), and its `_sum` adds each sketch bucket's highest value times its count (within
 //! the same 1 %).
 //!
+//! In OpenMetrics, `budget_top_findings_total`, `budget_top_wasted_seconds_total` and each bucket
+//! of `budget_top_edge_latency_seconds` carry a `trace_id` exemplar: the most recent judged
+//! chain that raised the series ([`Exemplars`], kept by serve's store), with what it added and
+//! when it was judged. The counters are prometheus-client's `CounterWithExemplar`; the
+//! histogram, read from sketches, has its exemplars written after its bucket lines when its
+//! text is encoded ([`with_bucket_exemplars`]). The text format has none.
+//!
 //! Two registries: the receivers' few lines are encoded on every scrape; the totals' families
 //! once per publish, off the request path ([`keep_encoded`], on a blocking thread), their text
 //! kept until the next: a scrape never publishes nor encodes the totals (but the first of its
@@ -30,10 +37,12 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use deadline_budget::analysis::{ChainOutcome, FindingKind, Sketch, Totals};
+use foldhash::HashMap;
 use prometheus_client::encoding::{
     EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet, prometheus_text, text,
 };
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::CounterWithExemplar;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
@@ -41,14 +50,38 @@ use prometheus_client::registry::Registry;
 
 use super::encoding::{self, Deflated};
 use crate::ingest::IngestCounts;
+/// The histogram's upper bounds, ms (`+Inf` follows): exact in the sketch up to 250 ms; the
+/// store keeps an exemplar for each.
+pub use crate::store::exemplars::LATENCY_BUCKETS_MS;
+use crate::store::exemplars::{Exemplar, Exemplars, LATENCY_BUCKETS};
 
 /// The label value every label of a set past `--max-series` takes.
 pub const OTHER: &str = "other";
 
-/// The histogram's upper bounds, ms (`+Inf` follows): exact in the sketch up to 250 ms.
-pub const LATENCY_BUCKETS_MS: [i64; 15] = [
-    1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000,
-];
+/// An exemplar's labels: the trace of the chain behind it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceLabel {
+    trace_id: String,
+}
+
+/// `budget_top_wasted_seconds_total`: a counter of seconds with an exemplar (prometheus-client
+/// types only its whole-number one).
+#[derive(Debug, Default)]
+struct SecondsCounter(CounterWithExemplar<TraceLabel, f64, AtomicU64>);
+
+impl TypedMetric for SecondsCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for SecondsCounter {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
 
 /// The content type of the OpenMetrics text format.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -164,10 +197,80 @@ fn raise(counter: &Counter, value: u64) {
     }
 }
 
-fn raise_f64(counter: &Counter<f64, AtomicU64>, value: f64) {
-    let current = counter.get();
-    if value > current {
-        counter.inc_by(value - current);
+/// A figure and the chain behind its latest rise, when known.
+#[derive(Clone, Debug, Default)]
+struct Traced<V> {
+    value: V,
+    exemplar: Option<Exemplar>,
+}
+
+/// The later of two exemplars (by when their chains were judged).
+fn latest(a: Option<Exemplar>, b: Option<Exemplar>) -> Option<Exemplar> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.judged_unix_nano >= a.judged_unix_nano {
+            b
+        } else {
+            a
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The exemplar's labels and time, for prometheus-client.
+fn exemplar_parts(e: &Exemplar) -> (TraceLabel, Option<std::time::SystemTime>) {
+    let at = (e.judged_unix_nano > 0)
+        .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(e.judged_unix_nano));
+    (
+        TraceLabel {
+            trace_id: e.trace.to_string(),
+        },
+        at,
+    )
+}
+
+/// Raises a counter with an exemplar to `value`: the rise's last part is the exemplar's own
+/// (what its chain added, at most the rise), the rest before it, so the exemplar shows the
+/// chain behind the rise with its own value.
+fn raise_traced(counter: &CounterWithExemplar<TraceLabel>, to: &Traced<u64>) {
+    let current = counter.get().0;
+    if to.value <= current {
+        return;
+    }
+    let rise = to.value - current;
+    match &to.exemplar {
+        Some(e) => {
+            let own = (e.value as u64).clamp(1, rise);
+            if rise > own {
+                counter.inc_by(rise - own, None, None);
+            }
+            let (labels, at) = exemplar_parts(e);
+            counter.inc_by(own, Some(labels), at);
+        }
+        None => {
+            counter.inc_by(rise, None, None);
+        }
+    }
+}
+
+/// The same in seconds (the exemplar's value is its chain's ms).
+fn raise_traced_seconds(counter: &SecondsCounter, to: &Traced<f64>) {
+    let current = counter.0.get().0;
+    if to.value <= current {
+        return;
+    }
+    let rise = to.value - current;
+    match &to.exemplar {
+        Some(e) => {
+            let own = (e.value / 1000.0).min(rise);
+            if rise > own {
+                counter.0.inc_by(rise - own, None, None);
+            }
+            let (labels, at) = exemplar_parts(e);
+            counter.0.inc_by(own, Some(labels), at);
+        }
+        None => {
+            counter.0.inc_by(rise, None, None);
+        }
     }
 }
 
@@ -295,10 +398,14 @@ pub struct Metrics {
     requests: Family<ResultLabel, Counter>,
     chains: Family<OutcomeLabel, Counter>,
     hops: Family<BudgetLabel, Counter>,
-    findings: Family<FindingLabels, Counter>,
-    wasted: Family<EdgeLabels, Counter<f64, AtomicU64>>,
+    findings: Family<FindingLabels, CounterWithExemplar<TraceLabel>>,
+    wasted: Family<EdgeLabels, SecondsCounter>,
     edge_calls: Family<EdgeLabels, Counter>,
     latency: Family<EdgeLabels, SketchHistogram>,
+    /// The histogram's exemplars, by series and bucket: written after its bucket lines.
+    latency_exemplars: Mutex<HashMap<EdgeLabels, [Option<Exemplar>; LATENCY_BUCKETS]>>,
+    /// The histogram alone: its text is encoded apart, for its exemplars.
+    latency_registry: Registry,
     timeouts: Family<TimeoutLabels, Gauge<f64, AtomicU64>>,
     overflow: Family<FamilyLabel, Counter>,
     admitted_findings: Mutex<Admitted<FindingLabels>>,
@@ -322,6 +429,7 @@ impl Metrics {
         let max_series = max_series.max(1);
         let mut ingest_registry = Registry::default();
         let mut registry = Registry::default();
+        let mut latency_registry = Registry::default();
         let metrics = Metrics {
             spans: Family::default(),
             requests: Family::default(),
@@ -331,6 +439,8 @@ impl Metrics {
             wasted: Family::default(),
             edge_calls: Family::default(),
             latency: Family::default(),
+            latency_exemplars: Mutex::new(HashMap::default()),
+            latency_registry: Registry::default(),
             timeouts: Family::default(),
             overflow: Family::default(),
             admitted_findings: Mutex::new(Admitted::new(max_series)),
@@ -378,7 +488,7 @@ impl Metrics {
             "Calls seen on each caller -> callee edge",
             metrics.edge_calls.clone(),
         );
-        registry.register(
+        latency_registry.register(
             "budget_top_edge_latency_seconds",
             "Each edge's call latency (the caller's CLIENT span), from its sketch (within 1 %)",
             metrics.latency.clone(),
@@ -401,6 +511,7 @@ impl Metrics {
         Metrics {
             ingest_registry,
             totals_registry: registry,
+            latency_registry,
             ..metrics
         }
     }
@@ -426,19 +537,20 @@ impl Metrics {
         }
     }
 
-    /// The judged chains' totals, unless an encoding of them is running (then `false`: try
-    /// again later; the loop that owns the store must not wait for an encoding).
-    pub fn try_publish_totals(&self, totals: &Totals) -> bool {
+    /// The judged chains' totals (and the chains behind their latest rises, when the store
+    /// keeps them), unless an encoding of them is running (then `false`: try again later; the
+    /// loop that owns the store must not wait for an encoding).
+    pub fn try_publish_totals(&self, totals: &Totals, exemplars: Option<&Exemplars>) -> bool {
         let _busy = match self.totals_busy.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return false,
         };
-        self.record_totals(totals);
+        self.record_totals(totals, exemplars);
         true
     }
 
-    fn record_totals(&self, totals: &Totals) {
+    fn record_totals(&self, totals: &Totals, exemplars: Option<&Exemplars>) {
         let outcomes = totals.outcomes();
         for outcome in ChainOutcome::ALL {
             let labels = OutcomeLabel {
@@ -454,21 +566,25 @@ impl Metrics {
             &self.hops.get_or_create(&BudgetLabel { budget: "unknown" }),
             totals.hops_without_budget(),
         );
-        self.publish_findings(totals);
+        self.publish_findings(totals, exemplars);
         let edges = totals.edges.sorted();
         let edge = |caller: &str, callee: &str| EdgeLabels {
             caller: caller.to_owned(),
             callee: callee.to_owned(),
         };
+        let traced = |e: &deadline_budget::analysis::EdgeAggregate| {
+            exemplars.and_then(|x| x.edges.get(&(e.caller.clone(), e.callee.clone())))
+        };
         let overflow = bounded(
             &self.admitted_wasted,
             edges.iter().map(|e| {
-                (
-                    edge(&e.caller, &e.callee),
-                    e.wasted_ms.max(0) as f64 / 1000.0,
-                )
+                let figure = Traced {
+                    value: e.wasted_ms.max(0) as f64 / 1000.0,
+                    exemplar: traced(e).and_then(|x| x.wasted),
+                };
+                (edge(&e.caller, &e.callee), figure)
             }),
-            |labels, value| raise_f64(&self.wasted.get_or_create(labels), value),
+            |labels, figure| raise_traced_seconds(&self.wasted.get_or_create(labels), &figure),
         );
         self.overflowed("budget_top_wasted_seconds_total", overflow);
         let overflow = bounded(
@@ -479,10 +595,26 @@ impl Metrics {
         self.overflowed("budget_top_edge_calls_total", overflow);
         let overflow = bounded(
             &self.admitted_latency,
-            edges
-                .iter()
-                .map(|e| (edge(&e.caller, &e.callee), HistogramValues::of(&e.latency))),
-            |labels, value| self.latency.get_or_create(labels).raise(&value),
+            edges.iter().map(|e| {
+                let figure = Traced {
+                    value: HistogramValues::of(&e.latency),
+                    exemplar: None,
+                };
+                (
+                    edge(&e.caller, &e.callee),
+                    (figure, traced(e).map(|x| x.latency)),
+                )
+            }),
+            |labels, (figure, buckets)| {
+                self.latency.get_or_create(labels).raise(&figure.value);
+                if let Some(buckets) = buckets {
+                    let mut kept = lock(&self.latency_exemplars);
+                    let slots = kept.entry(labels.clone()).or_default();
+                    for (slot, new) in slots.iter_mut().zip(buckets) {
+                        *slot = latest(*slot, new);
+                    }
+                }
+            },
         );
         self.overflowed("budget_top_edge_latency_seconds", overflow);
         self.publish_timeouts(totals);
@@ -490,7 +622,7 @@ impl Metrics {
         self.published.notify_one();
     }
 
-    fn publish_findings(&self, totals: &Totals) {
+    fn publish_findings(&self, totals: &Totals, exemplars: Option<&Exemplars>) {
         // The chains' own findings by the service each names, and the edges' own (judged from
         // their totals now), which name the caller.
         let mut counts: BTreeMap<(FindingKind, &str), u64> = BTreeMap::new();
@@ -513,9 +645,12 @@ impl Metrics {
                     severity: kind.severity().as_str().to_owned(),
                     service: service.to_owned(),
                 };
-                (labels, n)
+                let exemplar = exemplars
+                    .and_then(|x| x.findings.get(&(kind, std::sync::Arc::from(service))))
+                    .copied();
+                (labels, Traced { value: n, exemplar })
             }),
-            |labels, value| raise(&self.findings.get_or_create(labels), value),
+            |labels, figure| raise_traced(&self.findings.get_or_create(labels), &figure),
         );
         self.overflowed("budget_top_findings_total", overflow);
     }
@@ -637,8 +772,12 @@ impl Metrics {
         let mut out = String::new();
         if openmetrics {
             let _ = text::encode_registry(&mut out, &self.totals_registry);
+            let mut latency = String::new();
+            let _ = text::encode_registry(&mut latency, &self.latency_registry);
+            with_bucket_exemplars(&latency, &lock(&self.latency_exemplars), &mut out);
         } else {
             let _ = prometheus_text::encode(&mut out, &self.totals_registry);
+            let _ = prometheus_text::encode(&mut out, &self.latency_registry);
         }
         let deflated = self.wanted_gzip[format]
             .load(Ordering::Relaxed)
@@ -696,9 +835,112 @@ pub async fn keep_encoded(metrics: Arc<Metrics>, stop: tokio_util::sync::Cancell
     }
 }
 
+/// The histogram's OpenMetrics text (`latency`) into `out`, each bucket line followed by its
+/// exemplar when `exemplars` has one: ` # {trace_id="…"} <seconds> <judged at>`. A bucket line
+/// names its series as prometheus-client writes labels (`\\`, `\"` and `\n` escaped, `le`
+/// beside them), and a series' buckets come in order, `+Inf` last.
+fn with_bucket_exemplars(
+    latency: &str,
+    exemplars: &HashMap<EdgeLabels, [Option<Exemplar>; LATENCY_BUCKETS]>,
+    out: &mut String,
+) {
+    const BUCKET: &str = "budget_top_edge_latency_seconds_bucket{";
+    if exemplars.is_empty() {
+        out.push_str(latency);
+        return;
+    }
+    let by_text: HashMap<String, &[Option<Exemplar>; LATENCY_BUCKETS]> = exemplars
+        .iter()
+        .map(|(labels, slots)| {
+            let text = format!(
+                "caller=\"{}\",callee=\"{}\"",
+                escape_label(&labels.caller),
+                escape_label(&labels.callee)
+            );
+            (text, slots)
+        })
+        .collect();
+    let mut bucket_of: HashMap<&str, usize> = HashMap::default();
+    for line in latency.split_inclusive('\n') {
+        let series = line.strip_prefix(BUCKET).and_then(|rest| {
+            // `{le="0.5",caller=…}` (OpenMetrics: le first) or `{caller=…,le="0.5"}`.
+            match rest.strip_prefix("le=\"") {
+                Some(after) => {
+                    let start = after.find("\",")? + 2;
+                    Some(&after[start..after.rfind("} ")?])
+                }
+                None => rest.rfind(",le=\"").map(|at| &rest[..at]),
+            }
+        });
+        let Some(series) = series else {
+            out.push_str(line);
+            continue;
+        };
+        let bucket = bucket_of.entry(series).or_insert(0);
+        let exemplar = by_text
+            .get(series)
+            .and_then(|slots| slots.get(*bucket).copied().flatten());
+        *bucket += 1;
+        match exemplar {
+            Some(e) => {
+                let _ = std::fmt::Write::write_fmt(
+                    out,
+                    format_args!(
+                        "{} # {{trace_id=\"{}\"}} {} {}\n",
+                        line.trim_end_matches('\n'),
+                        e.trace,
+                        e.value / 1000.0,
+                        e.judged_unix_nano as f64 / 1e9
+                    ),
+                );
+            }
+            None => out.push_str(line),
+        }
+    }
+}
+
+/// A label value as the text formats escape it.
+fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Values that add up when sets share `other`.
 trait Summed: Default {
     fn add(&mut self, other: &Self);
+}
+
+impl<V: Summed + Default> Summed for Traced<V> {
+    fn add(&mut self, other: &Self) {
+        self.value.add(&other.value);
+        self.exemplar = latest(self.exemplar, other.exemplar);
+    }
+}
+
+/// A histogram's figure and its buckets' exemplars: `other`'s are the latest of its sets.
+impl Summed
+    for (
+        Traced<HistogramValues>,
+        Option<[Option<Exemplar>; LATENCY_BUCKETS]>,
+    )
+{
+    fn add(&mut self, other: &Self) {
+        self.0.add(&other.0);
+        if let Some(theirs) = &other.1 {
+            let ours = self.1.get_or_insert([None; LATENCY_BUCKETS]);
+            for (slot, new) in ours.iter_mut().zip(theirs) {
+                *slot = latest(*slot, *new);
+            }
+        }
+    }
 }
 
 impl Summed for u64 {
@@ -821,7 +1063,7 @@ mod tests {
         store.insert_spans([hop(2, Some(1), "orders", SpanStatus::Unset)]);
         store.judge_all();
         let metrics = Metrics::new(10);
-        assert!(metrics.try_publish_totals(store.totals()));
+        assert!(metrics.try_publish_totals(store.totals(), store.exemplars()));
         let before = store.totals().outcomes();
         // The root arrives, answering with an error: judged again.
         store.insert_spans([hop(1, None, "frontend", SpanStatus::Error)]);
@@ -829,7 +1071,7 @@ mod tests {
         let after = store.totals().outcomes();
         assert_eq!(store.counters().chains_rejudged, 1);
         assert_ne!(before, after);
-        assert!(metrics.try_publish_totals(store.totals()));
+        assert!(metrics.try_publish_totals(store.totals(), store.exemplars()));
         let (text, _) = metrics.encode(false);
         let samples: Vec<&str> = text
             .lines()
@@ -867,11 +1109,11 @@ mod tests {
         assert_eq!(chains(&metrics.encode(false).0), 0);
         let busy = lock(&metrics.totals_busy);
         assert!(
-            !metrics.try_publish_totals(store.totals()),
+            !metrics.try_publish_totals(store.totals(), store.exemplars()),
             "published during an encoding"
         );
         drop(busy);
-        assert!(metrics.try_publish_totals(store.totals()));
+        assert!(metrics.try_publish_totals(store.totals(), store.exemplars()));
         assert_eq!(
             chains(&metrics.encode(false).0),
             0,
@@ -957,10 +1199,94 @@ mod tests {
                     store.judge_all();
                     totals = store.totals().clone();
                 }
-                assert!(metrics.try_publish_totals(&totals));
+                assert!(metrics.try_publish_totals(&totals, None));
                 metrics.encode_published();
             }
         }
+    }
+
+    /// A chain whose callee works on after its caller's call ended: an `orphaned_work` on
+    /// `db`, dead work on frontend → db, and a call of 490 ms. The OpenMetrics text carries its
+    /// trace as the exemplar of each series it raised; the text format carries none.
+    #[test]
+    fn the_series_a_chain_raised_carry_its_trace_as_exemplar() {
+        use deadline_budget::analysis::{SpanKind, SpanStatus};
+        let trace = [7u8; 16];
+        let at = |mut span: deadline_budget::analysis::Span, kind, start_ms: u64, end_ms: u64| {
+            span.kind = kind;
+            span.start_unix_nano = start_ms * 1_000_000;
+            span.end_unix_nano = end_ms * 1_000_000;
+            span
+        };
+        let mut store = crate::store::Store::new(100).with_exemplars();
+        store.set_clock(1_700_000_000_000_000_000);
+        store.insert_spans([
+            at(
+                hop(trace, 1, None, "frontend", SpanStatus::Unset),
+                SpanKind::Server,
+                1,
+                1000,
+            ),
+            at(
+                hop(trace, 2, Some(1), "frontend", SpanStatus::Error),
+                SpanKind::Client,
+                10,
+                500,
+            ),
+            at(
+                hop(trace, 3, Some(2), "db", SpanStatus::Unset),
+                SpanKind::Server,
+                20,
+                900,
+            ),
+        ]);
+        store.judge_all();
+        let report = store.report_of_judged();
+        assert!(
+            report
+                .findings
+                .iter()
+                .any(|f| f.kind == FindingKind::OrphanedWork && &*f.service == "db"),
+            "{:?}",
+            report.findings
+        );
+        let metrics = Metrics::new(10);
+        assert!(metrics.try_publish_totals(store.totals(), store.exemplars()));
+        metrics.encode_published();
+        let (text, _) = metrics.encode(true);
+        let exemplar = format!(" # {{trace_id=\"{}\"}}", "07".repeat(16));
+        let line = |prefix: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+                .to_owned()
+        };
+        let findings = line(
+            "budget_top_findings_total{kind=\"orphaned_work\",severity=\"error\",service=\"db\"}",
+        );
+        assert!(
+            findings.ends_with(&format!("{exemplar} 1.0 1700000000.0")),
+            "{findings}"
+        );
+        let wasted = line("budget_top_wasted_seconds_total{caller=\"frontend\",callee=\"db\"}");
+        assert!(wasted.contains(&exemplar), "{wasted}");
+        // 490 ms: the bucket up to 0.5 s, and no other.
+        let bucket = line(
+            "budget_top_edge_latency_seconds_bucket{le=\"0.5\",caller=\"frontend\",callee=\"db\"}",
+        );
+        assert!(
+            bucket.ends_with(&format!("{exemplar} 0.49 1700000000")),
+            "{bucket}"
+        );
+        let others = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("budget_top_edge_latency_seconds_bucket") && l.contains(" # ")
+            })
+            .count();
+        assert_eq!(others, 1, "{text}");
+        let (plain, _) = metrics.encode(false);
+        assert!(!plain.contains("trace_id"), "{plain}");
     }
 
     #[test]

@@ -162,7 +162,10 @@ impl Answers {
         {
             return;
         }
-        if self.metrics.try_publish_totals(store.totals()) {
+        if self
+            .metrics
+            .try_publish_totals(store.totals(), store.exemplars())
+        {
             self.published = Some(now);
             self.published_at = Some(Instant::now());
         }

@@ -64,7 +64,10 @@ pub async fn run(
     }
 
     // A sidecar shares its cores with the services: the least CPU, not the shortest burst.
-    let mut store = retention.store().with_analyses_on_one_thread();
+    let mut store = retention
+        .store()
+        .with_analyses_on_one_thread()
+        .with_exemplars();
     let mut judge = tokio::time::interval(judge_period(retention.settle));
     judge.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Chains a span joined after their verdict are judged again by `analyse_dirty`, once a

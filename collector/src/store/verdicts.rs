@@ -9,6 +9,7 @@ use deadline_budget::analysis::{
     OutcomeCounts, Report, SeverityCounts, Totals,
 };
 
+use super::exemplars::Exemplars;
 use super::{Entry, Store};
 
 /// A held chain's hop rows, in its analysis's row order: each hop's span position and dead
@@ -141,6 +142,11 @@ pub(super) struct Verdicts {
     pub(super) second: u64,
     /// The hop samples of the chain being folded (reused: no allocation per fold).
     pub(super) hops: Vec<HopSample>,
+    /// The latest chain behind each series of the metrics, when kept
+    /// ([`Store::with_exemplars`]: serve's).
+    pub(super) exemplars: Option<Exemplars>,
+    /// The store's clock now, Unix ns ([`Store::set_clock`]).
+    pub(super) now_unix_nano: u64,
 }
 
 impl Verdicts {
@@ -158,6 +164,9 @@ impl Verdicts {
             recent.at(self.second).fold(analysis, edges, &self.hops);
         }
         self.list.offer(&analysis.findings, self.folds);
+        if let Some(exemplars) = self.exemplars.as_mut() {
+            exemplars.fold(analysis, edges, self.now_unix_nano);
+        }
         entry.judged = Some(Judged {
             fold: self.folds,
             second: self.second,
@@ -231,6 +240,12 @@ impl Store {
     /// The running totals of every judged chain.
     pub fn totals(&self) -> &Totals {
         &self.verdicts.totals
+    }
+
+    /// The latest judged chain behind each series of the metrics; `None` unless the store
+    /// keeps them ([`Store::with_exemplars`]).
+    pub fn exemplars(&self) -> Option<&Exemplars> {
+        self.verdicts.exemplars.as_ref()
     }
 
     /// The totals of the chains judged in the last [`RECENT_SECONDS`] of the store's clock,
