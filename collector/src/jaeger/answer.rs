@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 pub struct Trace {
     /// The trace id as Jaeger wrote it, lowercased.
     pub id: String,
-    /// The earliest start among its spans kept, Unix ns.
+    /// The earliest start among its spans kept, Unix ns (`u64::MAX` when none is).
     pub start_unix_nano: u64,
     /// Its spans kept.
     pub spans: u64,
@@ -114,13 +114,8 @@ struct Placed<'a> {
 }
 
 /// The traces of `body`, in the order their first span comes; spans that started before
-/// `window_start` (Unix ns) are left out and counted. `keep` says whether a trace id is
-/// wanted at all (a trace already read from another search is not): asked once a trace.
-pub fn traces(
-    body: &[u8],
-    window_start: Option<u64>,
-    mut keep: impl FnMut(&str) -> bool,
-) -> Result<Vec<Trace>, Refusal> {
+/// `window_start` (Unix ns) are left out and counted.
+pub fn traces(body: &[u8], window_start: Option<u64>) -> Result<Vec<Trace>, Refusal> {
     let mut out = Vec::new();
     let stream = serde_json::Deserializer::from_slice(body).into_iter::<Envelope<'_>>();
     let mut any = false;
@@ -135,7 +130,7 @@ pub fn traces(
                 "an object with neither `result` nor `error`".into(),
             ));
         };
-        read_result(&result, window_start, &mut keep, &mut out)?;
+        read_result(&result, window_start, &mut out)?;
     }
     if !any {
         return Err(Refusal::NotOtlp("an empty body".into()));
@@ -146,14 +141,12 @@ pub fn traces(
 fn read_result(
     result: &TracesData<'_>,
     window_start: Option<u64>,
-    keep: &mut impl FnMut(&str) -> bool,
     out: &mut Vec<Trace>,
 ) -> Result<(), Refusal> {
     // Trace ids in order of first appearance, each with its spans placed.
     let mut order: Vec<(String, Vec<Placed<'_>>, u64, u64)> = Vec::new();
-    // By trace id: its place in `order`, or `None` when it is not wanted.
-    let mut index: std::collections::HashMap<String, Option<usize>> =
-        std::collections::HashMap::new();
+    // By trace id: its place in `order`.
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (r, resource) in result.resource_spans.iter().enumerate() {
         for (s, scope) in resource.scope_spans.iter().enumerate() {
             for span in &scope.spans {
@@ -169,14 +162,9 @@ fn read_result(
                 }
                 let start = key.start.as_ref().and_then(Nanos::value).unwrap_or(0);
                 let slot = match index.get(&id) {
-                    Some(Some(i)) => *i,
-                    Some(None) => continue,
-                    None if !keep(&id) => {
-                        index.insert(id, None);
-                        continue;
-                    }
+                    Some(&i) => i,
                     None => {
-                        index.insert(id.clone(), Some(order.len()));
+                        index.insert(id.clone(), order.len());
                         order.push((id, Vec::new(), u64::MAX, 0));
                         order.len() - 1
                     }
@@ -199,7 +187,7 @@ fn read_result(
         out.push(Trace {
             line: line(result, &placed),
             spans: placed.len() as u64,
-            start_unix_nano: if placed.is_empty() { 0 } else { start },
+            start_unix_nano: start,
             spans_before: before,
             id,
         });
@@ -315,7 +303,7 @@ mod tests {
             span('a', 4, 120),
             span('c', 5, 10),
         );
-        let traces = traces(body.as_bytes(), None, |_| true).unwrap();
+        let traces = traces(body.as_bytes(), None).unwrap();
         let ids: Vec<(&str, u64, u64)> = traces
             .iter()
             .map(|t| (&t.id[..1], t.spans, t.start_unix_nano))
@@ -343,22 +331,18 @@ mod tests {
     }
 
     #[test]
-    fn spans_before_the_window_are_left_out_and_unwanted_traces_skipped() {
+    fn spans_before_the_window_are_left_out_and_counted() {
         let body = format!(
             r#"{{"result":{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{},{},{}]}}]}}]}}}}"#,
             span('a', 1, 100),
             span('a', 2, 200),
             span('b', 3, 300),
         );
-        let mut asked = 0;
-        let traces = traces(body.as_bytes(), Some(150), |id| {
-            asked += 1;
-            !id.starts_with('b')
-        })
-        .unwrap();
-        assert_eq!(asked, 2, "once a trace");
-        assert_eq!(traces.len(), 1);
+        let traces = traces(body.as_bytes(), Some(150)).unwrap();
+        assert_eq!(traces.len(), 2);
         assert_eq!((traces[0].spans, traces[0].spans_before), (1, 1));
+        assert_eq!(traces[0].start_unix_nano, 200);
+        assert_eq!((traces[1].spans, traces[1].spans_before), (1, 0));
     }
 
     #[test]
@@ -366,8 +350,7 @@ mod tests {
         assert_eq!(
             traces(
                 br#"{"error":{"httpCode":404,"message":"No traces found"}}"#,
-                None,
-                |_| true
+                None
             )
             .unwrap_err(),
             Refusal::Error("No traces found".into())
@@ -380,7 +363,7 @@ mod tests {
             br#"{"result":{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"AAECAw=="}]}]}]}}"#,
         ] {
             assert!(
-                matches!(traces(bad, None, |_| true), Err(Refusal::NotOtlp(_))),
+                matches!(traces(bad, None), Err(Refusal::NotOtlp(_))),
                 "{}",
                 String::from_utf8_lossy(bad)
             );

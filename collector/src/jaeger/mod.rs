@@ -153,10 +153,11 @@ pub struct Summary {
     /// Traces read (each once), and their spans kept.
     pub traces: u64,
     pub spans: u64,
-    /// Traces the searches answered in all, counting each time a trace came back.
+    /// Traces the searches answered in all (at most `--limit` each), counting each time a
+    /// trace came back.
     pub traces_answered: u64,
-    /// The services whose search answered `--limit` traces: Jaeger cut it there, and their
-    /// older traces in the window were not read.
+    /// The services whose search Jaeger cut at `--limit` (it had more): their older traces in
+    /// the window were not read.
     pub cut_at_limit: Vec<String>,
     /// Chains with spans that started before the window, left out: judged as partial.
     pub chains_cut_by_window: u64,
@@ -392,7 +393,8 @@ async fn list_services(client: &mut Client) -> Result<Vec<String>, JaegerError> 
     Ok(services)
 }
 
-/// Each service's search, its traces read once.
+/// Each service's search, its traces read once. Jaeger is asked for one trace more than
+/// `--limit`: when it has that many, the search was cut, and the oldest is left out.
 async fn search(
     client: &mut Client,
     summary: &mut Summary,
@@ -410,19 +412,27 @@ async fn search(
             count(summary.traces),
             count(summary.spans)
         ));
-        let path = format!(
-            "/api/v3/traces?query.service_name={}&query.start_time_min={}&query.start_time_max={}&query.num_traces={limit}&query.raw_traces=true",
-            query_value(service),
-            query_value(&rfc3339(from)),
-            query_value(&rfc3339(to)),
+        let path = |n: usize| {
+            format!(
+                "/api/v3/traces?query.service_name={}&query.start_time_min={}&query.start_time_max={}&query.num_traces={n}&query.raw_traces=true",
+                query_value(service),
+                query_value(&rfc3339(from)),
+                query_value(&rfc3339(to)),
+            )
+        };
+        let (mut url, mut answer) = (
+            client.url(&path(limit + 1)),
+            client.get(&path(limit + 1)).await?,
         );
-        let url = client.url(&path);
-        let answer = client.get(&path).await?;
-        let mut answered = 0;
-        let read = match read_answer(&url, &answer, Some(from), |id| {
-            answered += 1;
-            seen.insert(id.to_owned())
-        }) {
+        let mut asked = limit + 1;
+        // A store that holds at most --limit traces refuses a search one deeper: ask again for
+        // --limit, and a full answer is then taken as cut.
+        if answer.status.is_server_error() {
+            url = client.url(&path(limit));
+            answer = client.get(&path(limit)).await?;
+            asked = limit;
+        }
+        let mut read = match read_answer(&url, &answer, Some(from)) {
             Ok(read) => read,
             // A search that found nothing is answered 404 "No traces found".
             Err(JaegerError::Status { status, .. }) if status == http::StatusCode::NOT_FOUND => {
@@ -430,10 +440,25 @@ async fn search(
             }
             Err(e) => return Err(e),
         };
-        summary.traces_answered += answered;
-        if answered >= limit as u64 {
+        let cut = if asked > limit {
+            read.len() > limit
+        } else {
+            read.len() >= limit
+        };
+        if cut {
             summary.cut_at_limit.push(service.clone());
         }
+        if read.len() > limit {
+            // The newest --limit, as Jaeger answers a search.
+            read.sort_by(|a, b| {
+                b.start_unix_nano
+                    .cmp(&a.start_unix_nano)
+                    .then(a.id.cmp(&b.id))
+            });
+            read.truncate(limit);
+        }
+        summary.traces_answered += read.len() as u64;
+        read.retain(|t| seen.insert(t.id.clone()));
         take(read, &url, summary, traces);
     }
     Ok(())
@@ -457,7 +482,7 @@ async fn by_id(
         let path = format!("/api/v3/traces/{id}?raw_traces=true");
         let url = client.url(&path);
         let answer = client.get(&path).await?;
-        let read = match read_answer(&url, &answer, None, |t| seen.insert(t.to_owned())) {
+        let mut read = match read_answer(&url, &answer, None) {
             Err(JaegerError::Status {
                 status, message, ..
             }) if status == http::StatusCode::NOT_FOUND => {
@@ -470,6 +495,7 @@ async fn by_id(
             other => other?,
         };
         summary.traces_answered += read.len() as u64;
+        read.retain(|t| seen.insert(t.id.clone()));
         take(read, &url, summary, traces);
     }
     Ok(())
@@ -501,12 +527,11 @@ fn read_answer(
     url: &str,
     answer: &client::Answer,
     window_start: Option<u64>,
-    keep: impl FnMut(&str) -> bool,
 ) -> Result<Vec<answer::Trace>, JaegerError> {
     if !answer.status.is_success() {
         return Err(status_error(url.to_owned(), answer));
     }
-    answer::traces(&answer.body, window_start, keep).map_err(|refusal| match refusal {
+    answer::traces(&answer.body, window_start).map_err(|refusal| match refusal {
         answer::Refusal::NotOtlp(reason) => JaegerError::NotOtlp {
             url: url.to_owned(),
             reason,

@@ -48,6 +48,8 @@ pub struct Jaeger {
     pub query: String,
     #[allow(dead_code)] // the tests that send over gRPC (issue 39's forwarding)
     pub otlp_grpc: SocketAddr,
+    /// The query API's port.
+    pub query_port: u16,
     pub otlp_http: SocketAddr,
 }
 
@@ -55,6 +57,13 @@ impl Jaeger {
     /// Starts `bin` with the tests' config and waits until it is ready.
     #[track_caller]
     pub fn start(bin: &str) -> Jaeger {
+        Self::start_with(bin, None)
+    }
+
+    /// The same with `overlay` merged over the tests' config (as the Collector merges its
+    /// `--config` files), e.g. TLS on the query API.
+    #[track_caller]
+    pub fn start_with(bin: &str, overlay: Option<&Path>) -> Jaeger {
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaeger/config.yaml");
         let (query, query_grpc) = (free_port(), free_port());
         let (otlp_grpc, otlp_http) = (free_port(), free_port());
@@ -65,10 +74,13 @@ impl Jaeger {
             ("JAEGER_OTLP_HTTP_PORT", otlp_http.port().to_string()),
             ("JAEGER_MAX_TRACES", "1000000".to_string()),
         ];
-        let collector = Collector::start(bin, &[&config], &env);
+        let mut configs = vec![config.as_path()];
+        configs.extend(overlay);
+        let collector = Collector::start(bin, &configs, &env);
         Jaeger {
             collector,
             query: format!("http://{query}"),
+            query_port: query.port(),
             otlp_grpc,
             otlp_http,
         }
@@ -82,6 +94,59 @@ impl Jaeger {
             let status = response.status().as_u16();
             (status, response.text().await.unwrap())
         })
+    }
+
+    /// POSTs one OTLP/JSON export request to the OTLP/HTTP receiver; it must be accepted.
+    #[track_caller]
+    pub fn send(&self, line: &str) {
+        let runtime = crate::support::runtime();
+        let status = runtime.block_on(async {
+            reqwest::Client::new()
+                .post(format!("http://{}/v1/traces", self.otlp_http))
+                .header("content-type", "application/json")
+                .body(line.to_owned())
+                .send()
+                .await
+                .unwrap()
+                .status()
+        });
+        assert!(status.is_success(), "Jaeger's OTLP/HTTP answered {status}");
+    }
+
+    /// Waits until a search of `service` over all time finds `traces` traces (spans are
+    /// stored a batch later than sent).
+    #[track_caller]
+    pub fn wait_for_traces(&self, service: &str, traces: usize, limit: Duration) {
+        let until = Instant::now() + limit;
+        loop {
+            let (status, body) = self.get(&format!(
+                "/api/v3/traces?query.service_name={service}&query.start_time_min=2000-01-01T00:00:00Z&query.start_time_max=2100-01-01T00:00:00Z&query.num_traces=100000&query.raw_traces=true"
+            ));
+            let mut ids = std::collections::HashSet::new();
+            if status == 200 {
+                let answer: Json = serde_json::from_str(&body).unwrap_or(Json::Null);
+                for resource in answer["result"]["resourceSpans"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                        for span in scope["spans"].as_array().into_iter().flatten() {
+                            ids.insert(span["traceId"].as_str().unwrap_or_default().to_owned());
+                        }
+                    }
+                }
+            }
+            if ids.len() >= traces {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "Jaeger did not hold {traces} traces of {service} within {limit:?}: {} ({status})",
+                ids.len()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until the query API lists `services` (spans are stored a batch later than sent).

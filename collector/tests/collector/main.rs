@@ -19,6 +19,7 @@ mod html_report;
 mod ingest_hostile;
 mod instrumenting_guide;
 mod jaeger;
+mod jaeger_source;
 mod java_http;
 mod loadbalancing;
 mod node_sdk;
