@@ -24,7 +24,7 @@ use crate::support::{CLIENT, SERVER, json_line, request, run, scratch, span, str
 
 /// Chromium's binary: found on the PATH, else installed by the project's `.ci/tools`. `None`,
 /// said loudly, only when it is absent and cannot be installed.
-fn chromium() -> Option<PathBuf> {
+pub fn chromium() -> Option<PathBuf> {
     static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
@@ -102,7 +102,7 @@ fn headless(chromium: &Path, dir: &Path, name: &str, args: &[String], page: &Pat
 
 /// The rendered DOM of `page`, and a screenshot of it at `shot`.
 #[track_caller]
-fn render(chromium: &Path, dir: &Path, page: &Path, shot: &Path) -> String {
+pub fn render(chromium: &Path, dir: &Path, page: &Path, shot: &Path) -> String {
     let dom = headless(chromium, dir, "dom", &["--dump-dom".into()], page);
     headless(
         chromium,

@@ -37,3 +37,4 @@ mod store;
 mod support;
 mod throughput;
 mod tls;
+mod trace_links;

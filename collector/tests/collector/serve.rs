@@ -23,13 +23,13 @@ use serde_json::Value as Json;
 use crate::support::{reset_chain, run, runtime, scratch, serve};
 
 /// An answer: status, content type, body.
-struct Answer {
-    status: u16,
-    content_type: String,
-    body: String,
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
 }
 
-async fn get(url: &str, token: Option<&str>, accept: Option<&str>) -> Answer {
+pub async fn get(url: &str, token: Option<&str>, accept: Option<&str>) -> Answer {
     let client = reqwest::Client::new();
     let mut request = client.get(url);
     if let Some(token) = token {
@@ -52,7 +52,11 @@ async fn get(url: &str, token: Option<&str>, accept: Option<&str>) -> Answer {
     }
 }
 
-async fn post(http: SocketAddr, request: &ExportTraceServiceRequest, token: Option<&str>) -> u16 {
+pub async fn post(
+    http: SocketAddr,
+    request: &ExportTraceServiceRequest,
+    token: Option<&str>,
+) -> u16 {
     let mut post = reqwest::Client::new()
         .post(format!("http://{http}/v1/traces"))
         .header("content-type", "application/x-protobuf")
@@ -65,7 +69,7 @@ async fn post(http: SocketAddr, request: &ExportTraceServiceRequest, token: Opti
 
 /// The reset chain (one `budget_reset` at orders) with trace `n` and `frontend` named
 /// `caller`.
-fn chain(n: u32, caller: &str) -> ExportTraceServiceRequest {
+pub fn chain(n: u32, caller: &str) -> ExportTraceServiceRequest {
     let mut request = reset_chain(1);
     let mut trace = [7u8; 16];
     trace[12..].copy_from_slice(&n.to_be_bytes());
@@ -84,7 +88,7 @@ fn chain(n: u32, caller: &str) -> ExportTraceServiceRequest {
 }
 
 /// `/api/report` once it has judged `traces` chains (at most 60 s).
-async fn report_of(api: SocketAddr, traces: u64, token: Option<&str>) -> Json {
+pub async fn report_of(api: SocketAddr, traces: u64, token: Option<&str>) -> Json {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let answer = get(&format!("http://{api}/api/report"), token, None).await;
@@ -735,7 +739,7 @@ fn bad_files_and_flags_are_refused_at_start() {
 
 /// Prometheus's binary: on the PATH, else installed by the project's `.ci/tools`. `None`,
 /// said loudly, only when it is absent and cannot be installed.
-fn prometheus() -> Option<PathBuf> {
+pub fn prometheus() -> Option<PathBuf> {
     let on_path = || {
         let path = std::env::var_os("PATH")?;
         std::env::split_paths(&path)
@@ -764,7 +768,7 @@ fn prometheus() -> Option<PathBuf> {
 }
 
 /// A port nobody listens on now (Prometheus's --web.listen-address takes no port 0).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -687,3 +687,114 @@ fn every_scenario_opens_on_its_lesson_at_120x40_and_80x24() {
         eprintln!("{what}: its lesson after {took:.1?}");
     }
 }
+
+/// `--trace-url`: the waterfall's title and the detail popup show the link to the chain's
+/// trace; where the terminal takes hyperlinks (`FORCE_HYPERLINK=1` here: tmux 3.3 does not
+/// pass them on, so the program's own output is read from `pipe-pane`), each is an OSC 8
+/// sequence holding the template's text and the hex id alone, and the columns after it stay
+/// where they were drawn.
+#[test]
+fn the_trace_url_is_on_the_waterfall_and_in_the_detail_as_a_hyperlink() {
+    if no_tmux() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("budget-top-links-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chain.jsonl");
+    std::fs::write(&file, format!("{}\n", export_request())).unwrap();
+    let raw = dir.join("raw.out");
+    let link = "http://jaeger.example:16686/trace/5b8efff798038103d269b633813fc60c";
+    for (width, height, hyperlinks) in [(200u16, 60u16, true), (80, 24, false)] {
+        let _ = std::fs::remove_file(&raw);
+        let cmd = format!(
+            "sleep 1; env FORCE_HYPERLINK={} {} replay {} --trace-url 'http://jaeger.example:16686/trace/{{trace_id}}'; echo SCREEN-EXITED $?; sleep 60",
+            u8::from(hyperlinks),
+            env!("CARGO_BIN_EXE_budget-top"),
+            file.display()
+        );
+        let session = Session::start("links", width, height, &cmd);
+        session.tmux(&[
+            "pipe-pane",
+            "-o",
+            "-t",
+            &session.0,
+            &format!("cat >> {}", raw.display()),
+        ]);
+        session.wait_for("replay finished: 3 spans");
+        // The waterfall (Enter on the list), then the detail of its row (Enter again).
+        session.keys("Enter");
+        let pane = session.wait_for("HOP / CALL");
+        let title = pane
+            .lines()
+            .find(|l| l.starts_with("─ orders POST /orders"))
+            .unwrap_or_else(|| panic!("no waterfall title: {pane}"));
+        if width == 200 {
+            assert!(title.contains(&format!(" {link} ─")), "{title}");
+        } else {
+            assert!(
+                !title.contains("http://"),
+                "the link fits only whole: {title}"
+            );
+        }
+        assert_eq!(title.chars().count(), width as usize, "{title}");
+        assert!(title.ends_with('─'), "{title}");
+        session.keys("Enter");
+        let pane = session.wait_for("link to the trace (--trace-url)");
+        let rows: Vec<&str> = pane.lines().collect();
+        let heading = rows
+            .iter()
+            .position(|l| l.contains("link to the trace (--trace-url)"))
+            .unwrap();
+        let shown: String = rows[heading + 1..]
+            .iter()
+            .take_while(|l| !l.contains("kind "))
+            .map(|l| l.split('│').nth(1).unwrap_or("").trim())
+            .collect();
+        assert_eq!(shown, link, "the whole link, cut over rows to fit: {pane}");
+        let border = |l: &str| {
+            l.char_indices()
+                .filter(|(_, c)| *c == '│')
+                .map(|(i, _)| l[..i].chars().count())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(border(rows[heading + 1]), border(rows[heading]), "{pane}");
+        assert_eq!(border(rows[heading]).len(), 2, "{pane}");
+        // Escape, then q once it has closed the popup (sent together, they read as Alt-q).
+        session.keys("Escape");
+        session.wait_until("the popup closed", |pane| {
+            !pane.contains("link to the trace")
+        });
+        session.keys("q");
+        session.wait_for("SCREEN-EXITED 0");
+        let out = std::fs::read(&raw).unwrap_or_default();
+        let out = String::from_utf8_lossy(&out);
+        let sequences: Vec<&str> = out.split("\x1b]8;").skip(1).collect();
+        if hyperlinks {
+            // Each link opens with its id and URI, holds its text, and closes.
+            let opened: Vec<&str> = sequences
+                .iter()
+                .filter(|s| !s.starts_with(";\x1b\\"))
+                .copied()
+                .collect();
+            assert!(opened.len() >= 2, "the title and the popup: {out:?}");
+            for s in &opened {
+                let (params, rest) = s.split_once(';').unwrap();
+                assert_eq!(params, "id=5b8efff798038103d269b633813fc60c", "{s:?}");
+                let (uri, _) = rest.split_once("\x1b\\").unwrap();
+                assert_eq!(uri, link, "only the template's text and the hex id");
+            }
+            assert_eq!(
+                sequences.len(),
+                2 * opened.len(),
+                "every link is closed: {out:?}"
+            );
+        } else {
+            assert!(
+                sequences.is_empty(),
+                "no OSC 8 where the terminal is not known to take it"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
