@@ -238,37 +238,36 @@ fn line(result: &TracesData<'_>, placed: &[Placed<'_>]) -> Vec<u8> {
 }
 
 fn open_resource(out: &mut Vec<u8>, resource: &ResourceSpans<'_>) {
-    out.push(b'{');
-    if let Some(raw) = resource.resource {
-        out.extend_from_slice(b"\"resource\":");
-        out.extend_from_slice(raw.get().as_bytes());
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"scopeSpans\":[");
+    open(out, "resource", resource.resource, "scopeSpans");
 }
 
 fn close_resource(out: &mut Vec<u8>, resource: &ResourceSpans<'_>) {
-    out.push(b']');
-    if let Some(raw) = resource.schema_url {
-        out.extend_from_slice(b",\"schemaUrl\":");
-        out.extend_from_slice(raw.get().as_bytes());
-    }
-    out.push(b'}');
+    close(out, resource.schema_url);
 }
 
 fn open_scope(out: &mut Vec<u8>, scope: &ScopeSpans<'_>) {
-    out.push(b'{');
-    if let Some(raw) = scope.scope {
-        out.extend_from_slice(b"\"scope\":");
-        out.extend_from_slice(raw.get().as_bytes());
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"spans\":[");
+    open(out, "scope", scope.scope, "spans");
 }
 
 fn close_scope(out: &mut Vec<u8>, scope: &ScopeSpans<'_>) {
+    close(out, scope.schema_url);
+}
+
+/// `{"<field>":<raw>,"<list>":[` (the field left out when the answer had none).
+fn open(out: &mut Vec<u8>, field: &str, raw: Option<&RawValue>, list: &str) {
+    out.push(b'{');
+    if let Some(raw) = raw {
+        out.extend_from_slice(format!("\"{field}\":").as_bytes());
+        out.extend_from_slice(raw.get().as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(format!("\"{list}\":[").as_bytes());
+}
+
+/// `],"schemaUrl":<raw>}` (without the schema when the answer had none).
+fn close(out: &mut Vec<u8>, schema_url: Option<&RawValue>) {
     out.push(b']');
-    if let Some(raw) = scope.schema_url {
+    if let Some(raw) = schema_url {
         out.extend_from_slice(b",\"schemaUrl\":");
         out.extend_from_slice(raw.get().as_bytes());
     }

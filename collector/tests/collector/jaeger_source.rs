@@ -10,7 +10,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::Value as Json;
 
 use crate::jaeger::{Jaeger, jaeger_or_skip};
-use crate::support::{Finished, T0, json_line, listen, reset_chain, run, runtime, scratch};
+use crate::support::{Finished, T0, json_line, listen, run, runtime, scratch};
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -19,31 +19,25 @@ fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// `reset_chain` (frontend → orders → inventory, one `budget_reset` at orders) as trace `n`,
-/// its root service named `root`, moved to start at `start_ns`.
+/// serve's reset chain (frontend → orders → inventory, one `budget_reset` at orders) as trace
+/// `n`, its root service named `root`, moved to start at `start_ns`.
 pub fn chain_at(n: u32, root: &str, start_ns: u64) -> ExportTraceServiceRequest {
-    let mut request = reset_chain(1);
-    let mut trace = [0x5au8; 16];
-    trace[12..].copy_from_slice(&n.to_be_bytes());
-    for resource in &mut request.resource_spans {
-        for scope in &mut resource.scope_spans {
-            for span in &mut scope.spans {
-                span.trace_id = trace.to_vec();
-                span.start_time_unix_nano = span.start_time_unix_nano - T0 + start_ns;
-                span.end_time_unix_nano = span.end_time_unix_nano - T0 + start_ns;
-            }
-        }
-        let service = &mut resource.resource.as_mut().unwrap().attributes[0];
-        if format!("{:?}", service.value).contains("\"frontend\"") {
-            *service = crate::support::string("service.name", root);
-        }
+    let mut request = crate::serve::chain(n, root);
+    for span in request
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_spans)
+        .flat_map(|s| &mut s.spans)
+    {
+        span.start_time_unix_nano = span.start_time_unix_nano - T0 + start_ns;
+        span.end_time_unix_nano = span.end_time_unix_nano - T0 + start_ns;
     }
     request
 }
 
 /// The trace id of [`chain_at`]'s trace `n`, in hex.
 fn trace_hex(n: u32) -> String {
-    format!("{}{:08x}", "5a".repeat(12), n)
+    format!("{}{:08x}", "07".repeat(12), n)
 }
 
 /// The demo's fixed-timeout scenario, 10 requests at twice the workshop's speed, recorded by
@@ -266,8 +260,8 @@ fn service_since_from_to_and_limit_choose_what_is_read() {
 
     // The window given as RFC 3339: the three old chains alone.
     let (from, to) = (
-        time_rfc3339(now - 150 * minute),
-        time_rfc3339(now - 60 * minute),
+        budget_top::jaeger::rfc3339(now - 150 * minute),
+        budget_top::jaeger::rfc3339(now - 60 * minute),
     );
     let old = check_jaeger(&jaeger, &["--from", &from, "--to", &to]);
     assert_eq!(traces(&old), 3, "{}", old.stderr);
@@ -301,24 +295,6 @@ fn service_since_from_to_and_limit_choose_what_is_read() {
     jaeger.stop();
 }
 
-/// Unix ns as RFC 3339, as a person would type it.
-fn time_rfc3339(ns: u64) -> String {
-    let secs = ns / 1_000_000_000;
-    let days = secs / 86_400;
-    let (h, m, s) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-}
-
 #[test]
 fn a_chain_the_window_cuts_is_judged_as_partial_and_counted() {
     let Some(bin) = jaeger_or_skip("a_chain_the_window_cuts_is_judged_as_partial_and_counted")
@@ -332,7 +308,7 @@ fn a_chain_the_window_cuts_is_judged_as_partial_and_counted() {
     jaeger.send(&json_line(&chain_at(1, "frontend", from - 3_000_000)));
     jaeger.send(&json_line(&chain_at(2, "frontend", from + 60 * second)));
     jaeger.wait_for_traces("orders", 2, Duration::from_secs(30));
-    let from = time_rfc3339(from);
+    let from = budget_top::jaeger::rfc3339(from);
     let out = check_jaeger(&jaeger, &["--from", &from]);
     assert_eq!(out.code, Some(1), "{out:?}");
     let report = out.json();
@@ -393,13 +369,22 @@ fn trace_ids_are_read_whole_and_one_jaeger_lacks_is_an_error() {
     jaeger.stop();
 }
 
-/// A runtime whose tasks run on a thread of their own while the test waits on a command.
-fn server_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
+/// `app` served on a loopback port by a runtime of its own (its thread serves while the test
+/// waits on a command): the address, and the runtime that ends it when dropped.
+fn serve_app(app: axum::Router) -> (SocketAddr, tokio::runtime::Runtime) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
-        .unwrap()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    runtime.spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (addr, runtime)
 }
 
 /// A reverse proxy in front of Jaeger, as a team puts one (Jaeger checks no token itself):
@@ -408,12 +393,7 @@ fn token_proxy(upstream: String, token: &'static str) -> (SocketAddr, tokio::run
     use axum::extract::Request;
     use axum::http::StatusCode;
     use axum::response::{IntoResponse, Response};
-    let runtime = server_runtime();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(move |request: Request| {
+    serve_app(axum::Router::new().fallback(move |request: Request| {
         let upstream = upstream.clone();
         async move {
             let wanted = format!("Bearer {token}");
@@ -437,11 +417,7 @@ fn token_proxy(upstream: String, token: &'static str) -> (SocketAddr, tokio::run
                 .body(axum::body::Body::from(body))
                 .unwrap()
         }
-    });
-    runtime.spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (addr, runtime)
+    }))
 }
 
 #[test]
@@ -597,16 +573,9 @@ fn jaeger_over_tls_is_read_with_its_ca() {
 
 /// A server that answers every GET with `status` and `body`: what stands at a wrong address.
 fn answering(status: u16, body: &'static str) -> (String, tokio::runtime::Runtime) {
-    let runtime = server_runtime();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new()
-        .fallback(move || async move { (axum::http::StatusCode::from_u16(status).unwrap(), body) });
-    runtime.spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
+    let (addr, runtime) = serve_app(axum::Router::new().fallback(move || async move {
+        (axum::http::StatusCode::from_u16(status).unwrap(), body)
+    }));
     (format!("http://{addr}"), runtime)
 }
 

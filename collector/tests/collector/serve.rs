@@ -767,6 +767,39 @@ pub fn prometheus() -> Option<PathBuf> {
     found
 }
 
+/// A Prometheus (`binary`, its files in `dir`) scraping `api` every second, with `flags`: the
+/// process and its base URL.
+pub fn start_prometheus(
+    binary: &Path,
+    dir: &Path,
+    api: SocketAddr,
+    flags: &[&str],
+) -> (std::process::Child, String) {
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: budget-top\n    static_configs:\n      - targets: ['{api}']\n"
+        ),
+    )
+    .unwrap();
+    let prometheus = Command::new(binary)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .spawn()
+        .unwrap();
+    (prometheus, format!("http://127.0.0.1:{port}"))
+}
+
 /// A port nobody listens on now (Prometheus's --web.listen-address takes no port 0).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -802,28 +835,7 @@ fn a_real_prometheus_scrapes_the_counts_the_report_gives() {
     let dir = scratch("serve_prometheus");
     let serving = serve(&["--settle", "100ms"]);
     let (http, api) = (serving.http, serving.api);
-    let port = free_port();
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: budget-top\n    static_configs:\n      - targets: ['{api}']\n"
-        ),
-    )
-    .unwrap();
-    let mut prometheus = Command::new(binary)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let (mut prometheus, base) = start_prometheus(&binary, &dir, api, &[]);
     let outcome = runtime().block_on(async {
         for n in 0..20 {
             assert_eq!(post(http, &chain(n, "frontend"), None).await, 200);

@@ -4,13 +4,12 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::Value as Json;
 
-use crate::serve::{chain, free_port, get, post, prometheus, report_of};
+use crate::serve::{chain, get, post, prometheus, report_of, start_prometheus};
 use crate::support::{T0, json_line, run, runtime, scratch, serve};
 
 const TEMPLATE: &str = "https://grafana.example/explore?trace={trace_id}&orgId=1";
@@ -222,29 +221,8 @@ fn prometheus_keeps_serves_exemplars_and_each_is_a_chain_of_that_series() {
     let dir = scratch("trace_links_exemplars");
     let serving = serve(&["--settle", "100ms", "--trace-url", TEMPLATE]);
     let (http, api) = (serving.http, serving.api);
-    let port = free_port();
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: budget-top\n    static_configs:\n      - targets: ['{api}']\n"
-        ),
-    )
-    .unwrap();
-    let mut prometheus = Command::new(binary)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--enable-feature=exemplar-storage")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let (mut prometheus, base) =
+        start_prometheus(&binary, &dir, api, &["--enable-feature=exemplar-storage"]);
     let outcome: Result<_, String> = runtime().block_on(async {
         // Two rounds a few scrapes apart: each series' exemplar moves to the newer chain.
         post_all(http, (0..4).map(orphan_chain)).await;
