@@ -6,16 +6,19 @@
 # once every service (four searches, each answering every trace, read once). Prints each run's
 # summary line (traces, spans, seconds) and the rates. Everything it starts ends with it.
 #
-#   scripts/jaeger-fetch-rate.sh                 # 10,000 traces, 3 runs, target/release binaries
+#   scripts/jaeger-fetch-rate.sh                 # 10,000 traces, 3 runs, target/release/budget-top
 #   TRACES=2000 RUNS=1 BIN=target/debug scripts/jaeger-fetch-rate.sh
+# budget-demo (which only writes the chains) is taken from BIN, else from target/debug.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 traces="${TRACES:-10000}"
 runs="${RUNS:-3}"
 bin="${BIN:-$repo/target/release}"
-for tool in budget-top budget-demo; do
-  if [[ ! -x "$bin/$tool" ]]; then
-    echo "jaeger-fetch-rate.sh: no $bin/$tool: cargo build --release -p budget-top -p budget-demo (or BIN=...)" >&2
+demo="$bin/budget-demo"
+[[ -x "$demo" ]] || demo="$repo/target/debug/budget-demo"
+for tool in "$bin/budget-top" "$demo"; do
+  if [[ ! -x "$tool" ]]; then
+    echo "jaeger-fetch-rate.sh: no $tool: cargo build --release -p budget-top (or BIN=...), cargo build -p budget-demo" >&2
     exit 1
   fi
 done
@@ -40,10 +43,10 @@ for _ in $(seq 100); do
 done
 
 # 8 spans a chain; lines of 512 spans, each one OTLP/HTTP request.
-"$bin/budget-demo" recording --spans $((traces * 8)) --depth 4 --output "$work/chains.jsonl" >&2
+"$demo" recording --spans $((traces * 8)) --depth 4 --output "$work/chains.jsonl" >&2
 while IFS= read -r line; do
-  curl -sf -o /dev/null -H 'content-type: application/json' --data-binary "$line" \
-    "http://127.0.0.1:$JAEGER_OTLP_HTTP_PORT/v1/traces"
+  printf '%s' "$line" | curl -sf -o /dev/null -H 'content-type: application/json' \
+    --data-binary @- "http://127.0.0.1:$JAEGER_OTLP_HTTP_PORT/v1/traces"
 done < "$work/chains.jsonl"
 # The recording's chains start at 2025-12-01T00:00:00Z, a few ms apart.
 window=(--from 2025-12-01T00:00:00Z --to 2025-12-01T01:00:00Z --limit $((traces * 2)))

@@ -30,11 +30,13 @@ pub async fn run(
     let ingest = ingest::start(config).await?;
     let stats = ingest.stats.clone();
     #[cfg(feature = "demo")]
-    // The demo's exporters carry no token: with one required, `d` is not offered.
-    let demo_target = ingest.grpc_addr.filter(|_| !ingest.token_required);
-    let (demo, start_demo, driver) = match super::demo::for_live_screen(demo_target) {
-        Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
-        None => (None, None, None),
+    let (demo, start_demo, driver) = {
+        // The demo's exporters carry no token: with one required, `d` is not offered.
+        let demo_target = ingest.grpc_addr.filter(|_| !ingest.token_required);
+        match super::demo::for_live_screen(demo_target) {
+            Some(d) => (Some(d.control), Some(d.start), Some(d.driver)),
+            None => (None, None, None),
+        }
     };
     #[cfg(not(feature = "demo"))]
     let (demo, start_demo) = (None, None);

@@ -63,21 +63,22 @@ impl Exemplars {
             value,
             judged_unix_nano: now,
         };
-        for (i, f) in analysis.findings.iter().enumerate() {
-            // Each (kind, service) once, with how many findings of it the chain has.
-            if analysis.findings[..i]
-                .iter()
-                .any(|g| g.kind == f.kind && g.service == f.service)
+        // Each (kind, service) once, with how many findings of it the chain has (a chain has
+        // few distinct ones, however many findings).
+        let mut counted: Vec<(FindingKind, &Arc<str>, f64)> = Vec::new();
+        for f in &analysis.findings {
+            match counted
+                .iter_mut()
+                .find(|(kind, service, _)| *kind == f.kind && *service == &f.service)
             {
-                continue;
+                Some((_, _, n)) => *n += 1.0,
+                None => counted.push((f.kind, &f.service, 1.0)),
             }
-            let n = analysis.findings[i..]
-                .iter()
-                .filter(|g| g.kind == f.kind && g.service == f.service)
-                .count();
-            let key = (f.kind, f.service.clone());
+        }
+        for (kind, service, n) in counted {
+            let key = (kind, service.clone());
             if self.findings.len() < MAX_TOTALS_KEYS || self.findings.contains_key(&key) {
-                self.findings.insert(key, exemplar(n as f64));
+                self.findings.insert(key, exemplar(n));
             }
         }
         for sample in edges {
