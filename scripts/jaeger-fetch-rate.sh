@@ -73,4 +73,13 @@ EOF
   done
 }
 rate "root service alone" --service gateway
-rate "every service" 
+rate "every service"
+# Jaeger's side alone: the root service's search, answered whole to curl (read and dropped).
+search="$query/api/v3/traces?query.service_name=gateway&query.start_time_min=2025-12-01T00:00:00Z&query.start_time_max=2025-12-01T01:00:00Z&query.num_traces=$((traces * 2 + 1))&query.raw_traces=true"
+for _ in $(seq "$runs"); do
+  curl -s -o /dev/null -w "Jaeger's answer alone (curl): %{size_download} bytes in %{time_total} s\n" "$search"
+done
+# budget-top's own CPU for one read of the root service (user + system, /usr/bin/time).
+/usr/bin/time -f "budget-top check --jaeger, root service: %U s user, %S s system, %e s wall, %M KB peak RSS" \
+  "$bin/budget-top" check --jaeger "$query" --service gateway "${window[@]}" --format json >/dev/null 2>"$work/time" || true
+tail -1 "$work/time"
