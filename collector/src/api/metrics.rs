@@ -609,7 +609,10 @@ impl Metrics {
                 self.latency.get_or_create(labels).raise(&figure.value);
                 if let Some(buckets) = buckets {
                     let mut kept = lock(&self.latency_exemplars);
-                    let slots = kept.entry(labels.clone()).or_default();
+                    let slots = match kept.get_mut(labels) {
+                        Some(slots) => slots,
+                        None => kept.entry(labels.clone()).or_default(),
+                    };
                     for (slot, new) in slots.iter_mut().zip(buckets) {
                         *slot = latest(*slot, new);
                     }
@@ -646,8 +649,8 @@ impl Metrics {
                     service: service.to_owned(),
                 };
                 let exemplar = exemplars
-                    .and_then(|x| x.findings.get(&(kind, std::sync::Arc::from(service))))
-                    .copied();
+                    .and_then(|x| x.findings.get(service))
+                    .and_then(|slots| slots[kind as usize]);
                 (labels, Traced { value: n, exemplar })
             }),
             |labels, figure| raise_traced(&self.findings.get_or_create(labels), &figure),

@@ -44,8 +44,8 @@ pub struct EdgeExemplars {
 /// See the module doc.
 #[derive(Debug, Default)]
 pub struct Exemplars {
-    /// By (kind, the service a finding names).
-    pub findings: HashMap<(FindingKind, Arc<str>), Exemplar>,
+    /// By the service a finding names, then by kind.
+    pub findings: HashMap<Arc<str>, [Option<Exemplar>; FindingKind::COUNT]>,
     /// By (caller, callee).
     pub edges: HashMap<(Arc<str>, Arc<str>), EdgeExemplars>,
 }
@@ -76,10 +76,16 @@ impl Exemplars {
             }
         }
         for (kind, service, n) in counted {
-            let key = (kind, service.clone());
-            if self.findings.len() < MAX_TOTALS_KEYS || self.findings.contains_key(&key) {
-                self.findings.insert(key, exemplar(n));
-            }
+            let full = self.findings.len() >= MAX_TOTALS_KEYS;
+            let slots = match self.findings.get_mut(service) {
+                Some(slots) => slots,
+                None if full => continue,
+                None => self
+                    .findings
+                    .entry(service.clone())
+                    .or_insert([None; FindingKind::COUNT]),
+            };
+            slots[kind as usize] = Some(exemplar(n));
         }
         for sample in edges {
             if sample.wasted_ms <= 0 && sample.latency_ms.is_none() {
