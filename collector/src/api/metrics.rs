@@ -10,17 +10,11 @@
 //! of its own; a set first seen past that is recorded under every label `other`, and
 //! `budget_top_series_overflow_total{family}` says how many sets it holds.
 //!
-//! `budget_top_edge_latency_seconds` is a histogram read from each edge's latency sketch: its
-//! buckets ([`LATENCY_BUCKETS_MS`]) fall where the sketch is exact (below 256 ms) or within its
-//! 1 % (above), and its `_sum` adds each sketch bucket's highest value times its count (within
-//! the same 1 %).
-//!
-//! In OpenMetrics, `budget_top_findings_total`, `budget_top_wasted_seconds_total` and each bucket
-//! of `budget_top_edge_latency_seconds` carry a `trace_id` exemplar: the most recent judged
-//! chain that raised the series ([`Exemplars`], kept by serve's store), with what it added and
-//! when it was judged. The counters are prometheus-client's `CounterWithExemplar`; the
-//! histogram, read from sketches, has its exemplars written after its bucket lines when its
-//! text is encoded ([`with_bucket_exemplars`]). The text format has none.
+//! `budget_top_edge_latency_seconds` is a histogram read from each edge's latency sketch, its
+//! buckets ([`LATENCY_BUCKETS_MS`]) where the sketch is exact or within its 1 %. In OpenMetrics
+//! it, the findings and the wasted seconds carry `trace_id` exemplars ([`Exemplars`], kept by
+//! serve's store): the counters as `CounterWithExemplar`, the histogram's written after its
+//! bucket lines ([`with_bucket_exemplars`]).
 //!
 //! Two registries: the receivers' few lines are encoded on every scrape; the totals' families
 //! once per publish, off the request path ([`keep_encoded`], on a blocking thread), their text
