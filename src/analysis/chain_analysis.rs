@@ -141,6 +141,9 @@ pub struct EdgeSample {
     /// The chain's root answered while this call (its one span standing for it) was still open
     /// and its callee still working: see [`RootLeft`].
     pub root_left: Option<RootLeft>,
+    /// What remained of the calling hop's deadline when the call was sent
+    /// (`budget.remaining_ms`, else derived from that hop's deadline), when known.
+    pub remaining_ms: Option<i64>,
 }
 
 /// A root that answered while the call its span stands for was still open (a proxy that

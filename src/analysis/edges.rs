@@ -124,6 +124,9 @@ pub struct EdgeAggregate {
     pub root_left: Distribution,
     /// The same, the root failing.
     pub root_left_failed: Distribution,
+    /// What remained of the calling hops' deadlines when the calls were sent: beside the
+    /// budget forwarded, what a reset forwarded more than.
+    pub remaining: Sketch,
 }
 
 impl EdgeAggregate {
@@ -282,6 +285,7 @@ impl EdgeAggregate {
                 answered_for_nobody_ms: self.answered_for_nobody.clone(),
                 root_left_ms: self.root_left.clone(),
                 root_left_failed_ms: self.root_left_failed.clone(),
+                remaining_ms: self.remaining.clone(),
             },
         }
     }
@@ -309,6 +313,7 @@ impl EdgeAggregate {
             answered_for_nobody: t.answered_for_nobody_ms.clone(),
             root_left: t.root_left_ms.clone(),
             root_left_failed: t.root_left_failed_ms.clone(),
+            remaining: t.remaining_ms.clone(),
         };
         for (&kind, &n) in &edge.findings {
             e.findings.0[kind as usize] += n;
@@ -476,6 +481,9 @@ impl EdgeStats {
                 false => e.root_left_failed.add(left.after_ms),
             }
         }
+        if let Some(r) = s.remaining_ms {
+            e.remaining.add(r);
+        }
     }
 
     /// Un-feed one sample of the chain `trace_id` fed before.
@@ -524,6 +532,9 @@ impl EdgeStats {
                 true => e.root_left.remove(left.after_ms),
                 false => e.root_left_failed.remove(left.after_ms),
             }
+        }
+        if let Some(r) = s.remaining_ms {
+            e.remaining.remove(r);
         }
         // The slowest call leaves with its chain; the next slowest is not known until a call
         // as slow arrives, so the edge's finding waits until then.
@@ -599,6 +610,7 @@ impl EdgeAggregate {
         self.answered_for_nobody.merge(&other.answered_for_nobody);
         self.root_left.merge(&other.root_left);
         self.root_left_failed.merge(&other.root_left_failed);
+        self.remaining.merge(&other.remaining);
         self.slowest = slower(self.slowest, other.slowest);
     }
 }

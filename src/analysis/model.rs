@@ -656,6 +656,8 @@ pub struct EdgeTotals {
     /// The same, the root failing (a 5xx of its own): `deadline_exceeded` at the edge's
     /// timeout, else `error`.
     pub root_left_failed_ms: Distribution,
+    /// What remained of the calling hops' deadlines when the calls were sent.
+    pub remaining_ms: Sketch,
 }
 
 /// One element of the report's `services` array: one service over every judged chain.

@@ -141,7 +141,8 @@ fn report_serialises_to_the_contract_shape() {
                          "attempts": [],
                          "caller_budget_ms": { "min": 800, "max": 800, "buckets": [[803, 1]] },
                          "untraced_calls": 0, "answered_for_nobody_ms": [],
-                         "root_left_ms": [], "root_left_failed_ms": [] } } ],
+                         "root_left_ms": [], "root_left_failed_ms": [],
+                         "remaining_ms": { "min": 700, "max": 700, "buckets": [[703, 1]] } } } ],
         "services": [
             { "service": "inventory", "hops": 1, "work_ms": 78, "wasted_ms": 0,
               "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,

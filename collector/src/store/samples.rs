@@ -1,7 +1,7 @@
 //! A chain's edge samples, packed: what the store keeps of [`ChainAnalysis::edges`] to take
 //! them out of the edge aggregates again when the chain is analysed anew or evicted.
 //!
-//! An [`EdgeSample`] is 176 bytes (two service names, seven optional figures, the call's span
+//! An [`EdgeSample`] is 192 bytes (two service names, eight optional figures, the call's span
 //! id, its findings); a chain of four hops has three, in a vector with room for four: ~590
 //! bytes a chain, more than the chain's waterfall rows. Packed, a service is named by the
 //! position of a span of the chain that has it (the caller and the callee are services of the
@@ -33,6 +33,7 @@ const UNTRACED: u64 = 1 << 11;
 const FOR_NOBODY: u64 = 1 << 12;
 const ROOT_LEFT: u64 = 1 << 13;
 const ROOT_ANSWERED: u64 = 1 << 14;
+const REMAINING: u64 = 1 << 15;
 
 /// The packed samples of one chain. See the module documentation.
 #[derive(Debug, Default)]
@@ -124,6 +125,7 @@ impl EdgeSamples {
                 (UNANSWERED, s.unanswered_ms.is_some()),
                 (ATTEMPT, s.attempt.is_some()),
                 (CALLER_BUDGET, s.caller_budget_ms.is_some()),
+                (REMAINING, s.remaining_ms.is_some()),
                 (CALL, s.call.is_some()),
                 (FINDINGS, s.findings.is_some()),
                 (SLACK, s.wait_slack.is_some()),
@@ -149,6 +151,7 @@ impl EdgeSamples {
                 s.unanswered_ms,
                 s.attempt,
                 s.caller_budget_ms,
+                s.remaining_ms,
             ]
             .into_iter()
             .flatten()
@@ -226,6 +229,7 @@ impl EdgeSamples {
         let unanswered_ms = figure(UNANSWERED)?;
         let attempt = figure(ATTEMPT)?;
         let caller_budget_ms = figure(CALLER_BUDGET)?;
+        let remaining_ms = figure(REMAINING)?;
         let wasted_ms = unzigzag(decode_varint(buf).ok()?);
         let call = if present & CALL != 0 {
             let (id, rest) = buf.split_first_chunk::<8>()?;
@@ -284,6 +288,7 @@ impl EdgeSamples {
             untraced: present & UNTRACED != 0,
             answered_for_nobody: present & FOR_NOBODY != 0,
             root_left,
+            remaining_ms,
         })
     }
 }
@@ -311,6 +316,7 @@ mod tests {
             untraced: false,
             answered_for_nobody: false,
             root_left: None,
+            remaining_ms: None,
         }
     }
 
@@ -330,6 +336,7 @@ mod tests {
             after_ms: 1001,
             answered: true,
         });
+        full.remaining_ms = Some(938);
         full.wasted_ms = -1;
         full.call = Some(SpanId([9; 8]));
         let mut counts = KindCounts::default();

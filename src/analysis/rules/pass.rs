@@ -326,6 +326,7 @@ impl RulePass<'_> {
                 && !unanswered
                 && self.after_give_up(caller, call_end),
             root_left: None,
+            remaining_ms: call.and_then(|c| self.remaining(c)).map(|(r, _)| r),
         };
         self.edges.push(sample);
     }
@@ -363,6 +364,7 @@ impl RulePass<'_> {
             untraced: true,
             answered_for_nobody: !unanswered && self.after_give_up(h as u32, ns(s.end_unix_nano)),
             root_left: None,
+            remaining_ms: self.remaining(c).map(|(r, _)| r),
         };
         self.edges.push(sample);
     }

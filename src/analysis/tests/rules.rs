@@ -727,6 +727,7 @@ fn an_edge_with_its_own_default_a_short_queue_and_an_uninstrumented_client_is_fi
             untraced: false,
             answered_for_nobody: false,
             root_left: None,
+            remaining_ms: None,
         }]
     );
 }
