@@ -1,0 +1,491 @@
+//! The map of services: who calls whom, with the budget on every edge and the dead work in every
+//! box, as the screen's Map and the page's map draw it. Read from the totals the Edges and
+//! Services tables show (their figures and findings): nothing is judged here.
+//!
+//! In: a [`MapInput`], the services with their figures and the calls between them, each call
+//! saying whether its callee is traced (an untraced one, a database or a third-party API, is a
+//! leaf box drawn apart); [`MapInput::of`] reads it from [`Totals`]. Out: a [`ServiceMap`]: at
+//! most [`MAX_BOXES`] boxes (the busiest, the rest folded into `other`) with their words, the
+//! edges between them with their worst finding and their label in every length, and the
+//! [`Layout`] both pictures draw. A view picks the longest label that fits its gaps
+//! ([`ServiceMap::label`]); the shortening order is [`MapEdge::labels`]'s.
+
+use std::sync::Arc;
+
+use deadline_budget::analysis::{EdgeAggregate, FindingKind, KindCounts, Severity, Totals};
+
+use super::edges::worst_first;
+use super::format::{fit, ms_digits, rate, severity_glyph, unicode_width};
+use super::layout::{Layout, Link, Node};
+use crate::service_figures::{ServiceStats, service_stats};
+use crate::span_text::for_screen;
+
+/// The most boxes a map draws: past it, the busiest `MAX_BOXES - 1` and `other`.
+pub const MAX_BOXES: usize = 50;
+/// The box the services past [`MAX_BOXES`] fold into.
+pub const OTHER: &str = "other";
+/// The most cells of a name in a box (longer ones end in `…`).
+pub const NAME_CELLS: usize = 18;
+/// Rows of a box: its border, its name, λ, its dead-work share.
+pub const BOX_ROWS: u16 = 5;
+
+/// One call edge as the map reads it: the Edges figures, and whether its callee sends spans.
+#[derive(Clone, Copy, Debug)]
+pub struct MapCall<'a> {
+    /// The edge's totals.
+    pub edge: &'a EdgeAggregate,
+    /// Its callee sends no spans (a database, a third-party API): a leaf box drawn apart.
+    pub untraced: bool,
+}
+
+/// What a map is drawn from.
+#[derive(Clone, Debug, Default)]
+pub struct MapInput<'a> {
+    /// The traced services and their figures.
+    pub services: Vec<(Arc<str>, ServiceStats)>,
+    /// The calls between them (and to untraced callees).
+    pub calls: Vec<MapCall<'a>>,
+    /// The time the rates are over, ns.
+    pub window_ns: u64,
+}
+
+impl<'a> MapInput<'a> {
+    /// The services and edges of `totals`. A callee is untraced when no hop of it was ever
+    /// judged: the edges issue 36 adds to databases and third-party APIs come out so, and an
+    /// edge that says so itself would set [`MapCall::untraced`] here.
+    pub fn of(totals: &'a Totals) -> Self {
+        let untraced = |callee: &Arc<str>| totals.services.get(callee).is_none_or(|t| t.hops == 0);
+        MapInput {
+            services: service_stats(totals),
+            calls: totals
+                .edges
+                .sorted()
+                .into_iter()
+                .map(|edge| MapCall {
+                    edge,
+                    untraced: untraced(&edge.callee),
+                })
+                .collect(),
+            window_ns: totals.traffic_ns(),
+        }
+    }
+}
+
+/// One box of the map: a service, an untraced callee, or `other`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapBox {
+    /// The service's name, as the totals have it.
+    pub name: Arc<str>,
+    /// The name as drawn: cleaned of what would move the cursor, at most [`NAME_CELLS`] cells.
+    pub shown: String,
+    /// A callee that sends no spans.
+    pub untraced: bool,
+    /// Arrivals per second (for an untraced callee, the calls into it).
+    pub lambda: f64,
+    /// The share of its work done for nobody (0..=1).
+    pub dead_share: f64,
+    /// Its dead work, ms: more than 0 and the box is cross-hatched (it works for nobody).
+    pub dead_ms: i64,
+    /// The services `other` stands for (empty for any other box).
+    pub folded: Vec<Arc<str>>,
+    /// Its row in the Services table: the service, or `other`'s busiest; `None` untraced.
+    pub row: Option<Arc<str>>,
+}
+
+impl MapBox {
+    /// It worked for nobody: some of its work came after everyone above had stopped waiting.
+    pub fn works_for_nobody(&self) -> bool {
+        self.dead_ms > 0
+    }
+
+    /// Its words, one a row: the name, λ, and the dead-work share (or `untraced`).
+    pub fn lines(&self) -> [String; 3] {
+        let third = if self.untraced {
+            "untraced".to_string()
+        } else if self.dead_ms > 0 && self.dead_share < 0.005 {
+            "dead <1%".to_string()
+        } else {
+            format!("dead {:.0}%", self.dead_share * 100.0)
+        };
+        [
+            self.shown.clone(),
+            format!("λ {}/s", rate(self.lambda)),
+            third,
+        ]
+    }
+
+    fn width(&self) -> u16 {
+        let inside = self
+            .lines()
+            .iter()
+            .map(|l| unicode_width(l))
+            .max()
+            .unwrap_or(0);
+        // A cell either side, so a box that works for nobody always shows its hatch.
+        (inside + 4) as u16
+    }
+}
+
+/// One edge of the map: the calls from one box to another.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapEdge {
+    /// The calling box.
+    pub from: usize,
+    /// The called box.
+    pub to: usize,
+    /// The worst severity of its findings (its calls' and its own).
+    pub worst: Option<Severity>,
+    /// Its label, longest first: words shorten first (`timeout` to `tmo`, units go), then the
+    /// calls/s go, then the timeout, the waste, `fwd`, and last all but the glyph.
+    pub labels: Vec<String>,
+    /// Its row in the Edges table (for an edge into or out of `other`, its worst member's).
+    pub row: (Arc<str>, Arc<str>),
+    /// Calls in all.
+    pub calls: u64,
+    /// Dead work in the callee, ms.
+    pub wasted_ms: i64,
+}
+
+impl MapEdge {
+    /// Its worst finding's glyph (`✖ ▲ ●`), if any.
+    pub fn glyph(&self) -> Option<&'static str> {
+        self.worst.map(severity_glyph)
+    }
+}
+
+/// The map. See the module documentation.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceMap {
+    /// The boxes: by name, `other` last.
+    pub boxes: Vec<MapBox>,
+    /// The edges, in the order of [`Layout::routes`].
+    pub edges: Vec<MapEdge>,
+    /// Where everything goes.
+    pub layout: Layout,
+    /// How many services are folded into `other`.
+    pub folded: usize,
+    /// Boxes there would be without folding.
+    pub services: usize,
+}
+
+/// The fewest cells of label a gap gets: the glyph, a space and a short budget.
+pub const MIN_LABEL: u16 = 10;
+
+impl ServiceMap {
+    /// The map of `input`.
+    pub fn of(input: &MapInput<'_>) -> ServiceMap {
+        // Every box there could be: the traced services, then untraced callees, by busiest.
+        let mut all: Vec<(Arc<str>, Option<&ServiceStats>, u64)> = input
+            .services
+            .iter()
+            .map(|(name, s)| (name.clone(), Some(s), s.totals.hops))
+            .collect();
+        for call in &input.calls {
+            for (name, untraced) in [
+                (&call.edge.caller, false),
+                (&call.edge.callee, call.untraced),
+            ] {
+                match all.iter_mut().find(|a| a.0 == *name) {
+                    Some(a) if untraced && a.1.is_none() => a.2 += call.edge.calls,
+                    Some(_) => {}
+                    None => all.push((
+                        name.clone(),
+                        None,
+                        if untraced { call.edge.calls } else { 0 },
+                    )),
+                }
+            }
+        }
+        let services = all.len();
+        all.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        let keep = if all.len() > MAX_BOXES {
+            MAX_BOXES - 1
+        } else {
+            all.len()
+        };
+        let folded_names: Vec<Arc<str>> = all[keep..].iter().map(|a| a.0.clone()).collect();
+        let mut kept: Vec<(Arc<str>, Option<&ServiceStats>, u64)> = all[..keep].to_vec();
+        // A service the totals already call `other` joins the fold.
+        let mut other_members: Vec<(Arc<str>, Option<&ServiceStats>, u64)> = all[keep..].to_vec();
+        if let Some(i) = kept.iter().position(|k| &*k.0 == OTHER)
+            && !other_members.is_empty()
+        {
+            other_members.push(kept.remove(i));
+        }
+        kept.sort_by(|a, b| a.0.cmp(&b.0));
+        let untraced_callee = |name: &Arc<str>| {
+            input
+                .calls
+                .iter()
+                .any(|c| c.untraced && c.edge.callee == *name)
+                && !input.services.iter().any(|(s, _)| s == name)
+        };
+        let window_s = input.window_ns as f64 / 1e9;
+        let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
+        let mut boxes: Vec<MapBox> = kept
+            .iter()
+            .map(|(name, stats, busy)| {
+                let untraced = stats.is_none() && untraced_callee(name);
+                let (lambda, dead_share, dead_ms) = match stats {
+                    Some(s) => (s.littles_law().0, s.dead_share(), s.totals.wasted_ms),
+                    None => (per_s(*busy as f64), 0.0, 0),
+                };
+                MapBox {
+                    name: name.clone(),
+                    shown: fit(&for_screen(name), NAME_CELLS).into_owned(),
+                    untraced,
+                    lambda,
+                    dead_share,
+                    dead_ms,
+                    folded: Vec::new(),
+                    row: (!untraced).then(|| name.clone()),
+                }
+            })
+            .collect();
+        if !other_members.is_empty() {
+            let (mut hops, mut work, mut dead, mut calls_in) = (0u64, 0i64, 0i64, 0u64);
+            for (_, stats, busy) in &other_members {
+                match stats {
+                    Some(s) => {
+                        hops += s.totals.hops;
+                        work += s.totals.work_ms;
+                        dead += s.totals.wasted_ms;
+                    }
+                    None => calls_in += busy,
+                }
+            }
+            let lambda = other_members
+                .iter()
+                .filter_map(|m| m.1)
+                .map(|s| s.littles_law().0)
+                .sum::<f64>()
+                + per_s(calls_in as f64);
+            let traced = hops > 0;
+            boxes.push(MapBox {
+                name: Arc::from(OTHER),
+                shown: format!("{OTHER} ({})", other_members.len()),
+                untraced: !traced,
+                lambda,
+                dead_share: if work > 0 {
+                    (dead as f64 / work as f64).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                },
+                dead_ms: dead,
+                folded: other_members.iter().map(|m| m.0.clone()).collect(),
+                row: other_members
+                    .iter()
+                    .find(|m| m.1.is_some())
+                    .map(|m| m.0.clone()),
+            });
+        }
+        let other = (!other_members.is_empty()).then(|| boxes.len() - 1);
+        let box_of = |name: &Arc<str>| {
+            boxes
+                .iter()
+                .position(|b| b.name == *name)
+                .or(other.filter(|_| folded_names.contains(name)))
+        };
+        // Edges between boxes, members of one merged.
+        let mut members: Vec<((usize, usize), Vec<&EdgeAggregate>)> = Vec::new();
+        for call in &input.calls {
+            let (Some(from), Some(to)) = (box_of(&call.edge.caller), box_of(&call.edge.callee))
+            else {
+                continue;
+            };
+            match members.iter_mut().find(|m| m.0 == (from, to)) {
+                Some(m) => m.1.push(call.edge),
+                None => members.push(((from, to), vec![call.edge])),
+            }
+        }
+        let edges: Vec<MapEdge> = members
+            .into_iter()
+            .map(|((from, to), mut group)| edge(from, to, &mut group, window_s))
+            .collect();
+        let nodes: Vec<Node> = boxes
+            .iter()
+            .map(|b| Node {
+                width: b.width(),
+                min_height: BOX_ROWS,
+                apart: b.untraced,
+            })
+            .collect();
+        let links: Vec<Link> = edges
+            .iter()
+            .map(|e| Link {
+                from: e.from,
+                to: e.to,
+            })
+            .collect();
+        ServiceMap {
+            layout: Layout::of(&nodes, &links),
+            folded: other_members.len(),
+            services,
+            boxes,
+            edges,
+        }
+    }
+
+    /// The map of the totals the tables show.
+    pub fn of_totals(totals: &Totals) -> ServiceMap {
+        ServiceMap::of(&MapInput::of(totals))
+    }
+
+    /// The label room that fits the map in `width` columns, between [`MIN_LABEL`] and the
+    /// longest label (past that, room is wasted).
+    pub fn label_room(&self, width: u16) -> u16 {
+        let gaps = self.layout.tracks.len() as u16;
+        let longest = self
+            .edges
+            .iter()
+            .filter_map(|e| e.labels.first())
+            .map(|l| unicode_width(l) as u16)
+            .max()
+            .unwrap_or(0)
+            .max(MIN_LABEL);
+        if gaps == 0 {
+            return longest;
+        }
+        let spare = width.saturating_sub(self.layout.fixed_width()) / gaps;
+        spare.clamp(MIN_LABEL, longest)
+    }
+
+    /// Edge `e`'s longest label that fits `room` cells (its glyph alone when none does).
+    pub fn label(&self, e: usize, room: u16) -> &str {
+        let labels = &self.edges[e].labels;
+        labels
+            .iter()
+            .find(|l| unicode_width(l) <= room as usize)
+            .or(labels.last())
+            .map_or("", String::as_str)
+    }
+
+    /// The box of the service `name`, if drawn (a folded service's: `other`).
+    pub fn box_named(&self, name: &str) -> Option<usize> {
+        self.boxes
+            .iter()
+            .position(|b| &*b.name == name || b.folded.iter().any(|f| &**f == name))
+    }
+
+    /// The edge from box `from` to box `to`, if any.
+    pub fn edge_between(&self, from: usize, to: usize) -> Option<usize> {
+        self.edges.iter().position(|e| e.from == from && e.to == to)
+    }
+
+    /// The edge to show first: the worst (the Edges table's first), if any.
+    pub fn worst_edge(&self) -> Option<usize> {
+        (0..self.edges.len()).max_by(|&a, &b| {
+            let (x, y) = (&self.edges[a], &self.edges[b]);
+            x.worst
+                .cmp(&y.worst)
+                .then(x.wasted_ms.cmp(&y.wasted_ms))
+                .then(x.calls.cmp(&y.calls))
+                .then(b.cmp(&a))
+        })
+    }
+}
+
+/// The map edge from box `from` to box `to` standing for `group` (one edge, or several folded
+/// into `other`): counts added, the budget and timeout of its busiest member, its row its
+/// worst member's.
+fn edge(from: usize, to: usize, group: &mut [&EdgeAggregate], window_s: f64) -> MapEdge {
+    let calls: u64 = group.iter().map(|e| e.calls).sum();
+    let wasted_ms: i64 = group.iter().map(|e| e.wasted_ms).sum();
+    let mut findings = KindCounts::default();
+    for e in group.iter() {
+        for (n, k) in findings.0.iter_mut().zip(e.all_findings().0) {
+            *n += k;
+        }
+    }
+    let worst = [Severity::Error, Severity::Warning, Severity::Info]
+        .into_iter()
+        .find(|&sev| findings.iter().any(|(k, _)| k.severity() == sev));
+    let busiest = group
+        .iter()
+        .max_by(|a, b| a.calls.cmp(&b.calls).then(b.callee.cmp(&a.callee)))
+        .copied();
+    worst_first(group);
+    let row = group
+        .first()
+        .map(|e| (e.caller.clone(), e.callee.clone()))
+        .unwrap_or_default();
+    let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
+    let labels = busiest.map_or_else(Vec::new, |e| {
+        labels(
+            worst,
+            per_s(calls as f64),
+            e,
+            findings.get(FindingKind::BudgetReset) > 0,
+            per_s(wasted_ms as f64),
+        )
+    });
+    MapEdge {
+        from,
+        to,
+        worst,
+        labels,
+        row,
+        calls,
+        wasted_ms,
+    }
+}
+
+/// An edge's label in every length, longest first (see [`MapEdge::labels`]): `e` gives the
+/// budget forwarded (and what remained, when `reset`) and the timeout.
+fn labels(
+    worst: Option<Severity>,
+    calls_per_s: f64,
+    e: &EdgeAggregate,
+    reset: bool,
+    waste_per_s: f64,
+) -> Vec<String> {
+    let glyph = worst.map_or(String::new(), |s| format!("{} ", severity_glyph(s)));
+    let (budget, bare) = match (e.forwarded.p50(), e.remaining.p50()) {
+        (None, _) => ("no budget".to_string(), "none".to_string()),
+        (Some(f), Some(r)) if reset => (
+            format!("fwd {}>{}", ms_digits(f), ms_digits(r)),
+            format!("{}>{}", ms_digits(f), ms_digits(r)),
+        ),
+        (Some(f), _) => (format!("fwd {}", ms_digits(f)), ms_digits(f)),
+    };
+    let timeout = e.timeout().map(|(t, inferred)| {
+        let mark = if inferred { "~" } else { "" };
+        (
+            format!("timeout {mark}{}ms", ms_digits(t)),
+            format!("tmo {mark}{}", ms_digits(t)),
+        )
+    });
+    let waste = (waste_per_s > 0.0).then(|| {
+        (
+            format!("wasted {}ms/s", rate(waste_per_s)),
+            format!("waste {}/s", rate(waste_per_s)),
+        )
+    });
+    let calls = format!("{}/s", rate(calls_per_s));
+    let join = |parts: &[Option<&str>], sep: &str| {
+        let words: Vec<&str> = parts.iter().flatten().copied().collect();
+        format!("{glyph}{}", words.join(sep))
+    };
+    let (t_long, t_short) = match &timeout {
+        Some((l, s)) => (Some(l.as_str()), Some(s.as_str())),
+        None => (None, None),
+    };
+    let (w_long, w_short) = match &waste {
+        Some((l, s)) => (Some(l.as_str()), Some(s.as_str())),
+        None => (None, None),
+    };
+    let mut out = vec![
+        join(&[Some(&calls), Some(&budget), t_long, w_long], " · "),
+        join(&[Some(&calls), Some(&budget), t_short, w_short], " "),
+        join(&[Some(&budget), t_short, w_short], " "),
+        join(&[Some(&budget), w_short], " "),
+        join(&[Some(&budget)], " "),
+        join(&[Some(&bare)], " "),
+        glyph.trim_end().to_string(),
+    ];
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+use deadline_budget::analysis::{EdgeSample, ServiceTotals, TraceId};
+
+use super::*;
+
+const S: u64 = 1_000_000_000;
+
+/// Calls: caller, callee, how many, and (forwarded, remaining) when a budget is forwarded.
+type Calls<'a> = [(&'a str, &'a str, u64, Option<(i64, i64)>)];
+
+/// Totals over 10 s: each service with `hops` hops of 100 ms (`dead` of them dead), and calls.
+fn totals(services: &[(&str, u64, i64)], calls: &Calls<'_>) -> Totals {
+    let mut t = Totals::new();
+    for &(name, hops, dead) in services {
+        t.services.insert(
+            Arc::from(name),
+            ServiceTotals {
+                hops,
+                work_ms: hops as i64 * 100,
+                wasted_ms: dead,
+                ..ServiceTotals::default()
+            },
+        );
+    }
+    for &(caller, callee, n, budget) in calls {
+        for _ in 0..n {
+            let mut findings = None;
+            if let Some((fwd, left)) = budget
+                && fwd > left
+            {
+                let mut k = KindCounts::default();
+                k.bump(FindingKind::BudgetReset);
+                findings = Some(Box::new(k));
+            }
+            t.edges.add_sample(
+                TraceId::default(),
+                &EdgeSample {
+                    caller: Arc::from(caller),
+                    callee: Arc::from(callee),
+                    received_ms: None,
+                    forwarded_ms: budget.map(|b| b.0),
+                    findings,
+                    wasted_ms: if budget.is_some_and(|(f, l)| f > l) {
+                        62
+                    } else {
+                        0
+                    },
+                    latency_ms: Some(40),
+                    timeout_ms: budget.map(|b| b.0),
+                    unanswered_ms: None,
+                    call: None,
+                    wait_slack: None,
+                    attempt: None,
+                    caller_budget_ms: None,
+                    remaining_ms: budget.map(|b| b.1),
+                },
+            );
+        }
+    }
+    t.traffic = Some((0, 10 * S));
+    t
+}
+
+fn fixed_timeout() -> Totals {
+    totals(
+        &[
+            ("gateway", 20, 0),
+            ("bff", 20, 0),
+            ("orders", 20, 600),
+            ("inventory", 20, 1250),
+        ],
+        &[
+            ("gateway", "bff", 20, Some((968, 990))),
+            ("bff", "orders", 20, Some((3000, 938))),
+            ("orders", "inventory", 20, Some((2937, 2990))),
+        ],
+    )
+}
+
+#[test]
+fn a_reset_edge_reads_fwd_over_what_remained_and_shortens_to_fit() {
+    let map = ServiceMap::of_totals(&fixed_timeout());
+    let names: Vec<&str> = map.boxes.iter().map(|b| &*b.name).collect();
+    assert_eq!(names, ["bff", "gateway", "inventory", "orders"]);
+    let layers: Vec<usize> = ["gateway", "bff", "orders", "inventory"]
+        .iter()
+        .map(|n| map.layout.spots[map.box_named(n).unwrap()].layer)
+        .collect();
+    assert_eq!(
+        layers,
+        [0, 1, 2, 3],
+        "roots on the left, callees to the right"
+    );
+    let reset = map
+        .edge_between(
+            map.box_named("bff").unwrap(),
+            map.box_named("orders").unwrap(),
+        )
+        .unwrap();
+    let e = &map.edges[reset];
+    assert_eq!(e.glyph(), Some("✖"));
+    assert_eq!(
+        e.labels[0],
+        "✖ 2.0/s · fwd 3000>938 · timeout 3000ms · wasted 124ms/s"
+    );
+    assert_eq!(map.label(reset, 200), e.labels[0]);
+    assert_eq!(map.label(reset, 26), "✖ fwd 3000>938 waste 124/s");
+    assert_eq!(map.label(reset, 10), "✖ 3000>938");
+    assert_eq!(map.label(reset, 3), "✖");
+    assert_eq!(map.worst_edge(), Some(reset));
+    assert_eq!(e.row, (Arc::from("bff"), Arc::from("orders")));
+    // A healthy edge: no glyph, its budget forwarded.
+    let ok = map
+        .edge_between(
+            map.box_named("gateway").unwrap(),
+            map.box_named("bff").unwrap(),
+        )
+        .unwrap();
+    assert_eq!(map.edges[ok].worst, None);
+    assert_eq!(map.label(ok, 10), "fwd 968");
+    // The boxes' words, and who works for nobody.
+    let inventory = &map.boxes[map.box_named("inventory").unwrap()];
+    assert_eq!(
+        inventory.lines(),
+        ["inventory", "λ 2.0/s", "dead 62%"].map(String::from)
+    );
+    assert!(inventory.works_for_nobody());
+    assert!(!map.boxes[map.box_named("gateway").unwrap()].works_for_nobody());
+}
+
+#[test]
+fn sixty_services_fold_into_fifty_boxes_the_busiest_kept() {
+    let names: Vec<String> = (0..60).map(|i| format!("svc-{i:02}")).collect();
+    let services: Vec<(&str, u64, i64)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), 100 + i as u64, 0))
+        .collect();
+    let calls: Vec<_> = (1..60)
+        .map(|i| {
+            (
+                names[(i - 1) / 3].as_str(),
+                names[i].as_str(),
+                3,
+                Some((500, 600)),
+            )
+        })
+        .collect();
+    let map = ServiceMap::of_totals(&totals(&services, &calls));
+    assert_eq!(map.boxes.len(), MAX_BOXES);
+    assert_eq!(map.services, 60);
+    assert_eq!(map.folded, 11);
+    let other = map.boxes.last().unwrap();
+    assert_eq!(&*other.name, OTHER);
+    assert_eq!(other.shown, "other (11)");
+    // The least busy fold: svc-00 .. svc-10.
+    for (i, name) in names.iter().enumerate() {
+        let folded = map.box_named(name) == Some(MAX_BOXES - 1);
+        assert_eq!(folded, i < 11, "{name}");
+    }
+    // Every call is on an edge between the boxes, none lost.
+    assert_eq!(map.edges.iter().map(|e| e.calls).sum::<u64>(), 59 * 3);
+    assert!(
+        map.edges
+            .iter()
+            .all(|e| e.from < map.boxes.len() && e.to < map.boxes.len())
+    );
+}
+
+#[test]
+fn an_untraced_callee_is_a_leaf_drawn_apart() {
+    let map = ServiceMap::of_totals(&totals(
+        &[("app", 10, 0), ("api", 10, 0)],
+        &[
+            ("app", "api", 10, Some((900, 950))),
+            ("app", "postgresql", 10, None),
+        ],
+    ));
+    let db = &map.boxes[map.box_named("postgresql").unwrap()];
+    assert!(db.untraced);
+    assert_eq!(db.row, None, "no Services row");
+    assert_eq!(db.lines()[2], "untraced");
+    let spot = |n: &str| map.layout.spots[map.box_named(n).unwrap()];
+    assert_eq!(spot("postgresql").layer, spot("api").layer);
+    assert!(spot("postgresql").y > spot("api").y, "below the traced");
+    let e = map
+        .edge_between(
+            map.box_named("app").unwrap(),
+            map.box_named("postgresql").unwrap(),
+        )
+        .unwrap();
+    assert_eq!(map.label(e, 12), "no budget");
+}
