@@ -256,6 +256,8 @@ fn edges_view_names_the_broken_links() {
 #[test]
 fn services_view_shows_littles_law_and_dead_work() {
     let mut state = fixture_state(false);
+    // Shift-Tab from the list: the Map, then Services.
+    key(&mut state, KeyCode::BackTab);
     key(&mut state, KeyCode::BackTab);
     assert_eq!(state.ui.view, View::Services);
     state.settle();
@@ -300,6 +302,7 @@ fn detail_popup_and_legend() {
     // The keys come last: at the end they show whole (more than a page down since the legend
     // says how a hop waiting for nobody is drawn).
     key(&mut state, KeyCode::End);
+    state.clamp_popup_scroll(ratatui::layout::Rect::new(0, 0, 200, 60));
     let text = screen_text(&draw(&state, 200, 60));
     assert!(
         text.contains("budget-top demo: 1-9 0 ! @ scenario"),
@@ -1077,6 +1080,8 @@ fn export_writes_the_selected_chain_as_one_otlp_json_line() {
 fn the_list_the_services_and_the_edges_count_the_same_waste() {
     let mut state = fixture_state(false);
     key(&mut state, KeyCode::BackTab);
+    key(&mut state, KeyCode::BackTab);
+    assert_eq!(state.ui.view, View::Services);
     state.settle();
     let mut chains = 0;
     let mut roots = 0;
@@ -1588,4 +1593,206 @@ async fn the_screen_judges_a_chain_once_quiet_for_settle() {
     assert_eq!(state.data.store.totals().traces, 1, "quiet for 7 s: judged");
     let text = screen_text(&terminal);
     assert!(text.contains("1 chains judged"), "{text}");
+}
+
+/// The Map: every service of the fixtures as a box, left to right by who calls whom, the reset
+/// marked `✖` on its edge with its label, the services that work for nobody hatched; at 80x24
+/// the view is on the worst edge, its words whole under the map. Without colour the marks
+/// are all there.
+#[test]
+fn the_map_draws_who_calls_whom_with_the_reset_marked() {
+    for color in [false, true] {
+        let mut state = fixture_state(color);
+        // Shift-Tab from the list: the Map.
+        key(&mut state, KeyCode::BackTab);
+        assert_eq!(state.ui.view, View::Map);
+        state.settle();
+        let shot = |state: &State, w, h| {
+            if color {
+                screen_text(&draw(state, w, h))
+            } else {
+                snap("map", state, w, h)
+            }
+        };
+        let text = shot(&state, 200, 60);
+        for service in [
+            "gateway",
+            "orders",
+            "inventory",
+            "frontend",
+            "catalog",
+            "payments",
+        ] {
+            assert!(text.contains(service), "{service}:\n{text}");
+        }
+        // Callers left of their callees.
+        let map = state.data.map.as_ref().unwrap();
+        let layer = |name: &str| map.layout.spots[map.box_named(name).unwrap()].layer;
+        assert!(layer("gateway") < layer("orders") && layer("orders") < layer("inventory"));
+        let row = text
+            .lines()
+            .find(|l| l.contains("orders") && l.contains("inventory"))
+            .unwrap_or_else(|| panic!("orders → inventory in a row:\n{text}"));
+        assert!(row.find("orders") < row.find("inventory"), "{row}");
+        let label = text
+            .lines()
+            .find(|l| l.contains("fwd 3000>700"))
+            .unwrap_or_else(|| panic!("the reset's label:\n{text}"));
+        assert!(label.contains("✖ 0.1/s") && label.contains('▶'), "{label}");
+        assert!(text.contains('▓'), "inventory works for nobody:\n{text}");
+        let text = shot(&state, 80, 24);
+        assert!(text.contains('✖') && text.contains('▶'), "{text}");
+        let words = text.lines().rev().nth(2).unwrap();
+        assert!(
+            words.contains(" → ") && words.contains('✖'),
+            "the edge in words: {words}"
+        );
+    }
+}
+
+/// The Map's keys: it opens on the worst edge; Enter opens that edge's Edges row (its advice
+/// under the table); the arrows go along the edges to the callee, whose Enter is its Services
+/// row; `c` opens the worst chain through the selection on the call it went through; `h j k l`,
+/// the wheel and a drag pan, within the map; a click selects.
+#[test]
+fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    use screen::MapPick;
+    let mut state = fixture_state(false);
+    key(&mut state, KeyCode::BackTab);
+    let map = state.data.map.clone().unwrap();
+    let worst = map.worst_edge().unwrap();
+    let (caller, callee) = map.edges[worst].row.clone();
+    assert_eq!(
+        state.ui.map_pick,
+        Some(MapPick::Edge(caller.clone(), callee.clone()))
+    );
+    // Enter: the edge's row in Edges.
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.view, View::Edges);
+    let mut rows = state.data.table_totals().edges.sorted();
+    budget_top::present::edges::worst_first(&mut rows);
+    let row = rows[state.ui.edge_row];
+    assert_eq!((&row.caller, &row.callee), (&caller, &callee));
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(
+        text.contains(&format!("{caller} → {callee}: ")),
+        "its advice:\n{text}"
+    );
+    // Back to the Map, along the edge to the callee, Enter: its Services row.
+    key(&mut state, KeyCode::Tab);
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.ui.view, View::Map);
+    key(&mut state, KeyCode::Right);
+    assert_eq!(state.ui.map_pick, Some(MapPick::Box(callee.clone())));
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.ui.view, View::Services);
+    assert_eq!(state.data.services[state.ui.service_row].0, callee);
+    // Left: a call into it, then that call's caller.
+    key(&mut state, KeyCode::Tab);
+    key(&mut state, KeyCode::Left);
+    let Some(MapPick::Edge(from, to)) = state.ui.map_pick.clone() else {
+        panic!("{:?}", state.ui.map_pick);
+    };
+    assert_eq!(to, callee);
+    key(&mut state, KeyCode::Left);
+    assert_eq!(state.ui.map_pick, Some(MapPick::Box(from.clone())));
+    key(&mut state, KeyCode::Right);
+    let Some(MapPick::Edge(caller, callee)) = state.ui.map_pick.clone() else {
+        panic!("{:?}", state.ui.map_pick);
+    };
+    assert_eq!(caller, from);
+    // c on the edge: the worst chain through it, on the call.
+    key(&mut state, KeyCode::Char('c'));
+    assert_eq!(state.ui.view, View::Waterfall);
+    let chain = state.selected_chain().unwrap();
+    assert!(
+        chain
+            .edges
+            .iter()
+            .any(|e| e.caller == caller && e.callee == callee)
+    );
+    let (_, span) = chain.row(state.ui.span_row).unwrap();
+    assert!(span.kind.is_call() && span.service == caller, "{span:?}");
+    assert!(!state.ui.follow, "the chain stays selected");
+    // Up and Down in a layer, panning, a click.
+    state.ui.view = View::Map;
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let before = screen_text(&draw(&state, 80, 24));
+    key(&mut state, KeyCode::Char('k'));
+    key(&mut state, KeyCode::Char('k'));
+    key(&mut state, KeyCode::Char('h'));
+    state.clamp_map_pan(area);
+    let panned = screen_text(&draw(&state, 80, 24));
+    assert_ne!(before, panned, "the view moved");
+    for _ in 0..50 {
+        key(&mut state, KeyCode::Char('k'));
+        key(&mut state, KeyCode::Char('h'));
+    }
+    state.clamp_map_pan(area);
+    let corner = state.ui.map_pan;
+    key(&mut state, KeyCode::Char('j'));
+    state.clamp_map_pan(area);
+    assert_eq!(
+        state.ui.map_pan.1,
+        corner.1 + 1,
+        "no slack past the map's edge"
+    );
+    let drag = |kind, column, row| MouseEvent {
+        kind,
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    state.on_mouse(drag(MouseEventKind::Down(MouseButton::Left), 40, 10), area);
+    let pan = state.ui.map_pan;
+    let mut moved = false;
+    for (column, row) in [(37, 7), (43, 13)] {
+        state.on_mouse(
+            drag(MouseEventKind::Drag(MouseButton::Left), column, row),
+            area,
+        );
+        moved |= state.ui.map_pan != pan;
+    }
+    assert!(moved, "a drag pans");
+    // A click on a box's name selects it.
+    let text = screen_text(&draw(&state, 80, 24));
+    let (name, y, x) = map
+        .boxes
+        .iter()
+        .find_map(|b| {
+            let needle = format!("│{}", b.shown);
+            text.lines().enumerate().find_map(|(y, l)| {
+                let at = l.find(&needle)?;
+                Some((
+                    b.name.clone(),
+                    y as u16,
+                    (l[..at].chars().count() + 1) as u16,
+                ))
+            })
+        })
+        .expect("a box in view");
+    state.on_mouse(drag(MouseEventKind::Down(MouseButton::Left), x, y), area);
+    assert_eq!(state.ui.map_pick, Some(MapPick::Box(name.clone())));
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(
+        text.contains("╔"),
+        "the selected box is drawn double:\n{text}"
+    );
+    // Down: the next box of the same layer.
+    let spot = |n: &str| map.layout.spots[map.box_named(n).unwrap()];
+    state.ui.map_pick = Some(MapPick::Box("orders".into()));
+    key(&mut state, KeyCode::Down);
+    let Some(MapPick::Box(below)) = state.ui.map_pick.clone() else {
+        panic!("{:?}", state.ui.map_pick);
+    };
+    assert_eq!(spot(&below).layer, spot("orders").layer);
+    assert!(spot(&below).y > spot("orders").y);
+    key(&mut state, KeyCode::Up);
+    assert_eq!(state.ui.map_pick, Some(MapPick::Box("orders".into())));
+    // m: the map of the last minute.
+    key(&mut state, KeyCode::Char('m'));
+    assert!(state.data.last_minute);
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(text.contains("last minute (m: since start)"), "{text}");
 }

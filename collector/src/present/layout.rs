@@ -257,7 +257,7 @@ impl Layout {
             layer_x.push(x);
             x = x.saturating_add(*w);
             if let Some(t) = self.tracks.get(i) {
-                x = x.saturating_add(t.saturating_add(3).saturating_add(label_room));
+                x = x.saturating_add(gap_cells(*t).saturating_add(label_room));
             }
         }
         Placed {
@@ -272,9 +272,15 @@ impl Layout {
     /// each gap.
     pub fn fixed_width(&self) -> u16 {
         let boxes: u16 = self.layer_widths.iter().sum();
-        let gaps: u16 = self.tracks.iter().map(|t| t + 3).sum();
+        let gaps: u16 = self.tracks.iter().map(|&t| gap_cells(t)).sum();
         boxes.saturating_add(gaps)
     }
+}
+
+/// The cells of a gap with `tracks` tracks, its label room aside: a cell of line after the
+/// layer's widest node, the tracks and a cell after them, and the arrowhead's cell.
+fn gap_cells(tracks: u16) -> u16 {
+    if tracks == 0 { 2 } else { tracks + 3 }
 }
 
 /// A [`Layout`] with its columns: where each node, track, label and arrowhead goes.
@@ -316,7 +322,8 @@ impl Placed<'_> {
 
     /// Where a label of the hop into gap `gap`'s right layer starts.
     fn label_x(&self, gap: usize) -> u16 {
-        self.gap_x(gap) + self.layout.tracks[gap] + 2
+        let tracks = self.layout.tracks[gap];
+        self.gap_x(gap) + gap_cells(tracks) - 1
     }
 
     /// Link `l`'s line as an orthogonal polyline, left to right: from its left node's border

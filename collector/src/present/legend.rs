@@ -100,6 +100,39 @@ pub const MARKS: [Mark; 11] = [
     },
 ];
 
+/// What the map's marks and words mean, in the legend's order (the screen's legend and the
+/// page's map both list them).
+pub const MAP_MARKS: [(&str, &str); 7] = [
+    (
+        "╭─╮",
+        "a service: its name, λ (its arrivals per second) and the share of its work done for nobody",
+    ),
+    (
+        "▓",
+        "a service that works for nobody: a quarter or more of its work came after everyone above had stopped waiting",
+    ),
+    (
+        "┌╌┐",
+        "a callee that sends no spans (a database, a third-party API), drawn below the others",
+    ),
+    (
+        "─▶",
+        "calls from a caller to its callee, left to right (◀ a call back to the left); ━ when the edge's worst finding is an error",
+    ),
+    (
+        "✖ ▲ ●",
+        "the worst finding on the edge: error, warning, info",
+    ),
+    (
+        "2.0/s fwd 3000>938 tmo ~900 waste 625/s",
+        "calls per second, the budget forwarded p50 (a reset: more than the 938 ms that remained; no budget when none is sent), the edge's timeout (~ inferred from calls that got no answer), the work done for nobody in the callee per second. Short of room the words shorten, then the calls/s go, then the timeout, the waste, fwd",
+    ),
+    (
+        "other (11)",
+        "past 50 boxes, the quieter services folded into one",
+    ),
+];
+
 /// What the figures beside each row say.
 pub const ROW_FIGURES: &str = "rcv 400: the budget a hop received (own: its own default), with grpc, conn, abs, envoy or hdr when it came in grpc-timeout, connect-timeout-ms, an absolute deadline, Envoy's header or a --budget-header; q 150: how long it waited in a queue; fwd 300: what a call forwarded (fwd 3000>938: more than the 938 ms that remained)";
 

@@ -28,6 +28,9 @@ pub const OTHER: &str = "other";
 pub const NAME_CELLS: usize = 18;
 /// Rows of a box: its border, its name, λ, its dead-work share.
 pub const BOX_ROWS: u16 = 5;
+/// The dead-work share from which a service is said to work for nobody: its box is
+/// cross-hatched, and the Services table's share is red.
+pub const NOBODY_SHARE: f64 = 0.25;
 
 /// One call edge as the map reads it: the Edges figures, and whether its callee sends spans.
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +87,7 @@ pub struct MapBox {
     pub lambda: f64,
     /// The share of its work done for nobody (0..=1).
     pub dead_share: f64,
-    /// Its dead work, ms: more than 0 and the box is cross-hatched (it works for nobody).
+    /// Its dead work, ms.
     pub dead_ms: i64,
     /// The services `other` stands for (empty for any other box).
     pub folded: Vec<Arc<str>>,
@@ -93,9 +96,10 @@ pub struct MapBox {
 }
 
 impl MapBox {
-    /// It worked for nobody: some of its work came after everyone above had stopped waiting.
+    /// It works for nobody: at least [`NOBODY_SHARE`] of its work came after everyone above
+    /// had stopped waiting (its box is cross-hatched).
     pub fn works_for_nobody(&self) -> bool {
-        self.dead_ms > 0
+        self.dead_ms > 0 && self.dead_share >= NOBODY_SHARE
     }
 
     /// Its words, one a row: the name, λ, and the dead-work share (or `untraced`).
@@ -121,8 +125,9 @@ impl MapBox {
             .map(|l| unicode_width(l))
             .max()
             .unwrap_or(0);
-        // A cell either side, so a box that works for nobody always shows its hatch.
-        (inside + 4) as u16
+        // Its borders and a cell after the words, so a box that works for nobody always shows
+        // its hatch.
+        (inside + 3) as u16
     }
 }
 

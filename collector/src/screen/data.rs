@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batch::Batch;
+use crate::present::map::ServiceMap;
 use crate::store::Store;
 use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, Totals, TraceId};
 
@@ -133,6 +134,29 @@ impl ChainView<'_> {
 
 pub use crate::service_figures::ServiceStats;
 
+/// What a chain must go through for the Map's `c`: an edge's calls, or one of some services.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Through {
+    /// Calls from the first service to the second.
+    Edge(Arc<str>, Arc<str>),
+    /// A hop (or call) of any of these services.
+    Services(Vec<Arc<str>>),
+}
+
+impl Through {
+    /// Whether a waterfall row of `service` (a hop when `hop`, under a row of `parent`) is
+    /// where a chain goes through this: the callee's hop under its caller, or the service's
+    /// first row.
+    pub fn is_at(&self, service: &str, parent: Option<&str>, hop: bool) -> bool {
+        match self {
+            Through::Edge(caller, callee) => {
+                hop && service == &**callee && parent == Some(&**caller)
+            }
+            Through::Services(names) => names.iter().any(|n| &**n == service),
+        }
+    }
+}
+
 /// Per-second sums over a short window, for "per second" figures in the header.
 #[derive(Clone, Debug, Default)]
 pub struct RateWindow {
@@ -204,6 +228,11 @@ pub struct ScreenData {
     /// The totals of the chains judged in the last minute (the store's
     /// [`Store::recent_totals`]), recomputed once a second while a table shows them.
     pub minute: Totals,
+    /// The map of services of the totals the tables show, rebuilt with them while the Map
+    /// shows it.
+    pub map: Option<ServiceMap>,
+    /// The Map is shown: the tables' rebuild builds the map too.
+    pub map_wanted: bool,
     /// Spans per second.
     pub span_rate: RateWindow,
     /// Newly found wasted ms per second.
@@ -236,6 +265,8 @@ impl ScreenData {
             services: Vec::new(),
             last_minute: false,
             minute: Totals::new(),
+            map: None,
+            map_wanted: false,
             span_rate: RateWindow::default(),
             waste_rate: RateWindow::default(),
             wasted_total: 0,
@@ -397,5 +428,54 @@ impl ScreenData {
             self.minute = self.store.recent_totals();
         }
         self.services = crate::service_figures::service_stats(self.table_totals());
+        if self.map_wanted {
+            self.map = Some(ServiceMap::of_totals(self.table_totals()));
+        }
+    }
+
+    /// The tables' figures (and the map, when wanted) from the totals now, not at the next
+    /// second: a view that shows them has just opened.
+    pub(crate) fn refresh_tables(&mut self) {
+        self.rebuild_tables();
+    }
+
+    /// The worst chain held that goes `through` an edge or a service: the one with the worst
+    /// finding, then the most work for nobody, then a failed one, then the longest, then the
+    /// newest. Chains are tried in that order, each looked at only as far as needed.
+    pub fn worst_chain_through(&self, through: &Through) -> Option<TraceId> {
+        let mut ranked: Vec<(TraceId, &deadline_budget::analysis::ChainSummary)> = self
+            .store
+            .chains_unordered()
+            .map(|entry| (entry.trace_id, entry.summary))
+            .collect();
+        ranked.sort_by(|(a, x), (b, y)| {
+            y.worst
+                .cmp(&x.worst)
+                .then(y.wasted_ms.cmp(&x.wasted_ms))
+                .then(y.outcome.failed().cmp(&x.outcome.failed()))
+                .then(y.duration_ms.cmp(&x.duration_ms))
+                .then(y.start_unix_nano.cmp(&x.start_unix_nano))
+                .then(a.cmp(b))
+        });
+        ranked.into_iter().map(|(id, _)| id).find(|&id| {
+            let Some(chain) = self.store.chain(id) else {
+                return false;
+            };
+            // Cheap first: a service of the edge or the box among the chain's spans.
+            let named = |name: &str| {
+                (0..chain.len()).any(|i| chain.service(i).is_some_and(|s| &**s == name))
+            };
+            match through {
+                Through::Services(names) => names.iter().any(|n| named(n)),
+                Through::Edge(caller, callee) => {
+                    named(caller)
+                        && self.store.analysis(id).is_some_and(|a| {
+                            a.edges
+                                .iter()
+                                .any(|e| e.caller == *caller && e.callee == *callee)
+                        })
+                }
+            }
+        })
     }
 }

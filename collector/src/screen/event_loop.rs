@@ -108,6 +108,7 @@ where
                     // Scrolling stops at the popup's last row on this screen.
                     let size = terminal.size()?;
                     state.clamp_popup_scroll(Rect::new(0, 0, size.width, size.height));
+                    state.clamp_map_pan(Rect::new(0, 0, size.width, size.height));
                     if state.ui.start_demo_requested
                         && let Some(mut start) = controls.start_demo.take()
                     {

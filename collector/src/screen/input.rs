@@ -131,6 +131,11 @@ impl State {
         pane(self.ui.view).move_by(self, delta);
     }
 
+    /// An arrow or `j`/`k`: what the view does with it (a row down or up, in most).
+    pub(crate) fn move_key(&mut self, key: KeyCode) {
+        pane(self.ui.view).move_key(self, key);
+    }
+
     /// Tab and Shift-Tab: the next (or previous) view in [`View::ALL`]'s order.
     pub(crate) fn cycle_view(&mut self, forward: bool) {
         let n = View::ALL.len();
@@ -145,6 +150,19 @@ impl State {
         };
         self.ui.view = View::ALL[next];
         pane(self.ui.view).enter(self);
+    }
+
+    fn sideways(&mut self, delta: isize, area: Rect) -> bool {
+        let changed = pane(self.ui.view).move_sideways(self, delta);
+        self.clamp_map_pan(area);
+        changed
+    }
+
+    /// Keep the Map's pan within what the map can move by on a screen of size `area`.
+    pub fn clamp_map_pan(&mut self, area: Rect) {
+        if self.ui.view == View::Map && area.width >= MIN_SIZE.0 && area.height >= MIN_SIZE.1 {
+            views::map::clamp_pan(self, area);
+        }
     }
 
     /// Keep the popup's scroll within what it has to show on a screen of size `area`.
@@ -167,16 +185,25 @@ impl State {
         match mouse.kind {
             MouseEventKind::ScrollDown => self.move_by(3),
             MouseEventKind::ScrollUp => self.move_by(-3),
-            MouseEventKind::Down(MouseButton::Left) => {
+            MouseEventKind::ScrollRight => return self.sideways(3, area),
+            MouseEventKind::ScrollLeft => return self.sideways(-3, area),
+            MouseEventKind::Down(MouseButton::Left) | MouseEventKind::Drag(MouseButton::Left) => {
                 if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
                     return false;
                 }
                 let layout = views::layout(self, area);
                 let pos = Position::new(mouse.column, mouse.row);
-                return pane(self.ui.view).click(self, &layout, pos);
+                let changed = if matches!(mouse.kind, MouseEventKind::Drag(_)) {
+                    pane(self.ui.view).drag(self, &layout, pos)
+                } else {
+                    pane(self.ui.view).click(self, &layout, pos)
+                };
+                self.clamp_map_pan(area);
+                return changed;
             }
             _ => return false,
         }
+        self.clamp_map_pan(area);
         true
     }
 }

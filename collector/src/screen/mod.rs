@@ -16,10 +16,10 @@ mod state;
 pub mod term;
 mod views;
 
-pub use data::{ChainView, Filter, ListQuery, ROOTLESS_GRACE_NS, ScreenData, SortBy};
+pub use data::{ChainView, Filter, ListQuery, ROOTLESS_GRACE_NS, ScreenData, SortBy, Through};
 pub use event_loop::{Controls, FRAME, LiveConfig, run, run_live, wall_clock};
 pub use state::{
-    DemoControl, DemoStatus, EXPORT_FILE, MAX_HELD_SPANS, Mode, Overlay, Refused, State, Ui, View,
-    color_allowed,
+    DemoControl, DemoStatus, EXPORT_FILE, MAX_HELD_SPANS, MapPick, Mode, Overlay, Refused, State,
+    Ui, View, color_allowed,
 };
 pub use views::{MIN_SIZE, ScreenLayout, layout, render};

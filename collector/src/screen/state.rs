@@ -10,6 +10,7 @@ use std::path::Path;
 
 use deadline_budget::analysis::{FindingKind, SpanId, TraceId};
 
+use super::data::Through;
 use super::{ChainView, ListQuery, ScreenData, SortBy};
 use crate::batch::Batch;
 
@@ -76,11 +77,29 @@ pub enum View {
     Edges,
     /// Per-service Little's law and dead work.
     Services,
+    /// Who calls whom: the services as boxes, the edges with their budgets and findings.
+    Map,
 }
 
 impl View {
     /// Every view, in `Tab` order (the header's tabs follow it).
-    pub const ALL: [View; 4] = [View::Chains, View::Waterfall, View::Edges, View::Services];
+    pub const ALL: [View; 5] = [
+        View::Chains,
+        View::Waterfall,
+        View::Edges,
+        View::Services,
+        View::Map,
+    ];
+}
+
+/// What the Map has selected: a box or an edge, by the names of its boxes, so that the
+/// selection stays on it as the map is drawn anew.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapPick {
+    /// A box (a service, an untraced callee, or `other`).
+    Box(std::sync::Arc<str>),
+    /// The edge from one box to another.
+    Edge(std::sync::Arc<str>, std::sync::Arc<str>),
 }
 
 /// Something drawn over the view.
@@ -119,6 +138,12 @@ pub struct Ui {
     pub edge_row: usize,
     /// Selected row of the services table (the Services pane's own).
     pub service_row: usize,
+    /// The Map's selection (the Map pane's own).
+    pub map_pick: Option<MapPick>,
+    /// How far the Map is panned from where its selection puts it, in cells.
+    pub map_pan: (i32, i32),
+    /// Where a drag on the Map is (a left button held since a click on it).
+    pub map_drag: Option<(u16, u16)>,
     /// How far the open popup (legend, detail) is scrolled, in rows.
     pub popup_scroll: u16,
     /// Paused: arriving spans wait until resumed.
@@ -317,6 +342,8 @@ impl State {
         self.ui.pinned_span = None;
         self.ui.edge_row = 0;
         self.ui.service_row = 0;
+        self.ui.map_pick = None;
+        self.ui.map_pan = (0, 0);
         self.ui.follow = true;
         if self.ui.overlay == Overlay::Detail {
             self.ui.overlay = Overlay::None;
@@ -415,6 +442,7 @@ impl State {
             return false;
         }
         let needs = self.ui.view.needs();
+        self.data.map_wanted = needs.map;
         let changed = self
             .data
             .settle(&self.ui.query, self.now_unix_nano, needs.table_figures);
@@ -529,6 +557,47 @@ impl State {
             .or(chain.findings.first())
             .and_then(|f| chain.rows().position(|(_, s)| s.span_id == f.span_id))
             .unwrap_or(0)
+    }
+
+    /// Open chain `trace` in its waterfall (the Map's `c`), selected in the list (which shows
+    /// every chain again when its filter or search hid it), on the row where it goes
+    /// `through` (else the row its preview would show).
+    pub(crate) fn open_chain(&mut self, trace: TraceId, through: &Through) {
+        if !self.data.visible.contains(&trace) {
+            self.ui.query.filter = super::Filter::All;
+            self.ui.query.search.clear();
+            self.data.settle(&self.ui.query, self.now_unix_nano, false);
+        }
+        let Some(index) = self.data.visible.iter().position(|id| *id == trace) else {
+            return;
+        };
+        self.select(index);
+        self.ui.follow = false;
+        self.ui.view = View::Waterfall;
+        // The callee's hop under its caller, or rather the call above it, where a reset or a
+        // drop is found.
+        let row = self.selected_chain().and_then(|chain| {
+            let (i, row) = chain.rows().enumerate().find_map(|(i, (row, span))| {
+                let parent = row
+                    .parent_row
+                    .and_then(|p| chain.row(p as usize))
+                    .map(|(_, s)| s.service);
+                through
+                    .is_at(&span.service, parent.as_deref(), span.kind.is_hop())
+                    .then_some((i, *row))
+            })?;
+            let call = row
+                .parent_row
+                .filter(|&p| chain.row(p as usize).is_some_and(|(_, s)| s.kind.is_call()));
+            Some(call.map_or(i, |p| p as usize))
+        });
+        match row {
+            Some(row) => {
+                self.ui.span_row = row;
+                self.ui.pinned_span = self.selected_span();
+            }
+            None => self.ui.span_row = self.preview_row(),
+        }
     }
 
     /// The finding kinds the demo teaches, in order (none outside the demo).

@@ -350,7 +350,9 @@ fn the_real_demo_never_calls_a_failed_chain_ok_and_counts_dead_work_at_every_dep
         );
         assert!(!line.contains(" ok "), "{line}\n{pane}");
     }
-    // Services: inventory's dead work share, though no finding is inventory's own.
+    // Services (Shift-Tab past the Map): inventory's dead work share, though no finding is
+    // inventory's own.
+    session.keys("BTab");
     session.keys("BTab");
     let pane = session.wait_until("inventory's dead work above 30 %", |pane| {
         pane.lines()

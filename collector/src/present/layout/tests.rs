@@ -237,7 +237,7 @@ fn a_chain_is_one_row_left_to_right() {
     assert!(layout.spots.iter().all(|s| s.y == layout.spots[0].y));
     assert_eq!(layout.tracks, vec![0, 0, 0], "straight across");
     let placed = layout.place(10);
-    assert_eq!(placed.width, 9 + 7 + 10 + 11 + 3 * (3 + 10));
+    assert_eq!(placed.width, 9 + 7 + 10 + 11 + 3 * (2 + 10));
     assert_eq!(placed.line(0).unwrap().len(), 2, "one straight run");
 }
 

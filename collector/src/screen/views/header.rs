@@ -203,14 +203,26 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     // Line 3: tabs, then the list's filter and order.
     let y = area.y + 2;
     let mut x = area.x;
-    for view in View::ALL {
-        let name = super::pane(view).title();
+    // The tabs lose their padding when a deferred warning would not fit beside them whole.
+    let titles = View::ALL.map(|v| super::pane(v).title());
+    let padded: usize = titles.iter().map(|t| unicode_width(t) + 3).sum();
+    let shortest = deferred
+        .as_ref()
+        .and_then(|c| c.last())
+        .map_or(0, |c| unicode_width(c) + 1);
+    let pad = deferred.is_none() || padded + shortest <= area.width as usize;
+    for (view, name) in View::ALL.into_iter().zip(titles) {
         let style = if state.ui.view == view {
             theme.selected()
         } else {
             theme.dim()
         };
-        x = put(buf, x, y, &format!(" {name} "), w(x), style);
+        let tab = if pad {
+            format!(" {name} ")
+        } else {
+            name.to_string()
+        };
+        x = put(buf, x, y, &tab, w(x), style);
         x = put(buf, x, y, "│", w(x), theme.dim());
     }
     let mut info = format!(" sort: {}", state.ui.query.sort.label());
@@ -288,7 +300,8 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         && area.height >= 2
     {
         let y = area.y;
-        let (scenario, keys) = (for_screen(&demo.scenario), for_screen(&demo.keys));
+        let keys = unshadowed(&demo.keys, super::pane(state.ui.view).keys());
+        let (scenario, keys) = (for_screen(&demo.scenario), for_screen(&keys));
         let (scenario, keys) = scenario_line(&scenario, &keys, area.width);
         let x = put(buf, area.x, y, "▶ ", area.width, theme.accent());
         let x = put(
@@ -351,6 +364,23 @@ pub fn render_footer(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) 
         area.width,
         style,
     );
+}
+
+/// The demo's key hints (`1-9 0 ! @ scenario  c cure  ...`) without those of a key the view
+/// answers itself (the Map's `c`): the view has it first.
+fn unshadowed(keys: &str, view: &[super::keys::Key]) -> String {
+    keys.split("  ")
+        .filter(|hint| {
+            let mut key = hint.split(' ').next().unwrap_or("").chars();
+            match (key.next(), key.next()) {
+                (Some(c), None) => !view
+                    .iter()
+                    .any(|k| k.codes.contains(&crossterm::event::KeyCode::Char(c))),
+                _ => true,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
 }
 
 /// The demo's scenario line for a footer of `width`: the scenario, then its keys when they fit

@@ -128,8 +128,7 @@ pub(crate) const MOVE: Key = Key {
     does: "move",
     shown: 0,
     answer: |state, key| {
-        let down = matches!(key, KeyCode::Down | KeyCode::Char('j'));
-        state.move_by(if down { 1 } else { -1 });
+        state.move_key(key);
         true
     },
 };

@@ -11,7 +11,7 @@ use super::boxed;
 use super::popup::{fitted, hanging, scrolled};
 use super::theme::Theme;
 use crate::present::format::severity_glyph;
-use crate::present::legend::{MARKS, MarkRole, ROW_FIGURES};
+use crate::present::legend::{MAP_MARKS, MARKS, MarkRole, ROW_FIGURES};
 
 /// The legend's widest box.
 pub(super) const LEGEND_WIDTH: u16 = 100;
@@ -87,13 +87,19 @@ pub(super) fn lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
     ] {
         lines.extend(hanging(TextSpan::raw(" "), text, theme.text(), width));
     }
+    lines.push(Line::styled("The map", theme.title()));
+    for (mark, text) in MAP_MARKS {
+        let head = TextSpan::styled(format!(" {mark} "), theme.text());
+        lines.extend(hanging(head, text, theme.text(), width));
+    }
     lines.push(Line::styled("Keys", theme.title()));
     for keys in [
         "↑↓ j k move · PgUp PgDn a page · g G top, bottom · Enter open (on an edge or service: its chains) · Esc back",
         "Tab next view · Shift-Tab previous view · n/N next/previous finding of the selected chain · / search",
         "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
-        "m in Edges and Services: both tables over the chains judged in the last minute, or since start",
+        "m in Edges, Services and Map: the tables and the map over the chains judged in the last minute, or since start",
+        "Map: ←→↑↓ select, box to box along the edges · h j k l, the wheel or a drag pan · Enter the edge's Edges row (its advice) or the box's Services row · c the worst chain through it, in its waterfall",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
         "budget-top demo: 1-9 0 ! @ scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",

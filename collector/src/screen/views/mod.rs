@@ -13,6 +13,7 @@ pub mod empty;
 pub mod header;
 pub(crate) mod keys;
 pub mod legend;
+pub mod map;
 mod popup;
 pub mod services;
 mod table;
@@ -39,6 +40,8 @@ pub(crate) struct Needs {
     /// The view shows one chain chosen in the list: when the screen starts over (a new demo
     /// scenario) it goes back to the list.
     pub chosen_chain: bool,
+    /// The map of services (`ScreenData::map`), built with the tables' figures.
+    pub map: bool,
 }
 
 /// A top-level view: one tab of the screen. It owns its selection (a field of [`Ui`] only it
@@ -68,6 +71,19 @@ pub(crate) trait Pane {
     fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer);
     /// Move its selection by `delta` rows (arrows, j/k, pages, Home/End, the wheel).
     fn move_by(&self, state: &mut State, delta: isize);
+    /// The arrows and `j`/`k` (the screen's own keys): by default a row down or up.
+    fn move_key(&self, state: &mut State, key: KeyCode) {
+        let down = matches!(key, KeyCode::Down | KeyCode::Char('j'));
+        self.move_by(state, if down { 1 } else { -1 });
+    }
+    /// The wheel sideways: whether anything changed (by default nothing moves sideways).
+    fn move_sideways(&self, _state: &mut State, _delta: isize) -> bool {
+        false
+    }
+    /// A drag with the left button held, now at `pos`: whether anything changed.
+    fn drag(&self, _state: &mut State, _layout: &ScreenLayout, _pos: Position) -> bool {
+        false
+    }
     /// A key the screen's own keys left: `None` when this view does not use it (it then goes to
     /// the demo), else whether the screen changed. The answer is the key table's.
     fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
@@ -84,6 +100,7 @@ pub(crate) fn pane(view: View) -> &'static dyn Pane {
         View::Waterfall => &waterfall::Waterfall,
         View::Edges => &edges::Edges,
         View::Services => &services::Services,
+        View::Map => &map::Map,
     }
 }
 

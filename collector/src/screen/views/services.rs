@@ -14,6 +14,7 @@ use super::table::{self, Table, first_width, fitting_note};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, step};
 use crate::present::format::{count, opt_ms, rate};
+use crate::present::map::NOBODY_SHARE;
 use crate::screen::State;
 use crate::service_figures::ServiceStats;
 use crate::span_text::for_screen;
@@ -114,7 +115,7 @@ pub fn render_services(state: &State, theme: Theme, area: Rect, buf: &mut Buffer
         let (name, s) = &rows[i];
         let (lambda, w, l) = s.littles_law();
         let dead = s.dead_share();
-        let dead_style = if dead >= 0.25 {
+        let dead_style = if dead >= NOBODY_SHARE {
             theme.severity(Severity::Error)
         } else if dead > 0.0 {
             theme.severity(Severity::Warning)
