@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+use foldhash::{HashMap, HashMapExt as _};
+
 use deadline_budget::analysis::{EdgeAggregate, FindingKind, KindCounts, Severity, Totals};
 
 use super::edges::worst_first;
@@ -173,99 +175,105 @@ pub struct ServiceMap {
     pub services: usize,
 }
 
+/// A box there could be, before the busiest are kept.
+struct Candidate<'a> {
+    name: Arc<str>,
+    stats: Option<&'a ServiceStats>,
+    /// Hops, or for an untraced callee the calls into it.
+    busy: u64,
+    untraced: bool,
+}
+
 /// The fewest cells of label a gap gets: the glyph, a space and a short budget.
 pub const MIN_LABEL: u16 = 10;
 
 impl ServiceMap {
     /// The map of `input`.
     pub fn of(input: &MapInput<'_>) -> ServiceMap {
-        // Every box there could be: the traced services, then untraced callees, by busiest.
-        let mut all: Vec<(Arc<str>, Option<&ServiceStats>, u64)> = input
+        // Every box there could be: the traced services, the callers and the untraced callees
+        // (busy by the calls into them), each once.
+        let mut all: Vec<Candidate<'_>> = input
             .services
             .iter()
-            .map(|(name, s)| (name.clone(), Some(s), s.totals.hops))
+            .map(|(name, s)| Candidate {
+                name: name.clone(),
+                stats: Some(s),
+                busy: s.totals.hops,
+                untraced: false,
+            })
+            .collect();
+        let mut index: HashMap<Arc<str>, usize> = all
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
             .collect();
         for call in &input.calls {
             for (name, untraced) in [
                 (&call.edge.caller, false),
                 (&call.edge.callee, call.untraced),
             ] {
-                match all.iter_mut().find(|a| a.0 == *name) {
-                    Some(a) if untraced && a.1.is_none() => a.2 += call.edge.calls,
-                    Some(_) => {}
-                    None => all.push((
-                        name.clone(),
-                        None,
-                        if untraced { call.edge.calls } else { 0 },
-                    )),
+                let i = *index.entry(name.clone()).or_insert_with(|| {
+                    all.push(Candidate {
+                        name: name.clone(),
+                        stats: None,
+                        busy: 0,
+                        untraced: false,
+                    });
+                    all.len() - 1
+                });
+                let c = &mut all[i];
+                if untraced && c.stats.is_none() {
+                    c.untraced = true;
+                    c.busy += call.edge.calls;
                 }
             }
         }
         let services = all.len();
-        all.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-        let keep = if all.len() > MAX_BOXES {
-            MAX_BOXES - 1
-        } else {
-            all.len()
-        };
-        let folded_names: Vec<Arc<str>> = all[keep..].iter().map(|a| a.0.clone()).collect();
-        let mut kept: Vec<(Arc<str>, Option<&ServiceStats>, u64)> = all[..keep].to_vec();
-        // A service the totals already call `other` joins the fold.
-        let mut other_members: Vec<(Arc<str>, Option<&ServiceStats>, u64)> = all[keep..].to_vec();
-        if let Some(i) = kept.iter().position(|k| &*k.0 == OTHER)
-            && !other_members.is_empty()
-        {
-            other_members.push(kept.remove(i));
+        all.sort_by(|a, b| b.busy.cmp(&a.busy).then(a.name.cmp(&b.name)));
+        let mut other_members: Vec<Candidate<'_>> = Vec::new();
+        if all.len() > MAX_BOXES {
+            // What the totals already count as `other` (past their own cap) joins the fold.
+            if let Some(i) = all.iter().position(|c| &*c.name == OTHER) {
+                other_members.push(all.remove(i));
+            }
+            other_members.extend(all.split_off(MAX_BOXES - 1));
         }
-        kept.sort_by(|a, b| a.0.cmp(&b.0));
-        let untraced_callee = |name: &Arc<str>| {
-            input
-                .calls
-                .iter()
-                .any(|c| c.untraced && c.edge.callee == *name)
-                && !input.services.iter().any(|(s, _)| s == name)
-        };
+        let mut kept = all;
+        kept.sort_by(|a, b| a.name.cmp(&b.name));
         let window_s = input.window_ns as f64 / 1e9;
         let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
         let mut boxes: Vec<MapBox> = kept
             .iter()
-            .map(|(name, stats, busy)| {
-                let untraced = stats.is_none() && untraced_callee(name);
-                let (lambda, dead_share, dead_ms) = match stats {
+            .map(|c| {
+                let (lambda, dead_share, dead_ms) = match c.stats {
                     Some(s) => (s.littles_law().0, s.dead_share(), s.totals.wasted_ms),
-                    None => (per_s(*busy as f64), 0.0, 0),
+                    None => (per_s(c.busy as f64), 0.0, 0),
                 };
                 MapBox {
-                    name: name.clone(),
-                    shown: fit(&for_screen(name), NAME_CELLS).into_owned(),
-                    untraced,
+                    name: c.name.clone(),
+                    shown: fit(&for_screen(&c.name), NAME_CELLS).into_owned(),
+                    untraced: c.untraced,
                     lambda,
                     dead_share,
                     dead_ms,
                     folded: Vec::new(),
-                    row: (!untraced).then(|| name.clone()),
+                    row: (!c.untraced).then(|| c.name.clone()),
                 }
             })
             .collect();
         if !other_members.is_empty() {
-            let (mut hops, mut work, mut dead, mut calls_in) = (0u64, 0i64, 0i64, 0u64);
-            for (_, stats, busy) in &other_members {
-                match stats {
+            let (mut work, mut dead, mut lambda) = (0i64, 0i64, 0.0);
+            for c in &other_members {
+                match c.stats {
                     Some(s) => {
-                        hops += s.totals.hops;
                         work += s.totals.work_ms;
                         dead += s.totals.wasted_ms;
+                        lambda += s.littles_law().0;
                     }
-                    None => calls_in += busy,
+                    None => lambda += per_s(c.busy as f64),
                 }
             }
-            let lambda = other_members
-                .iter()
-                .filter_map(|m| m.1)
-                .map(|s| s.littles_law().0)
-                .sum::<f64>()
-                + per_s(calls_in as f64);
-            let traced = hops > 0;
+            let traced = other_members.iter().any(|c| c.stats.is_some());
             boxes.push(MapBox {
                 name: Arc::from(OTHER),
                 shown: format!("{OTHER} ({})", other_members.len()),
@@ -277,31 +285,38 @@ impl ServiceMap {
                     0.0
                 },
                 dead_ms: dead,
-                folded: other_members.iter().map(|m| m.0.clone()).collect(),
+                folded: other_members.iter().map(|c| c.name.clone()).collect(),
                 row: other_members
                     .iter()
-                    .find(|m| m.1.is_some())
-                    .map(|m| m.0.clone()),
+                    .find(|c| c.stats.is_some())
+                    .map(|c| c.name.clone()),
             });
         }
-        let other = (!other_members.is_empty()).then(|| boxes.len() - 1);
-        let box_of = |name: &Arc<str>| {
-            boxes
-                .iter()
-                .position(|b| b.name == *name)
-                .or(other.filter(|_| folded_names.contains(name)))
-        };
+        let mut box_of: HashMap<Arc<str>, usize> = boxes
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name.clone(), i))
+            .collect();
+        if !other_members.is_empty() {
+            let other = boxes.len() - 1;
+            for c in &other_members {
+                box_of.insert(c.name.clone(), other);
+            }
+        }
         // Edges between boxes, members of one merged.
         let mut members: Vec<((usize, usize), Vec<&EdgeAggregate>)> = Vec::new();
+        let mut member_of: HashMap<(usize, usize), usize> = HashMap::new();
         for call in &input.calls {
-            let (Some(from), Some(to)) = (box_of(&call.edge.caller), box_of(&call.edge.callee))
+            let (Some(&from), Some(&to)) =
+                (box_of.get(&call.edge.caller), box_of.get(&call.edge.callee))
             else {
                 continue;
             };
-            match members.iter_mut().find(|m| m.0 == (from, to)) {
-                Some(m) => m.1.push(call.edge),
-                None => members.push(((from, to), vec![call.edge])),
-            }
+            let i = *member_of.entry((from, to)).or_insert_with(|| {
+                members.push(((from, to), Vec::new()));
+                members.len() - 1
+            });
+            members[i].1.push(call.edge);
         }
         let edges: Vec<MapEdge> = members
             .into_iter()

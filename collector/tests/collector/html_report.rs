@@ -255,6 +255,49 @@ fn demo_page(scenario: &str, expect: &[&str]) {
     for text in expect {
         assert!(dom.contains(text), "{text:?} is not on the page");
     }
+    assert_map_links_to_rows(&dom);
+}
+
+/// The map's section of `dom`.
+#[track_caller]
+fn map_of(dom: &str) -> &str {
+    let map = &dom[dom.find("<section id=\"map\">").expect("a map section")..];
+    &map[..map.find("</section>").unwrap()]
+}
+
+/// Every box and edge of the page's map links to a row of its table (or the table's section),
+/// and the row a box links to names its service, the row an edge links to its two services.
+#[track_caller]
+fn assert_map_links_to_rows(dom: &str) {
+    let map = map_of(dom);
+    let mut links = 0;
+    for (at, _) in map.match_indices("<a href=\"#") {
+        let rest = &map[at + 10..];
+        let target = &rest[..rest.find('"').unwrap()];
+        let item = &rest[..rest.find("</a>").unwrap()];
+        links += 1;
+        if target == "edges" || target == "services" {
+            continue;
+        }
+        let open = format!("<tr id=\"{target}\">");
+        let row = &dom[dom.find(&open).unwrap_or_else(|| panic!("no row {target}"))..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        if target.starts_with("edge-") {
+            // The edge's title names its caller and callee, as its row does.
+            let title = &item[item.find("<title>").unwrap() + 7..item.find(':').unwrap()];
+            let (caller, callee) = title.split_once(" → ").unwrap();
+            for name in [caller, callee] {
+                let name = name.trim_end_matches('…');
+                assert!(row.contains(name), "{target}: {title} vs {row}");
+            }
+        } else {
+            let name = &item[item.find("class=\"l0\"").unwrap()..];
+            let name = &name[name.find('>').unwrap() + 1..name.find("</text>").unwrap()];
+            let name = name.trim_end_matches('…');
+            assert!(row.contains(name), "{target}: {name} vs {row}");
+        }
+    }
+    assert!(links >= 2, "{map}");
 }
 
 #[test]
@@ -270,6 +313,13 @@ fn fixed_timeout_page_shows_the_reset_in_chromium() {
             // The advice, one sentence per edge.
             "<section id=\"advice\">",
             "bff → orders: ",
+            // The map: the four services, the reset marked on bff → orders, the services
+            // below it hatched.
+            "<svg class=\"map\"",
+            ">gateway</text>",
+            ">inventory</text>",
+            "<title>bff → orders: ✖ ",
+            "class=\"mb nobody\"",
         ],
     );
 }
@@ -398,6 +448,11 @@ fn hostile_span_strings_render_as_text() {
     // The reset is still found and drawn, under the escaped names.
     assert!(dom.contains("id=\"k-budget_reset\""));
     assert!(dom.contains("fwd 3000&gt;700"));
+    // On the map too: the names are text, the links go to their rows.
+    let map = map_of(&dom);
+    assert!(map.contains(">&lt;script&gt;document.…</text>"), "{map}");
+    assert!(!map.contains("<script"), "{map}");
+    assert_map_links_to_rows(&dom);
 }
 
 /// `spans` of a chain `t` that is `depth` hops deep, every call a reset, each hop of its own
@@ -489,8 +544,13 @@ fn the_page_stays_small_whatever_the_input() {
     assert!(page.contains("more not shown (2 KiB of attributes a span)"));
     let edges = &page[page.find("id=\"edges-table\"").unwrap()..];
     let edges = &edges[..edges.find("</table>").unwrap()];
-    assert_eq!(edges.matches("<tr>").count(), TABLE_ROWS + 1);
+    assert_eq!(edges.matches("<tr").count(), TABLE_ROWS + 1);
     assert_eq!(page.matches("<script").count(), 1);
+    // The map: at most 50 boxes, and it says what it folded.
+    let map = map_of(&page);
+    assert_eq!(map.matches("class=\"map-box\"").count(), 50);
+    assert!(map.contains("id=\"map-folded\""), "{}", &map[..2000]);
+    assert!(map.contains("quieter ones are folded into <b>other</b>"));
 }
 
 /// The advice section (`CONVENTIONS.md` section 4, "Advice"): one sentence per edge, the

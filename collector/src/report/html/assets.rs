@@ -125,5 +125,22 @@ table.data th button{font:inherit;font-weight:700;border:0;background:none;curso
 table.data th[aria-sort=ascending] button::after{content:" ▲"}
 table.data th[aria-sort=descending] button::after{content:" ▼"}
 .share{letter-spacing:-1px;font-size:.8em}
+tr:target{background:#fefcbf;outline:2px solid var(--queue)}
+.map-frame{overflow:auto;border:1px solid var(--line);border-radius:4px;padding:.5em;max-height:80vh}
+svg.map{display:block}
+svg.map text{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:11.5px;fill:#1a202c}
+.mb rect{fill:#fff;stroke:#4a5568;stroke-width:1.2}
+.mb.nobody rect{fill:url(#p-nobody);stroke:var(--late);stroke-width:2}
+.mb.untraced rect{stroke-dasharray:4 3}
+.mb .l0{font-weight:700}
+.mb.nobody .l2{fill:var(--late);font-weight:700}
+.me polyline{fill:none;stroke:#718096;stroke-width:1.2}
+.me.sev-error polyline{stroke:var(--late);stroke-width:2.6}
+.me.sev-warning polyline{stroke:#975a16;stroke-width:1.6}
+.me.sev-info polyline{stroke:#2c7a7b}
+.me text.ml{paint-order:stroke;stroke:#fff;stroke-width:3px}
+.me.sev-error text.ml{fill:var(--late);font-weight:700}
+a.map-edge:hover polyline,a.map-edge:focus polyline{stroke-width:3.5}
+a.map-box:hover rect,a.map-box:focus rect{stroke-width:2.5}
 footer{margin-top:2em;color:var(--dim);font-size:.85em}
 "#;

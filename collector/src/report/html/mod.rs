@@ -17,7 +17,8 @@
 //! The page stays small whatever the input: it draws at most [`CHAINS_PER_KIND`] chains per
 //! finding kind, [`ROWS_PER_CHAIN`] rows per chain and [`ATTRIBUTE_BYTES_PER_SPAN`] of
 //! attributes per span, stops drawing once the chains take [`CHAIN_BYTES`], and lists
-//! at most [`TABLE_ROWS`] edges and services. The page says so where it applies.
+//! at most [`TABLE_ROWS`] edges and services, and a map of at most 50 boxes. The page says so
+//! where it applies.
 
 use std::fmt::{self, Display, Write as _};
 
@@ -33,6 +34,7 @@ use crate::span_text::for_report;
 use crate::store::Store;
 
 mod assets;
+mod map;
 mod rank;
 mod row_detail;
 mod tables;
@@ -78,6 +80,7 @@ pub fn render(store: &Store, report: &Report, context: &Context<'_>, fail_on: Se
     page.gate(report, fail_on);
     page.summary(report, context);
     page.contents(report);
+    page.map();
     page.legend();
     page.findings(report);
     page.edges();
@@ -178,6 +181,7 @@ impl Page<'_> {
             r##"<svg class="defs" aria-hidden="true" focusable="false"><defs>
 <pattern id="p-queue" width="5" height="5" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="5" height="5" fill="#fefcbf"/><rect width="2" height="5" fill="#b7791f"/></pattern>
 <pattern id="p-late" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" fill="#c53030"/><path d="M0 0L5 5M5 0L0 5" stroke="#fff" stroke-width="1"/></pattern>
+<pattern id="p-nobody" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#fff5f5"/><path d="M0 0L6 6M6 0L0 6" stroke="#feb2b2" stroke-width="1"/></pattern>
 </defs></svg>
 "##,
         );
@@ -373,7 +377,7 @@ impl Page<'_> {
             }
         }
         self.out.push_str(
-            "<li><a href=\"#edges\">edges</a></li>\n<li><a href=\"#advice\">advice</a></li>\n<li><a href=\"#services\">services</a></li>\n<li><a href=\"#legend\">how to read a waterfall</a></li>\n</ul></nav>\n",
+            "<li><a href=\"#map\">map</a></li>\n<li><a href=\"#edges\">edges</a></li>\n<li><a href=\"#advice\">advice</a></li>\n<li><a href=\"#services\">services</a></li>\n<li><a href=\"#legend\">how to read a waterfall</a></li>\n</ul></nav>\n",
         );
     }
 

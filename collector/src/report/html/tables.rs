@@ -20,12 +20,12 @@ impl Page<'_> {
         self.out.push_str(
             "<section id=\"edges\">\n<h2>Edges: caller → callee</h2>\n<table class=\"data sortable\" id=\"edges-table\"><thead><tr><th>CALLER → CALLEE</th><th>CALLS</th><th>RESETS</th><th>DROPS</th><th>LATE</th><th>WARN</th><th>LAT p50</th><th>LAT p99</th><th>TIMEOUT</th><th>RCV p50</th><th>FWD p50</th><th>WASTED</th></tr></thead><tbody>\n",
         );
-        for e in rows.iter().take(TABLE_ROWS) {
+        for (i, e) in rows.iter().take(TABLE_ROWS).enumerate() {
             let n = |k| e.findings.get(k);
             let warn = of_severity(e, Severity::Warning);
             let _ = write!(
                 self.out,
-                "<tr><td class=\"t\">{} → {}</td>",
+                "<tr id=\"edge-{i}\"><td class=\"t\">{} → {}</td>",
                 TableName(&e.caller),
                 TableName(&e.callee)
             );
@@ -128,8 +128,8 @@ impl Page<'_> {
         self.out.push_str(
             "<section id=\"services\">\n<h2>Services</h2>\n<table class=\"data sortable\" id=\"services-table\"><thead><tr><th>SERVICE</th><th>HOPS</th><th>λ /s</th><th>W</th><th>L = λW</th><th>QUEUE p50</th><th>QUEUE p99</th><th>DEAD WORK</th><th>DEAD SHARE</th></tr></thead><tbody>\n",
         );
-        for (name, s) in rows.iter().take(TABLE_ROWS) {
-            service_row(&mut self.out, name, s);
+        for (i, (name, s)) in rows.iter().take(TABLE_ROWS).enumerate() {
+            service_row(&mut self.out, i, name, s);
         }
         self.out.push_str("</tbody></table>\n");
         if rows.len() > TABLE_ROWS {
@@ -169,13 +169,13 @@ fn ms_cell(out: &mut String, v: Option<i64>) {
     );
 }
 
-fn service_row(out: &mut String, name: &Arc<str>, s: &ServiceStats) {
+fn service_row(out: &mut String, i: usize, name: &Arc<str>, s: &ServiceStats) {
     let (lambda, w, l) = s.littles_law();
     let dead = s.dead_share();
     let filled = (dead * 20.0).round() as usize;
     let _ = write!(
         out,
-        "<tr><td class=\"t\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{lambda:.3}\">{lambda:.1}</td><td data-v=\"{w:.1}\">{} ms</td><td data-v=\"{l:.3}\">{l:.1}</td>",
+        "<tr id=\"service-{i}\"><td class=\"t\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{lambda:.3}\">{lambda:.1}</td><td data-v=\"{w:.1}\">{} ms</td><td data-v=\"{l:.3}\">{l:.1}</td>",
         TableName(name),
         s.totals.hops,
         count(s.totals.hops),
