@@ -1,5 +1,7 @@
 //! Frame render time with 100,000 chains held, at 200x60: the cost of one redraw of the chain
 //! list + waterfall (the default view), the edges view and the services view. Target: < 5 ms.
+//! And the Map of 50 services: a frame (target: < 2 ms) and the map's build from the totals
+//! (once a second while it is shown).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use budget_top::screen;
@@ -11,7 +13,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-use budget_top::screen::fixtures::{ChainBuilder, NOW_NS};
+use budget_top::present::map::ServiceMap;
+use budget_top::screen::fixtures::{ChainBuilder, NOW_NS, many_services_state};
 use screen::{Mode, ScreenData, State, View};
 
 const CHAINS: u64 = 100_000;
@@ -132,9 +135,31 @@ fn settle_tick(c: &mut Criterion) {
     });
 }
 
+/// The Map of 50 services: one frame at 200x60 and at 80x24, and the map built anew from the
+/// totals (layout included), as the screen does once a second while the Map shows.
+fn map_frames(c: &mut Criterion) {
+    let state = many_services_state(50);
+    let map = state.data.map.as_ref().unwrap();
+    assert_eq!(map.boxes.len(), 50);
+    for (w, h) in [(200, 60), (80, 24)] {
+        let area = Rect::new(0, 0, w, h);
+        let mut buf = Buffer::empty(area);
+        c.bench_function(&format!("frame {w}x{h}, the Map of 50 services"), |b| {
+            b.iter(|| {
+                buf.reset();
+                screen::render(black_box(&state), area, &mut buf);
+            })
+        });
+    }
+    let totals = state.data.table_totals();
+    c.bench_function("the map of 50 services, built from the totals", |b| {
+        b.iter(|| black_box(ServiceMap::of_totals(black_box(totals))))
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(3));
-    targets = render_frames, settle_tick
+    targets = render_frames, settle_tick, map_frames
 }
 criterion_main!(benches);

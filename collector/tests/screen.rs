@@ -1796,3 +1796,49 @@ fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
     let text = screen_text(&draw(&state, 200, 60));
     assert!(text.contains("last minute (m: since start)"), "{text}");
 }
+
+/// Sixty services: the busiest 49 and `other` (which says how many it holds), and panning
+/// brings every box into an 80x24 view; the view follows a selection moved off it.
+#[test]
+fn the_map_of_sixty_services_folds_to_fifty_and_pans_to_every_box() {
+    let mut state = many_services_state(60);
+    state.ui.color = false;
+    let map = state.data.map.clone().unwrap();
+    assert_eq!(map.boxes.len(), 50);
+    assert_eq!(map.folded, 11);
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let text = screen_text(&draw(&state, 80, 24));
+    assert!(text.contains("11 in other"), "{text}");
+    let (w, h) = (map.layout.place(10).width as i32, map.layout.height as i32);
+    let mut seen = std::collections::BTreeSet::new();
+    for dy in (-h..=h).step_by(10) {
+        for dx in (-w..=w).step_by(40) {
+            state.ui.map_pan = (dx, dy);
+            state.clamp_map_pan(area);
+            let text = screen_text(&draw(&state, 80, 24));
+            for b in &map.boxes {
+                if text.contains(&format!("│{}", b.shown))
+                    || text.contains(&format!("║{}", b.shown))
+                {
+                    seen.insert(b.shown.clone());
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), 50, "{seen:?}");
+    // A selection moved off the view brings the view to it.
+    state.ui.map_pan = (-w, -h);
+    state.clamp_map_pan(area);
+    for _ in 0..30 {
+        key(&mut state, KeyCode::Down);
+        key(&mut state, KeyCode::Right);
+        let text = screen_text(&draw(&state, 80, 24));
+        let picked = match state.ui.map_pick.as_ref().unwrap() {
+            screen::MapPick::Box(name) => {
+                format!("║{}", map.boxes[map.box_named(name).unwrap()].shown)
+            }
+            screen::MapPick::Edge(..) => "▶".to_string(),
+        };
+        assert!(text.contains(&picked), "{picked}:\n{text}");
+    }
+}

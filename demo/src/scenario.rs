@@ -107,40 +107,40 @@ impl Scenario {
     pub fn lesson(self) -> &'static str {
         match self {
             Scenario::Propagate => {
-                "Each hop forwards what is left of the caller's budget. One settlement in four is slow (1500 ms): it is cut when pix-api's budget runs out (504), not at its 1 s SLA, and nobody works for a caller who has gone."
+                "Each hop forwards what is left of its budget. One settlement in four is slow (1500 ms): cut when pix-api's budget runs out (504), not at its 1 s SLA; no work for a caller who has gone. Map: pix-api → settlement."
             }
             Scenario::SlowDependency => {
-                "payments turns slow (80 ms, then 40 s) and orders calls it with no timeout: its 4 workers end up stuck waiting, and /catalog, which never calls payments, queues behind them (queue_pressure)."
+                "payments turns slow (80 ms, then 40 s) and orders calls it with no timeout: its 4 workers end up stuck waiting, and /catalog, which never calls payments, queues behind them (queue_pressure). Map: orders → payments."
             }
             Scenario::FixedTimeout => {
-                "bff forwards a fixed 3 s instead of what remains: inventory works ~625 ms after the gateway gave up, orders waiting on it (budget_reset)."
+                "bff forwards a fixed 3 s instead of what remains: inventory works ~625 ms after the gateway gave up, orders waiting on it (budget_reset). On the Map: ✖ on bff → orders."
             }
             Scenario::DropHeader => {
-                "bff calls orders without x-budget-ms: from there on no hop knows how long the caller will wait (budget_dropped)."
+                "bff calls orders without x-budget-ms: from there on no hop knows how long the caller will wait (budget_dropped). On the Map: ✖ on bff → orders, no budget."
             }
             Scenario::AbsoluteDeadline => {
-                "storefront sends its deadline as a time of day (x-request-deadline) and ledger's clock runs 1.5 s behind: ledger believes it has 1.5 s more than storefront waits and works for nobody (clock_skew)."
+                "storefront sends its deadline as a time of day (x-request-deadline) and ledger's clock runs 1.5 s behind: ledger believes it has 1.5 s more than storefront waits and works for nobody (clock_skew). Map: storefront → ledger."
             }
             Scenario::ProxyTimeouts => {
-                "proxy gives up after 1 s (nginx's 10 s), app spends 950 ms in its database, then calls payments with a fixed 800 ms timeout: proxy has answered 504 while payments works on and app waits for it (timeout_inverted)."
+                "proxy gives up after 1 s (nginx's 10 s), app spends 950 ms in its database, then calls payments with a fixed 800 ms timeout: proxy answered 504 while payments works on and app waits (timeout_inverted). Map: app → payments."
             }
             Scenario::NoCancel => {
-                "settlement keeps working after pix-api stopped waiting: the work is wasted and the capacity gone (orphaned_work)."
+                "settlement keeps working after pix-api stopped waiting: the work is wasted and the capacity gone (orphaned_work). On the Map: pix-api → settlement, settlement hatched."
             }
             Scenario::NoDequeueCheck => {
-                "orders takes queued items without checking their deadline: workers spend their time on answers nobody waits for (ran_after_expiry)."
+                "orders takes queued items without checking their deadline: workers spend their time on answers nobody waits for (ran_after_expiry). On the Map: gateway → orders."
             }
             Scenario::Burst => {
-                "40 requests at once, 4 workers, a queue of 20: shed what cannot fit (503), drop what expired in the queue (504), never run an expired item. ▲ queue_pressure: an item waited over half its budget, expected here."
+                "40 requests at once, 4 workers, a queue of 20: shed what cannot fit (503), drop what expired in the queue (504), never run an expired item. ▲ queue_pressure (expected): waited over half its budget. Map: gateway → orders."
             }
             Scenario::MessageDeadline => {
-                "api puts jobs on a queue with their deadline; worker takes 400 ms a job and bursts of 10 pile up: it runs jobs whose deadline has passed, for nobody (ran_after_expiry on its CONSUMER spans)."
+                "api puts jobs on a queue with their deadline; worker takes 400 ms a job and bursts of 10 pile up: it runs jobs whose deadline has passed, for nobody (ran_after_expiry on its CONSUMER spans). Map: api → worker."
             }
             Scenario::RetryStorm => {
-                "pix-api retries antifraud forwarding the full budget each time: together the attempts promise more than the caller has (retry_over_budget)."
+                "pix-api retries antifraud forwarding the full budget each time: together the attempts promise more than the caller has (retry_over_budget). On the Map: ▲ on pix-api → antifraud."
             }
             Scenario::RetryLayers => {
-                "bff tries orders 3 times (800 ms each), orders tries slow inventory twice: one request calls inventory 6 times, and bff's attempts do not fit its 1 s (retry_amplified, retry_over_budget)."
+                "bff tries orders 3 times (800 ms each), orders tries slow inventory twice: one request calls inventory 6 times, and bff's attempts do not fit its 1 s (retry_amplified, retry_over_budget). Map: orders → inventory."
             }
         }
     }

@@ -308,17 +308,17 @@ fn words(scenario: Scenario) -> &'static [Words] {
         Scenario::SlowDependency => &[Words {
             latency: None,
             coming: "Next, slow is worse than down: payments answers in 80 ms, then in 40 s; orders calls it with no timeout.",
-            watch: "orders' 4 workers wait on payments; /catalog, which never calls it, queues behind them (queue_pressure). c: 100 ms.",
+            watch: "orders' 4 workers wait on payments, /catalog queues behind them (queue_pressure); press Tab to the Map. c: 100 ms.",
         }],
         Scenario::FixedTimeout => &[Words {
             latency: None,
             coming: "Next, a reset: the gateway gives 1 s, but bff calls orders with a fixed 3 s timeout; inventory is slow (1500 ms).",
-            watch: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. inventory works ~625 ms for nobody; orders only waits.",
+            watch: "budget_reset on bff's call: 3000 ms forwarded with ~950 left. Press Tab to the Map: ✖ on bff → orders.",
         }],
         Scenario::DropHeader => &[Words {
             latency: None,
             coming: "Next, a dropped budget: bff calls orders without x-budget-ms, like a proxy or client that loses the header.",
-            watch: "budget_dropped on bff's call. Enter, then the orders row and Enter: budget.source = none, no deadline from there on.",
+            watch: "budget_dropped on bff's call: press Tab to the Map, ✖ on bff → orders; Enter there shows its row in Edges.",
         }],
         Scenario::AbsoluteDeadline => &[Words {
             latency: None,
@@ -358,7 +358,7 @@ fn words(scenario: Scenario) -> &'static [Words] {
         Scenario::RetryLayers => &[Words {
             latency: None,
             coming: "Last, retries in layers: bff tries orders 3 times (800 ms each), orders tries inventory (500 ms) twice.",
-            watch: "retry_amplified: inventory called 6 times for one request; 3 × 800 ms do not fit bff's 1 s. c: one layer retries.",
+            watch: "retry_amplified: inventory called 6 times a request; press Tab to the Map: orders → inventory. c: one layer retries.",
         }],
     }
 }

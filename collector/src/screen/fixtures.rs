@@ -388,3 +388,71 @@ pub fn screen_text(terminal: &Terminal<TestBackend>) -> String {
     }
     out
 }
+
+/// A state holding `services` services that call each other as a tree of three (`svc-00` the
+/// edge, `svc-n` calling `svc-3n+1` to `svc-3n+3`): three chains down to each service, every
+/// fifth call forwarding 3000 ms with less left (a reset; its callee runs on for nobody). The
+/// Map of many services, for the tests and the bench; shown on the Map, clock pinned.
+pub fn many_services_state(services: usize) -> State {
+    let mut data = ScreenData::new(Store::new(1_000_000).with_settle(std::time::Duration::ZERO));
+    let name = |i: usize| format!("svc-{i:02}");
+    let mut spans = Vec::new();
+    let mut trace = 10_000;
+    for target in 0..services {
+        let mut path = vec![target];
+        while let Some(&last) = path.last().filter(|&&n| n > 0) {
+            path.push((last - 1) / 3);
+        }
+        path.reverse();
+        for copy in 0..3u64 {
+            trace += 1;
+            let mut c = ChainBuilder::new(trace, (target as u64 * 3 + copy) * 50);
+            let mut end = 900u64;
+            c.edge(1, &name(0), "GET /", 0, end, 1000);
+            let mut budget = 1000i64;
+            for (depth, pair) in path.windows(2).enumerate() {
+                let (from, to) = (pair[0], pair[1]);
+                let d = depth as u64;
+                let (call, hop) = (2 * d + 2, 2 * d + 3);
+                let parent = if d == 0 { 1 } else { 2 * d + 1 };
+                let start = 10 * (d + 1);
+                let left = budget - 10;
+                let reset = to % 5 == 0;
+                let forwarded = if reset { 3000 } else { left - 5 };
+                let callee_end = if reset { end + 400 } else { end - 10 };
+                c.call(
+                    call,
+                    parent,
+                    &name(from),
+                    &format!("GET {}", name(to)),
+                    start,
+                    end - 5,
+                    left,
+                    Some(forwarded),
+                );
+                c.hop(
+                    hop,
+                    Some(call),
+                    &name(to),
+                    "GET /",
+                    start + 1,
+                    callee_end,
+                    Some(forwarded),
+                );
+                budget = forwarded;
+                end = callee_end.min(end - 10).max(start + 20);
+            }
+            spans.extend(c.spans);
+        }
+    }
+    data.add_spans(spans, NOW_NS);
+    let mut state = State::new(data, Mode::Live);
+    state.ui.color = true;
+    state.now_unix_nano = NOW_NS;
+    state.settle();
+    state.ui.view = crate::screen::View::Map;
+    state.data.map_wanted = true;
+    state.data.refresh_tables();
+    crate::screen::views::map::keep_pick(&mut state);
+    state
+}

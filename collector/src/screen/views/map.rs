@@ -116,13 +116,7 @@ impl Pane for Map {
         state.data.map_wanted = true;
         state.data.refresh_tables();
         state.ui.map_pan = (0, 0);
-        // Back on the Map (from the row Enter opened), the selection is where it was.
-        let Some(map) = state.data.map.as_ref() else {
-            return;
-        };
-        if picked(state, map).is_none() {
-            state.ui.map_pick = default_pick(map);
-        }
+        keep_pick(state);
     }
 
     fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
@@ -197,6 +191,17 @@ impl Pane for Map {
         state.ui.map_pan.1 = state.ui.map_pan.1.saturating_add(dy);
         state.ui.map_drag = Some((pos.x, pos.y));
         true
+    }
+}
+
+/// Keeps the selection on the map: where it was (back from the row Enter opened), else, when
+/// it is not on the map (none yet, or gone from it), on the map's worst edge.
+pub(crate) fn keep_pick(state: &mut State) {
+    let Some(map) = state.data.map.as_ref() else {
+        return;
+    };
+    if picked(state, map).is_none() {
+        state.ui.map_pick = default_pick(map);
     }
 }
 
@@ -648,10 +653,18 @@ pub fn render(state: &State, theme: Theme, body: Rect, buf: &mut Buffer) {
     } else {
         "since start (m: last minute)"
     };
-    let folded = if map.folded > 0 {
-        format!(" · {} quieter services in other", map.folded)
+    let (folded, folded_short) = if map.folded > 0 {
+        (
+            format!(" · {} quieter services in other", map.folded),
+            format!(" · {} in other", map.folded),
+        )
     } else {
-        String::new()
+        (String::new(), String::new())
+    };
+    let since_short = if state.data.last_minute {
+        "last minute"
+    } else {
+        "since start"
     };
     let notes = [
         format!(
@@ -659,12 +672,13 @@ pub fn render(state: &State, theme: Theme, body: Rect, buf: &mut Buffer) {
         ),
         format!("{since}{folded} · ▓ for nobody · ✖▲● worst finding · ~ inferred · ┄ untraced"),
         format!("{since}{folded} · ▓ for nobody · ✖▲● worst"),
+        format!("{since_short}{folded_short} · ▓ for nobody · ✖▲● worst"),
     ];
     let room = body.width.saturating_sub(1) as usize;
     let note = notes
         .iter()
         .find(|n| unicode_width(n) <= room)
-        .unwrap_or(&notes[2]);
+        .unwrap_or(&notes[3]);
     foot(buf, 0, note, theme.dim());
 }
 
