@@ -514,6 +514,18 @@ mod tests {
     }
 
     #[test]
+    fn the_demos_key_hints_leave_out_a_key_the_view_answers_itself() {
+        let keys = "1-9 0 ! @ scenario  c cure  [ ] service  +/- latency";
+        let map = super::super::pane(crate::screen::View::Map).keys();
+        assert_eq!(
+            unshadowed(keys, map),
+            "1-9 0 ! @ scenario  [ ] service  +/- latency"
+        );
+        let chains = super::super::pane(crate::screen::View::Chains).keys();
+        assert_eq!(unshadowed(keys, chains), keys);
+    }
+
+    #[test]
     fn the_header_says_when_receivers_are_open_to_the_network() {
         assert!(!first_line("127.0.0.1:4317").contains("open to the network"));
         let open = first_line("0.0.0.0:4317");
