@@ -1640,6 +1640,24 @@ fn the_map_draws_who_calls_whom_with_the_reset_marked() {
             .unwrap_or_else(|| panic!("the reset's label:\n{text}"));
         assert!(label.contains("✖ 0.1/s") && label.contains('▶'), "{label}");
         assert!(text.contains('▓'), "inventory works for nobody:\n{text}");
+        // A callee that sends no spans (app's database): a dashed leaf below its layer's others.
+        let db = map
+            .boxes
+            .iter()
+            .position(|b| b.untraced)
+            .expect("an untraced callee");
+        let spot = map.layout.spots[db];
+        assert!(text.contains("╎untraced"), "{text}");
+        for (i, other) in map.layout.spots.iter().enumerate() {
+            if i != db && other.layer == spot.layer {
+                assert!(
+                    other.y < spot.y,
+                    "{} above {}",
+                    map.boxes[i].name,
+                    map.boxes[db].name
+                );
+            }
+        }
         let text = shot(&state, 80, 24);
         assert!(text.contains('✖') && text.contains('▶'), "{text}");
         let words = text.lines().rev().nth(2).unwrap();

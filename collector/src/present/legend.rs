@@ -125,7 +125,7 @@ pub const MAP_MARKS: [(&str, &str); 7] = [
     ),
     (
         "2.0/s fwd 3000>938 tmo ~900 waste 625/s",
-        "calls per second, the budget forwarded p50 (a reset: more than the 938 ms that remained; no budget when none is sent), the edge's timeout (~ inferred from calls that got no answer), the work done for nobody in the callee per second. Short of room the words shorten, then the calls/s go, then the timeout, the waste, fwd",
+        "calls per second, the budget forwarded p50 (a reset: more than the 938 ms that remained; no budget when none is sent), the edge's timeout (~ inferred from calls that got no answer), the work done for nobody in the callee per second. Short of room the words shorten, then the calls/s go, the timeout, and the waste or a budget that was fine, then fwd",
     ),
     (
         "other (11)",

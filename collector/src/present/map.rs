@@ -55,11 +55,9 @@ pub struct MapInput<'a> {
 }
 
 impl<'a> MapInput<'a> {
-    /// The services and edges of `totals`. A callee is untraced when no hop of it was ever
-    /// judged: the edges issue 36 adds to databases and third-party APIs come out so, and an
-    /// edge that says so itself would set [`MapCall::untraced`] here.
+    /// The services and edges of `totals`; a callee is untraced when its edge says so (every
+    /// call to it was to a callee that sent no spans: a database, a third-party API).
     pub fn of(totals: &'a Totals) -> Self {
-        let untraced = |callee: &Arc<str>| totals.services.get(callee).is_none_or(|t| t.hops == 0);
         MapInput {
             services: service_stats(totals),
             calls: totals
@@ -68,7 +66,7 @@ impl<'a> MapInput<'a> {
                 .into_iter()
                 .map(|edge| MapCall {
                     edge,
-                    untraced: untraced(&edge.callee),
+                    untraced: edge.untraced(),
                 })
                 .collect(),
             window_ns: totals.traffic_ns(),
@@ -143,7 +141,8 @@ pub struct MapEdge {
     /// The worst severity of its findings (its calls' and its own).
     pub worst: Option<Severity>,
     /// Its label, longest first: words shorten first (`timeout` to `tmo`, units go), then the
-    /// calls/s go, then the timeout, the waste, `fwd`, and last all but the glyph.
+    /// calls/s go, then the timeout; then the waste (or first a budget that was fine, when the
+    /// waste fits alone), `fwd`, and last all but the glyph.
     pub labels: Vec<String>,
     /// Its row in the Edges table (for an edge into or out of `other`, its worst member's).
     pub row: (Arc<str>, Arc<str>),
@@ -435,7 +434,10 @@ fn edge(from: usize, to: usize, group: &mut [&EdgeAggregate], window_s: f64) -> 
             worst,
             per_s(calls as f64),
             e,
-            findings.get(FindingKind::BudgetReset) > 0,
+            Broken {
+                reset: findings.get(FindingKind::BudgetReset) > 0,
+                dropped: findings.get(FindingKind::BudgetDropped) > 0,
+            },
             per_s(wasted_ms as f64),
         )
     });
@@ -450,15 +452,24 @@ fn edge(from: usize, to: usize, group: &mut [&EdgeAggregate], window_s: f64) -> 
     }
 }
 
+/// What the findings say of an edge's budget: it forwarded more than remained, or none.
+#[derive(Clone, Copy, Debug)]
+struct Broken {
+    reset: bool,
+    dropped: bool,
+}
+
 /// An edge's label in every length, longest first (see [`MapEdge::labels`]): `e` gives the
-/// budget forwarded (and what remained, when `reset`) and the timeout.
+/// budget forwarded (and what remained, on a reset) and the timeout. Short of room, a broken
+/// budget outlasts the waste, and the waste outlasts a budget that was fine.
 fn labels(
     worst: Option<Severity>,
     calls_per_s: f64,
     e: &EdgeAggregate,
-    reset: bool,
+    broken: Broken,
     waste_per_s: f64,
 ) -> Vec<String> {
+    let reset = broken.reset;
     let glyph = worst.map_or(String::new(), |s| format!("{} ", severity_glyph(s)));
     let (budget, bare) = match (e.forwarded.p50(), e.remaining.p50()) {
         (None, _) => ("no budget".to_string(), "none".to_string()),
@@ -499,10 +510,15 @@ fn labels(
         join(&[Some(&calls), Some(&budget), t_short, w_short], " "),
         join(&[Some(&budget), t_short, w_short], " "),
         join(&[Some(&budget), w_short], " "),
-        join(&[Some(&budget)], " "),
-        join(&[Some(&bare)], " "),
-        glyph.trim_end().to_string(),
     ];
+    // A budget that was fine gives way to the waste first, when there is room for that.
+    let budget_broken = broken.reset || (broken.dropped && e.forwarded.is_empty());
+    if !budget_broken && w_short.is_some() {
+        out.push(join(&[w_short], " "));
+    }
+    out.push(join(&[Some(&budget)], " "));
+    out.push(join(&[Some(&bare)], " "));
+    out.push(glyph.trim_end().to_string());
     out.dedup();
     out
 }

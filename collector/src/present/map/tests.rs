@@ -51,6 +51,9 @@ fn totals(services: &[(&str, u64, i64)], calls: &Calls<'_>) -> Totals {
                     wait_slack: None,
                     attempt: None,
                     caller_budget_ms: None,
+                    untraced: budget.is_none() && !services.iter().any(|s| s.0 == callee),
+                    answered_for_nobody: false,
+                    root_left: None,
                     remaining_ms: budget.map(|b| b.1),
                 },
             );
@@ -189,4 +192,47 @@ fn an_untraced_callee_is_a_leaf_drawn_apart() {
         )
         .unwrap();
     assert_eq!(map.label(e, 12), "no budget");
+}
+
+#[test]
+fn short_of_room_a_broken_budget_stays_and_a_fine_one_gives_way_to_the_waste() {
+    let mut fine = EdgeAggregate::default();
+    fine.forwarded.add(2939);
+    fine.remaining.add(2990);
+    let ok = Broken {
+        reset: false,
+        dropped: false,
+    };
+    let forms = labels(None, 2.0, &fine, ok, 625.0);
+    assert_eq!(forms.last().map(String::as_str), Some(""));
+    let at = |form: &str| forms.iter().position(|f| f == form);
+    assert!(
+        at("waste 625/s") < at("fwd 2939"),
+        "the waste first: {forms:?}"
+    );
+    let mut reset = EdgeAggregate::default();
+    reset.forwarded.add(3000);
+    reset.remaining.add(938);
+    let broken = Broken {
+        reset: true,
+        dropped: false,
+    };
+    let forms = labels(Some(Severity::Error), 2.0, &reset, broken, 625.0);
+    for form in [
+        "✖ fwd 3000>938 waste 625/s",
+        "✖ fwd 3000>938",
+        "✖ 3000>938",
+        "✖",
+    ] {
+        assert!(forms.contains(&form.to_string()), "{form}: {forms:?}");
+    }
+    // Every form is shorter than the one before it.
+    for w in forms.windows(2) {
+        assert!(unicode_width(&w[1]) < unicode_width(&w[0]), "{forms:?}");
+    }
+    let at = |form: &str| forms.iter().position(|f| f == form);
+    assert!(
+        at("✖ 3000>938").is_some() && at("✖ waste 625/s").is_none(),
+        "{forms:?}"
+    );
 }
