@@ -448,9 +448,6 @@ impl State {
             .settle(&self.ui.query, self.now_unix_nano, needs.table_figures);
         if changed {
             self.follow_selection();
-            if needs.map {
-                super::views::map::keep_pick(self);
-            }
         }
         changed
     }

@@ -200,7 +200,7 @@ pub(crate) fn keep_pick(state: &mut State) {
     let Some(map) = state.data.map.as_ref() else {
         return;
     };
-    if picked(state, map).is_none() {
+    if chosen(state.ui.map_pick.as_ref(), map).is_none() {
         state.ui.map_pick = default_pick(map);
     }
 }
@@ -238,9 +238,15 @@ enum Picked {
     Edge(usize),
 }
 
+/// The selection on `map`: the one chosen, or while none is (or it left the map), the map's
+/// worst edge, else its first box.
 fn picked(state: &State, map: &ServiceMap) -> Option<Picked> {
+    chosen(state.ui.map_pick.as_ref(), map).or_else(|| chosen(default_pick(map).as_ref(), map))
+}
+
+fn chosen(pick: Option<&MapPick>, map: &ServiceMap) -> Option<Picked> {
     let index = |name: &Arc<str>| map.boxes.iter().position(|b| b.name == *name);
-    match state.ui.map_pick.as_ref()? {
+    match pick? {
         MapPick::Box(name) => index(name).map(Picked::Box),
         MapPick::Edge(from, to) => map.edge_between(index(from)?, index(to)?).map(Picked::Edge),
     }
@@ -266,10 +272,7 @@ fn select(state: &mut State, step: Step) -> bool {
     let row = |b: usize| spots[b].y + spots[b].height / 2;
     let drawn = |e: usize| map.layout.routes[e].is_some();
     let next = match picked(state, map) {
-        None => default_pick(map).and_then(|p| match p {
-            MapPick::Box(n) => map.box_named(&n).map(Picked::Box),
-            MapPick::Edge(..) => map.worst_edge().map(Picked::Edge),
-        }),
+        None => None,
         Some(Picked::Box(b)) => match step {
             Step::Up | Step::Down => {
                 let layer = spots[b].layer;
