@@ -72,6 +72,7 @@ fn main() {
             spans: decoded.spans,
             attributes: decoded.attributes,
             raw: None,
+            received: None,
         });
         store.analyse_dirty();
     };

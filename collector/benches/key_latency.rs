@@ -148,6 +148,7 @@ async fn phase(burst: bool, secs: f64, max_spans: usize) -> (Vec<f64>, usize, u6
                     spans: decoded.spans,
                     attributes: decoded.attributes,
                     raw: None,
+                    received: None,
                 };
                 if batches.send(batch).await.is_err() {
                     break;

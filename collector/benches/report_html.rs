@@ -138,6 +138,7 @@ fn page(c: &mut Criterion) {
             spans,
             attributes: kept,
             raw: None,
+            received: None,
         });
     }
     let report = store.report();

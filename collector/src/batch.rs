@@ -1,6 +1,6 @@
 //! The one message between ingest and the store: a [`Batch`] is one export request's valid
-//! spans, with each span's [`RawAttributes`] (kept within caps, for the detail view) and, for
-//! `record`, the request itself.
+//! spans, with each span's [`RawAttributes`] (kept within caps, for the detail view), for
+//! `record` the request itself, and for `serve --forward` each span as received ([`Received`]).
 //!
 //! Enters: built by the receivers (`ingest`), by `check --input` and by `replay`. Leaves: into
 //! the store, which holds the raw attributes within its own byte budget
@@ -12,6 +12,10 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Valu
 use prost::Message as _;
 
 use crate::wire;
+
+mod received;
+pub use received::{Received, ReceivedSpan, Scope};
+pub(crate) use received::{ReceivedBuilder, fields_but};
 
 /// The default for `--max-attribute-bytes`: raw attributes held for the detail view, all
 /// chains together (the screen's only memory that grows with what spans carry, not with how
@@ -36,6 +40,8 @@ pub struct Batch {
     pub attributes: Vec<RawAttributes>,
     /// The request as received; `None` unless `keep_raw`.
     pub raw: Option<ExportTraceServiceRequest>,
+    /// Each valid span as received, for `serve --forward`; `None` unless `keep_received`.
+    pub received: Option<Box<Received>>,
 }
 
 /// One span's attributes as received, kept for the detail view: their protobuf encoding (each

@@ -13,6 +13,7 @@ use deadline_budget::carrier::{Carrier, Carriers, Form};
 use deadline_budget::duration::parse_duration;
 
 use crate::batch;
+use crate::forward;
 use crate::ingest;
 use crate::jaeger;
 use crate::present::trace_url::TraceUrl;
@@ -462,6 +463,124 @@ pub struct ServeArgs {
     /// The link from a chain to its trace (the reports, /api/chains).
     #[command(flatten)]
     pub links: Links,
+    /// Sending the chains that matter on to a trace backend.
+    #[command(flatten)]
+    pub forward: ForwardArgs,
+}
+
+/// `serve --forward` and its flags.
+#[derive(Clone, Debug, Args)]
+pub struct ForwardArgs {
+    /// Send every chain with a finding at or above --forward-on, and a --forward-sample share
+    /// of the others, whole and as received, to this OTLP endpoint once judged: grpc://HOST:PORT
+    /// (or HOST:PORT), grpcs://HOST:PORT (TLS), http(s)://HOST[:PORT]/v1/traces (protobuf)
+    #[arg(long, value_name = "URL", value_parser = forward_url)]
+    pub forward: Option<forward::endpoint::Endpoint>,
+    /// The lowest severity that forwards a chain
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SEVERITY",
+        default_value = "warning",
+        requires = "forward"
+    )]
+    pub forward_on: Threshold,
+    /// The share of the other chains forwarded, 0 to 1, decided by a hash of the trace id
+    /// (every shard and any other implementation keeps the same ones; rounded down to 1/16384)
+    #[arg(long, value_name = "F", default_value_t = forward::DEFAULT_SAMPLE, value_parser = forward_sample, requires = "forward")]
+    pub forward_sample: f64,
+    /// Bytes of spans as received held for forwarding: half for chains waiting to be judged
+    /// (a span past it is not held, counted), half for chains waiting to be sent (a chain past
+    /// it is dropped, counted)
+    #[arg(long, value_name = "BYTES", default_value_t = forward::DEFAULT_BUFFER, value_parser = at_least_two, requires = "forward")]
+    pub forward_buffer: usize,
+    /// How long a batch the backend answers "retry later" (or does not answer) is retried,
+    /// with exponential backoff and jitter, before its spans count as failed (0: never retried)
+    #[arg(long, value_name = "D", default_value = "5m", value_parser = parse_duration, requires = "forward")]
+    pub forward_retry_for: Duration,
+    /// How long one export request may take before it counts as unanswered (and is retried)
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = positive_duration, requires = "forward")]
+    pub forward_timeout: Duration,
+    /// With grpcs:// or https://: trust the backend's certificate if this CA (PEM) signed it,
+    /// instead of the system's roots
+    #[arg(long, value_name = "FILE", requires = "forward")]
+    pub forward_ca: Option<PathBuf>,
+    /// mTLS: present this client certificate (PEM) to the backend (with --forward-key)
+    #[arg(long, value_name = "FILE", requires_all = ["forward", "forward_key"])]
+    pub forward_cert: Option<PathBuf>,
+    /// The private key of --forward-cert (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["forward", "forward_cert"])]
+    pub forward_key: Option<PathBuf>,
+    /// Send `Authorization: Bearer <token>` with every export request, the token being FILE's
+    /// contents (trailing newline trimmed)
+    #[arg(long, value_name = "FILE", requires = "forward")]
+    pub forward_token_file: Option<PathBuf>,
+}
+
+impl ForwardArgs {
+    /// The forwarding these flags describe, when `--forward` is given.
+    pub fn config(&self) -> Option<forward::ForwardConfig> {
+        Some(forward::ForwardConfig {
+            endpoint: self.forward.clone()?,
+            files: forward::endpoint::ForwardFiles {
+                ca: self.forward_ca.clone(),
+                cert: self.forward_cert.clone(),
+                key: self.forward_key.clone(),
+                token: self.forward_token_file.clone(),
+            },
+            on: self.forward_on.severity(),
+            sample: forward::sample::Share::of(self.forward_sample)?,
+            buffer: self.forward_buffer,
+            retry_for: self.forward_retry_for,
+            timeout: self.forward_timeout,
+        })
+    }
+}
+
+/// `--forward URL`.
+fn forward_url(value: &str) -> Result<forward::endpoint::Endpoint, String> {
+    forward::endpoint::Endpoint::parse(value)
+}
+
+/// `--forward-sample F`: a share that keeps something, or 0.
+fn forward_sample(value: &str) -> Result<f64, String> {
+    let share = value.trim().parse::<f64>().ok();
+    match share.and_then(forward::sample::Share::of) {
+        Some(_) => Ok(share.unwrap_or_default()),
+        None => Err(format!(
+            "expected a share from 0 to 1 (0.01 forwards 1 % of the chains without a finding), either 0 or at least 1/16384 (0.000062), got {value:?}"
+        )),
+    }
+}
+
+/// A size that must be 2 or more (it is split in two halves).
+fn at_least_two(value: &str) -> Result<usize, String> {
+    match at_least_one(value)? {
+        1 => Err("must be at least 2".to_owned()),
+        n => Ok(n),
+    }
+}
+
+/// `--forward-on`: a severity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Threshold {
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warning,
+    /// Any finding.
+    Info,
+}
+
+impl Threshold {
+    /// The severity.
+    pub fn severity(self) -> Severity {
+        match self {
+            Threshold::Error => Severity::Error,
+            Threshold::Warning => Severity::Warning,
+            Threshold::Info => Severity::Info,
+        }
+    }
 }
 
 /// `budget-top record`.

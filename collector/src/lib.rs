@@ -15,6 +15,7 @@ pub mod batch;
 pub mod chain_export;
 pub mod cli;
 pub mod commands;
+pub mod forward;
 pub mod ingest;
 pub mod jaeger;
 pub mod otlp_lines;

@@ -30,6 +30,7 @@ mod bulk;
 pub mod exemplars;
 mod held;
 mod pins;
+mod received;
 mod samples;
 mod verdicts;
 pub use attributes::SpanAttributes;
@@ -37,6 +38,8 @@ use attributes::{ChainAttributes, Dictionary};
 use bulk::ANALYSED_AT_ONCE;
 pub use held::HeldAnalysis;
 use pins::Pins;
+pub use received::{Handoff, JudgedChain, Keep, ReceivedChain};
+use received::{HeldSpans, Holding};
 use samples::EdgeSamples;
 pub use verdicts::RECENT_SECONDS;
 use verdicts::{Fate, HopRows, Judged, Recent, Verdicts};
@@ -145,6 +148,11 @@ pub struct StoreCounters {
     pub spans_after_verdict: u64,
     /// Times a chain still held was judged again because a span joined it after its verdict.
     pub chains_rejudged: u64,
+    /// Bytes of spans as received held until their chains are judged (`serve --forward`):
+    /// the batches they came in.
+    pub received_bytes: u64,
+    /// Spans as received not held, because their batch did not fit `--forward-buffer`'s share.
+    pub received_not_held: u64,
 }
 
 #[derive(Debug)]
@@ -181,6 +189,9 @@ struct Entry {
     /// For how many finding kinds it is kept past its eviction ([`Pins`]); out of `order`
     /// while above 0.
     pins: u8,
+    /// Where its spans as received are held until it is judged (`serve --forward`:
+    /// [`Store::keep_received`]).
+    received: HeldSpans,
 }
 
 impl Entry {
@@ -245,6 +256,8 @@ pub struct Store {
     clock_unix_nano: u64,
     /// The chains kept whole past their eviction for the page.
     pins: Pins,
+    /// The spans as received, when they are kept for forwarding.
+    holding: Option<Box<Holding>>,
 }
 
 /// The share of `--max-attribute-bytes` the dictionary of repeated attributes may take.
@@ -284,7 +297,27 @@ impl Store {
             ),
             clock_unix_nano: 0,
             pins: Pins::default(),
+            holding: None,
         }
+    }
+
+    /// The same store holding each chain's spans as received (a batch's
+    /// [`Batch::received`]) until it is judged, at most `max_bytes` of them, and handing on
+    /// with its first verdict each chain `keep` keeps, with its spans ([`Store::take_handoffs`]),
+    /// and each span that joins a chain after its verdict.
+    pub fn keep_received(mut self, max_bytes: usize, keep: Keep) -> Self {
+        self.holding = Some(Box::new(Holding::new(max_bytes, keep)));
+        self
+    }
+
+    /// The chains judged for the first time since the last call, with their spans as received,
+    /// and the spans that joined a chain after its verdict, in that order (empty unless
+    /// [`Store::keep_received`]).
+    pub fn take_handoffs(&mut self) -> Vec<Handoff> {
+        self.holding
+            .as_mut()
+            .map(|h| std::mem::take(&mut h.handoffs))
+            .unwrap_or_default()
     }
 
     /// The time the spans inserted from now on arrive at (the screen's clock, so a chain's
@@ -361,22 +394,42 @@ impl Store {
     /// on the thread that decoded it (see `ScreenData::add_batch`).
     pub fn insert_batch_from(&mut self, batch: &mut Batch) {
         let mut attributes = batch.attributes.iter();
-        for span in batch.spans.drain(..) {
+        let received = batch.received.take().filter(|_| self.holding.is_some());
+        let Some(received) = received else {
+            for span in batch.spans.drain(..) {
+                let attrs = attributes.next();
+                self.insert_span(span, attrs, None);
+            }
+            return;
+        };
+        let number = match self.holding.as_mut() {
+            Some(holding) => holding.take(received),
+            None => return,
+        };
+        for (i, span) in batch.spans.drain(..).enumerate() {
             let attrs = attributes.next();
-            self.insert_span(span, attrs);
+            self.insert_span(span, attrs, Some((number, i)));
+        }
+        if let Some(holding) = self.holding.as_mut() {
+            holding.inserted(number);
         }
     }
 
     /// Adds spans without raw attributes.
     pub fn insert_spans(&mut self, spans: impl IntoIterator<Item = Span>) {
         for span in spans {
-            self.insert_span(span, None);
+            self.insert_span(span, None, None);
         }
     }
 
     // Inlined into the loops above: a `Span` is 304 bytes, and each call by value copies it.
     #[inline]
-    fn insert_span(&mut self, span: Span, attributes: Option<&RawAttributes>) {
+    fn insert_span(
+        &mut self,
+        span: Span,
+        attributes: Option<&RawAttributes>,
+        received: Option<(u64, usize)>,
+    ) {
         let trace_id = span.trace_id;
         let span_id = span.span_id;
         let max_spans = self.max_spans;
@@ -398,6 +451,9 @@ impl Store {
             match known {
                 None if self.evicted_set.contains(&trace_id) => {
                     self.counters.spans_after_verdict += 1;
+                    if let (Some(holding), Some((number, i))) = (self.holding.as_mut(), received) {
+                        holding.late(trace_id, number, i);
+                    }
                     return;
                 }
                 None => self.add_chain(trace_id),
@@ -444,6 +500,13 @@ impl Store {
                 self.counters.spans_conflicting += 1;
             }
             Inserted::OtherTrace => return,
+        }
+        if let (Some(holding), Some((number, i))) = (self.holding.as_mut(), received) {
+            if entry.judged.is_some() {
+                holding.late(trace_id, number, i);
+            } else {
+                holding.joined(&mut entry.received, number);
+            }
         }
         let mut ordered = false;
         if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
@@ -545,6 +608,7 @@ impl Store {
                 judged: None,
                 lost: Vec::new(),
                 pins: 0,
+                received: HeldSpans::default(),
             }),
         );
         self.unjudged.push_back(trace_id);
@@ -605,6 +669,7 @@ impl Store {
         } else {
             Vec::new()
         };
+        let unjudged = entry.judged.is_none();
         let fresh = Self::judge_entry(
             &mut entry,
             None,
@@ -614,6 +679,9 @@ impl Store {
             &lost,
             Fate::Leaving,
         );
+        if unjudged {
+            Self::hand_on(&mut entry, self.holding.as_deref_mut());
+        }
         let released = self.pin(trace_id, &mut entry);
         if entry.pins > 0 {
             // Kept whole for the page, out of the eviction order: held as any chain analysed.
@@ -623,19 +691,22 @@ impl Store {
             }
             self.chains.insert(trace_id, entry);
         } else {
-            self.let_go(trace_id, &entry);
+            self.let_go(trace_id, &mut entry);
         }
         for id in released {
-            if let Some(e) = self.chains.remove(&id) {
-                self.let_go(id, &e);
+            if let Some(mut e) = self.chains.remove(&id) {
+                self.let_go(id, &mut e);
             }
         }
     }
 
     /// The chain leaves memory (judged already): counted as evicted, remembered so that a span
     /// arriving for it later is counted and not judged.
-    fn let_go(&mut self, trace_id: TraceId, entry: &Entry) {
+    fn let_go(&mut self, trace_id: TraceId, entry: &mut Entry) {
         let n = entry.chain.len() as u64;
+        if let Some(holding) = self.holding.as_mut() {
+            holding.release(&mut entry.received);
+        }
         self.counters.attribute_bytes -= entry.attribute_bytes as u64;
         self.counters.spans_held -= n;
         self.counters.chains_held -= 1;
@@ -768,6 +839,26 @@ impl Store {
             held.put(analysis);
         }
         analysed.then_some(edges)
+    }
+
+    /// A chain judged just now, with its spans as received, for [`Store::take_handoffs`] (when
+    /// the store keeps them): handed on once, at its first verdict.
+    fn hand_on(entry: &mut Entry, holding: Option<&mut Holding>) {
+        let (Some(holding), Some(held)) = (holding, entry.analysis.as_deref()) else {
+            return;
+        };
+        if entry.judged.is_none() {
+            return;
+        }
+        let verdict = || {
+            let mut kinds = deadline_budget::analysis::KindSet::default();
+            for finding in &held.findings {
+                kinds.insert(finding.kind);
+            }
+            (kinds, held.summary.wasted_ms)
+        };
+        let trace_id = entry.chain.trace_id();
+        holding.judged(trace_id, &mut entry.received, held.summary.worst, verdict);
     }
 
     /// Analyses every chain a span joined since the last call; returns how many.
@@ -916,6 +1007,7 @@ impl Store {
                         &lost,
                         fate,
                     );
+                    Self::hand_on(entry, self.holding.as_deref_mut());
                 }
             }
         }
@@ -989,7 +1081,12 @@ impl Store {
 
     /// Store-wide counters.
     pub fn counters(&self) -> StoreCounters {
-        self.counters
+        let mut counters = self.counters;
+        if let Some(holding) = &self.holding {
+            counters.received_bytes = holding.bytes();
+            counters.received_not_held = holding.not_held();
+        }
+        counters
     }
 }
 

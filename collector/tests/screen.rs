@@ -337,6 +337,7 @@ fn the_detail_popup_scrolls_through_long_attributes() {
                 &attributes,
             )],
             raw: None,
+            received: None,
         },
         NOW_NS,
     );
@@ -418,6 +419,7 @@ fn the_detail_popup_says_when_an_attribute_value_was_cut() {
                 &attributes,
             )],
             raw: None,
+            received: None,
         },
         NOW_NS,
     );
@@ -574,6 +576,7 @@ fn pause_holds_arriving_spans_until_resumed() {
         spans: c.spans,
         attributes: Vec::new(),
         raw: None,
+        received: None,
     });
     state.settle();
     assert_eq!(state.data.visible.len(), before);
@@ -655,6 +658,7 @@ async fn the_loop_draws_what_arrives_and_quits_on_q() {
             spans: fixture_spans(),
             attributes: Vec::new(),
             raw: None,
+            received: None,
         })
         .await
         .unwrap();
@@ -726,6 +730,7 @@ async fn a_demo_switch_starts_the_screen_over() {
         spans,
         attributes: Vec::new(),
         raw: None,
+        received: None,
     };
     let old = fixture_spans();
     batches.send(batch(old.clone())).await.unwrap();
@@ -1582,6 +1587,7 @@ async fn the_screen_judges_a_chain_once_quiet_for_settle() {
         spans: call_to(1, "orders"),
         attributes: Vec::new(),
         raw: None,
+        received: None,
     };
     let (_, mut state) = run_for(state, clock, Some(batch), Duration::from_secs(3)).await;
     assert_eq!(state.data.store.totals().traces, 0, "quiet for 3 s of 5");

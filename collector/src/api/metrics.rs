@@ -86,6 +86,11 @@ struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
 }
@@ -390,6 +395,8 @@ pub struct Metrics {
     wanted_gzip: [AtomicBool; 2],
     spans: Family<ResultLabel, Counter>,
     requests: Family<ResultLabel, Counter>,
+    forwarded_spans: Family<ResultLabel, Counter>,
+    forwarded_chains: Family<ReasonLabel, Counter>,
     chains: Family<OutcomeLabel, Counter>,
     hops: Family<BudgetLabel, Counter>,
     findings: Family<FindingLabels, CounterWithExemplar<TraceLabel>>,
@@ -420,6 +427,11 @@ impl Metrics {
     /// The families of CONVENTIONS §7, each holding at most `max_series` label sets of its
     /// own (at least 1).
     pub fn new(max_series: usize) -> Self {
+        Self::with_forwarding(max_series, false)
+    }
+
+    /// The same, with the forwarding's families when `forwarding` (`serve --forward`).
+    pub fn with_forwarding(max_series: usize, forwarding: bool) -> Self {
         let max_series = max_series.max(1);
         let mut ingest_registry = Registry::default();
         let mut registry = Registry::default();
@@ -427,6 +439,8 @@ impl Metrics {
         let metrics = Metrics {
             spans: Family::default(),
             requests: Family::default(),
+            forwarded_spans: Family::default(),
+            forwarded_chains: Family::default(),
             chains: Family::default(),
             hops: Family::default(),
             findings: Family::default(),
@@ -462,6 +476,18 @@ impl Metrics {
             "OTLP export requests: accepted, refused under load, rejected, unauthenticated (a refused body is never read)",
             metrics.requests.clone(),
         );
+        if forwarding {
+            ingest_registry.register(
+                "budget_top_forwarded_spans",
+                "Spans of the chains --forward kept: sent (accepted by the backend), retried (sent again, each time), dropped (no room, or left at stop), failed (refused, or out of retries)",
+                metrics.forwarded_spans.clone(),
+            );
+            ingest_registry.register(
+                "budget_top_forwarded_chains",
+                "Chains --forward kept: for a finding at or above --forward-on, or as the --forward-sample share of the others",
+                metrics.forwarded_chains.clone(),
+            );
+        }
         registry.register(
             "budget_top_chains",
             "Request chains judged, by how they ended for their user",
@@ -528,6 +554,32 @@ impl Metrics {
         ];
         for (result, n) in requests {
             raise(&self.requests.get_or_create(&ResultLabel { result }), n);
+        }
+    }
+
+    /// The forwarding's counters (cheap: a scrape reads them fresh, as the receivers').
+    pub fn publish_forward(&self, forward: &crate::forward::ForwardCounts) {
+        let spans = [
+            ("sent", forward.spans.sent),
+            ("retried", forward.spans.retried),
+            ("dropped", forward.spans.dropped),
+            ("failed", forward.spans.failed),
+        ];
+        for (result, n) in spans {
+            raise(
+                &self.forwarded_spans.get_or_create(&ResultLabel { result }),
+                n,
+            );
+        }
+        let chains = [
+            ("finding", forward.chains.finding),
+            ("sample", forward.chains.sample),
+        ];
+        for (reason, n) in chains {
+            raise(
+                &self.forwarded_chains.get_or_create(&ReasonLabel { reason }),
+                n,
+            );
         }
     }
 

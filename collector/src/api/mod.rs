@@ -27,6 +27,7 @@ use deadline_budget::analysis::FindingKind;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::forward::ForwardView;
 use crate::ingest::{self, IngestConfig, IngestStats};
 use crate::present::trace_url::TraceUrl;
 use crate::report::Context;
@@ -85,12 +86,13 @@ pub async fn start(
     config: &IngestConfig,
     stats: Arc<IngestStats>,
     max_series: usize,
+    forward: Option<ForwardView>,
 ) -> anyhow::Result<Api> {
     let token = match &config.bearer_token_file {
         Some(path) => Some(ingest::auth::BearerToken::load(path)?.token),
         None => None,
     };
-    let metrics = Arc::new(Metrics::new(max_series));
+    let metrics = Arc::new(Metrics::with_forwarding(max_series, forward.is_some()));
     let (tx, asks) = mpsc::channel(64);
     let readiness = Arc::new(Readiness::default());
     let state = ApiState {
@@ -99,6 +101,7 @@ pub async fn start(
         stats: stats.clone(),
         token,
         readiness: readiness.clone(),
+        forward: forward.as_ref().map(|f| f.stats.clone()),
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(metrics::keep_encoded(metrics.clone(), shutdown.clone()));
@@ -116,6 +119,7 @@ pub async fn start(
         answers: Answers {
             metrics,
             stats,
+            forward,
             published: None,
             published_at: None,
             links: None,
@@ -132,6 +136,8 @@ pub async fn start(
 pub struct Answers {
     metrics: Arc<Metrics>,
     stats: Arc<IngestStats>,
+    /// The forwarding, for the report's `forward` object.
+    forward: Option<ForwardView>,
     /// What the totals were when last published: (chains judged, chains judged again).
     published: Option<(u64, u64)>,
     /// When they were.
@@ -185,6 +191,11 @@ impl Answers {
                 let json = crate::commands::check::json_report(&report, &context, 0)
                     .and_then(|json| {
                         crate::commands::check::with_store_counts(&json, &store.counters())
+                    })
+                    .and_then(|json| {
+                        let held = store.counters().received_bytes;
+                        let forward = self.forward.as_ref().map(|f| f.json(held));
+                        crate::forward::with_forward(&json, forward)
                     })
                     .map_err(|e| format!("cannot write the report: {e:#}"));
                 let _ = reply.send(json);

@@ -61,6 +61,8 @@ pub struct ApiState {
     pub token: Option<BearerToken>,
     /// For `/readyz`.
     pub readiness: Arc<Readiness>,
+    /// The forwarding's counters (read fresh on every scrape), when `--forward` is given.
+    pub forward: Option<Arc<crate::forward::ForwardStats>>,
 }
 
 /// The API's router.
@@ -171,6 +173,9 @@ async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Response 
     // The receivers' counters fresh; the totals as last published and encoded (the loop's
     // timer), without waiting for the loop.
     state.metrics.publish_ingest(&state.stats.snapshot());
+    if let Some(forward) = &state.forward {
+        state.metrics.publish_forward(&forward.snapshot());
+    }
     let value_of = |name| {
         headers
             .get(name)

@@ -144,6 +144,7 @@ fn feed_recording(
             spans: decoded.spans,
             attributes: decoded.attributes,
             raw: None,
+            received: None,
         };
         if tx.blocking_send(batch).is_err() {
             return Ok((sent, None));

@@ -21,6 +21,7 @@ use super::check::{json_report, with_store_counts};
 use super::listen::Signals;
 use crate::api;
 use crate::cli::ServeArgs;
+use crate::forward::{self, Forwarder};
 use crate::ingest;
 use crate::report::{Context, html as report_html};
 use crate::store::{Retention, Store};
@@ -28,8 +29,9 @@ use crate::store::{Retention, Store};
 /// The exit status of a second signal: the report is not written.
 pub const EXIT_SECOND_SIGNAL: i32 = 130;
 
-/// How long the API's requests in progress may take to be answered once a signal came.
-const API_DRAIN: Duration = Duration::from_secs(10);
+/// How long the API's requests in progress may take to be answered once a signal came, and
+/// the chains queued for `--forward` to be sent.
+const DRAIN: Duration = Duration::from_secs(10);
 
 /// Runs `serve` until SIGTERM or Ctrl-C; returns 0 once the report is written. Errors mean
 /// exit status 2.
@@ -43,14 +45,26 @@ pub async fn run(
             check_writable(path, flag)?;
         }
     }
+    // Every file of --forward read and checked before anything listens.
+    let mut forwarder = args.forward.config().map(forward::start).transpose()?;
     // Before the receivers start: a signal right after the first request must be handled.
     let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
     config.carriers = carriers;
     // The page shows each drawn span's attributes: keep them only when it is asked for.
     config.keep_attributes = args.html.is_some();
+    config.keep_received = forwarder.is_some();
     let mut ingest = ingest::start(config.clone()).await?;
-    let mut api = match api::start(args.api, &config, ingest.stats.clone(), args.max_series).await {
+    let view = forwarder.as_ref().map(Forwarder::view);
+    let mut api = match api::start(
+        args.api,
+        &config,
+        ingest.stats.clone(),
+        args.max_series,
+        view,
+    )
+    .await
+    {
         Ok(api) => api,
         Err(error) => {
             ingest.shutdown();
@@ -59,7 +73,7 @@ pub async fn run(
     };
     api.answers.link_traces(args.links.trace_url.clone());
     api.readiness.ready();
-    for line in startup_lines(&ingest, &api, &args) {
+    for line in startup_lines(&ingest, &api, &args, forwarder.as_ref()) {
         crate::stderr_line!("{line}");
     }
 
@@ -68,6 +82,10 @@ pub async fn run(
         .store()
         .with_analyses_on_one_thread()
         .with_exemplars();
+    if let Some(forwarder) = &forwarder {
+        let config = forwarder.config();
+        store = store.keep_received(config.held_bytes(), config.policy().keep());
+    }
     let mut judge = tokio::time::interval(judge_period(retention.settle));
     judge.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Chains a span joined after their verdict are judged again by `analyse_dirty`, once a
@@ -80,6 +98,7 @@ pub async fn run(
                 let Some(batch) = batch else { break };
                 store.set_clock(now_unix_nano());
                 store.insert_batch(batch);
+                hand_on(&mut store, forwarder.as_mut());
             }
             Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
             _ = judge.tick() => {
@@ -89,6 +108,7 @@ pub async fn run(
                     store.analyse_dirty();
                     analysed_at = tokio::time::Instant::now();
                 }
+                hand_on(&mut store, forwarder.as_mut());
                 api.answers.publish(&store);
             }
             () = signals.recv() => break,
@@ -114,13 +134,14 @@ pub async fn run(
                 Some(batch) => {
                     store.set_clock(now_unix_nano());
                     store.insert_batch(batch);
+                    hand_on(&mut store, forwarder.as_mut());
                 }
                 None => break,
             },
             Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
         }
     }
-    let drained = tokio::time::sleep(API_DRAIN);
+    let drained = tokio::time::sleep(DRAIN);
     tokio::pin!(drained);
     loop {
         tokio::select! {
@@ -131,11 +152,34 @@ pub async fn run(
     }
     let counts = ingest.stats.snapshot();
     store.set_clock(now_unix_nano());
-    write_reports(&mut store, counts, &args)?;
+    let report = store.report();
+    // Every chain judged now is handed on, and what is queued sent within the drain's limit.
+    let forwarded = match forwarder.take() {
+        Some(mut forwarder) => {
+            hand_on(&mut store, Some(&mut forwarder));
+            let view = forwarder.view();
+            let sent = forwarder.finish(DRAIN).await;
+            crate::stderr_line!("{}", forward::summary_line(&sent));
+            Some(forward::json(
+                &view.config,
+                &sent,
+                store.counters().received_bytes,
+            ))
+        }
+        None => None,
+    };
+    write_reports(&store, &report, counts, forwarded, &args)?;
     // The process ends next: freeing a million spans' allocations one by one would cost CPU
     // (as in `check`) for memory the exit gives back anyway.
     std::mem::forget(store);
     Ok(0)
+}
+
+/// What the store handed on since the last call, to the forwarder (when forwarding).
+fn hand_on(store: &mut Store, forwarder: Option<&mut Forwarder>) {
+    if let Some(forwarder) = forwarder {
+        forwarder.take(store.take_handoffs());
+    }
 }
 
 /// The judging timer's period: a tenth of `--settle` (as often as `judge_settled` looks),
@@ -174,7 +218,12 @@ pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
 
 /// What `serve` says on stderr once it listens: where the receivers and the API are, what
 /// protects them, the warnings, and how it ends.
-fn startup_lines(ingest: &ingest::Ingest, api: &api::Api, args: &ServeArgs) -> Vec<String> {
+fn startup_lines(
+    ingest: &ingest::Ingest,
+    api: &api::Api,
+    args: &ServeArgs,
+    forwarder: Option<&Forwarder>,
+) -> Vec<String> {
     let scheme = if ingest.tls { "https" } else { "http" };
     let mut lines = vec![
         format!(
@@ -195,6 +244,7 @@ fn startup_lines(ingest: &ingest::Ingest, api: &api::Api, args: &ServeArgs) -> V
             .into_iter()
             .filter(|l| l.starts_with("warning")),
     );
+    lines.extend(forwarder.map(Forwarder::describe).unwrap_or_default());
     let ends = match (&args.report, &args.html) {
         (Some(report), Some(html)) => format!(
             "writes the report to {} and the page to {}",
@@ -211,13 +261,14 @@ fn startup_lines(ingest: &ingest::Ingest, api: &api::Api, args: &ServeArgs) -> V
     lines
 }
 
-/// Judges every chain held and writes `--report` (JSON) and `--html`.
+/// Writes `--report` (JSON, with the `forward` object when forwarding) and `--html`.
 fn write_reports(
-    store: &mut Store,
+    store: &Store,
+    report: &deadline_budget::analysis::Report,
     counts: ingest::IngestCounts,
+    forwarded: Option<serde_json::Value>,
     args: &ServeArgs,
 ) -> anyhow::Result<()> {
-    let report = store.report();
     let context = Context {
         ingest: Some(&counts),
         source: None,
@@ -225,7 +276,8 @@ fn write_reports(
     };
     if let Some(path) = &args.report {
         let json = json_report(&report, &context, 0)
-            .and_then(|json| with_store_counts(&json, &store.counters()))?;
+            .and_then(|json| with_store_counts(&json, &store.counters()))
+            .and_then(|json| forward::with_forward(&json, forwarded))?;
         std::fs::write(path, json)
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
         crate::stderr_line!(
@@ -236,7 +288,7 @@ fn write_reports(
         );
     }
     if let Some(path) = &args.html {
-        let page = report_html::render(store, &report, &context, Severity::Error);
+        let page = report_html::render(store, report, &context, Severity::Error);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
         crate::stderr_line!("wrote the page to {}", path.display());

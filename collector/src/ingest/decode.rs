@@ -21,8 +21,17 @@ use super::decoded::{Decoded, SpanParts};
 use super::facts::{FactsReader, value_ref};
 use super::interner::Interner;
 use super::protobuf;
-use crate::batch::{RawAttributes, truncate};
+use crate::batch::{self, RawAttributes, Received, ReceivedBuilder, Scope, truncate};
 use crate::wire::{self, ProtobufError};
+
+/// What to keep of each valid span beside the span itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// Its raw attributes ([`Decoded::attributes`]), for the detail view.
+    pub attributes: bool,
+    /// The span as received ([`Decoded::received`]), for `serve --forward`.
+    pub received: bool,
+}
 
 /// Decodes every span of `request`. With `keep_attributes`, each valid span's attributes are
 /// kept in [`Decoded::attributes`].
@@ -31,7 +40,21 @@ pub fn decode_request(
     interner: &mut Interner,
     keep_attributes: bool,
 ) -> Decoded {
+    let keep = Keep {
+        attributes: keep_attributes,
+        received: false,
+    };
+    decode_request_keeping(request, interner, keep)
+}
+
+/// [`decode_request`], keeping what `keep` says.
+pub fn decode_request_keeping(
+    request: &mut ExportTraceServiceRequest,
+    interner: &mut Interner,
+    keep: Keep,
+) -> Decoded {
     let mut out = Decoded::default();
+    let mut received = keep.received.then(ReceivedBuilder::default);
     let carriers = interner.carriers().clone();
     for resource_spans in &mut request.resource_spans {
         let service = resource_spans
@@ -40,15 +63,40 @@ pub fn decode_request(
             .and_then(|r| find_str(&r.attributes, "service.name"))
             .unwrap_or("unknown_service");
         let service = interner.intern(service);
+        let resource: Option<Arc<[u8]>> = received.is_some().then(|| {
+            let bare = otlp::ResourceSpans {
+                resource: resource_spans.resource.clone(),
+                scope_spans: Vec::new(),
+                schema_url: resource_spans.schema_url.clone(),
+            };
+            prost::Message::encode_to_vec(&bare).into()
+        });
         for scope_spans in &mut resource_spans.scope_spans {
+            if let (Some(received), Some(resource)) = (received.as_mut(), &resource) {
+                let bare = otlp::ScopeSpans {
+                    scope: scope_spans.scope.clone(),
+                    spans: Vec::new(),
+                    schema_url: scope_spans.schema_url.clone(),
+                };
+                received.scope(Arc::new(Scope {
+                    resource: resource.clone(),
+                    scope: prost::Message::encode_to_vec(&bare).into(),
+                }));
+            }
             for span in &mut scope_spans.spans {
-                if out.push(decode_span(span, &service, interner, &carriers)) && keep_attributes {
-                    out.attributes
-                        .push(RawAttributes::from_key_values(&span.attributes));
+                if out.push(decode_span(span, &service, interner, &carriers)) {
+                    if keep.attributes {
+                        out.attributes
+                            .push(RawAttributes::from_key_values(&span.attributes));
+                    }
+                    if let Some(received) = received.as_mut() {
+                        received.span(span);
+                    }
                 }
             }
         }
     }
+    out.received = received.map(|r| Box::new(r.finish()));
     out
 }
 
@@ -120,7 +168,23 @@ pub fn decode_protobuf(
     interner: &mut Interner,
     keep_attributes: bool,
 ) -> Result<Decoded, ProtobufError> {
+    let keep = Keep {
+        attributes: keep_attributes,
+        received: false,
+    };
+    decode_protobuf_keeping(body, interner, keep)
+}
+
+/// [`decode_protobuf`], keeping what `keep` says: each span as received is a slice of `body`
+/// ([`Decoded::received`]'s bytes are left empty: the caller puts the body there).
+pub fn decode_protobuf_keeping(
+    body: &[u8],
+    interner: &mut Interner,
+    keep: Keep,
+) -> Result<Decoded, ProtobufError> {
     use wire::{Field, fields};
+    let keep_attributes = keep.attributes;
+    let mut received = keep.received.then(Received::default);
     // ~300 bytes a span on the wire is typical: one allocation instead of a doubling series.
     let mut out = Decoded {
         spans: Vec::with_capacity(body.len() / 256),
@@ -148,10 +212,20 @@ pub fn decode_protobuf(
             }
             None => interner.intern("unknown_service"),
         };
+        let resource: Option<Arc<[u8]>> = match received {
+            Some(_) => Some(batch::fields_but(resource_spans, 2)?.into()),
+            None => None,
+        };
         for field in fields(resource_spans) {
             let (2, Field::Len(scope_spans)) = field? else {
                 continue;
             };
+            if let (Some(received), Some(resource)) = (received.as_mut(), &resource) {
+                received.scopes.push(Arc::new(Scope {
+                    resource: resource.clone(),
+                    scope: batch::fields_but(scope_spans, 2)?.into(),
+                }));
+            }
             for field in fields(scope_spans) {
                 let (2, Field::Len(span)) = field? else {
                     continue;
@@ -168,9 +242,13 @@ pub fn decode_protobuf(
                 if pushed && keep_attributes {
                     out.attributes.push(protobuf::keep(&kept, &mut scratch)?);
                 }
+                if pushed && let Some(received) = received.as_mut() {
+                    received.push_slice(body, span);
+                }
             }
         }
     }
+    out.received = received.map(Box::new);
     Ok(out)
 }
 

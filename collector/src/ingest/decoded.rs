@@ -13,7 +13,7 @@ use deadline_budget::analysis::{Span, SpanId, SpanKind, SpanStatus, TraceId};
 use super::facts::FactsReader;
 use super::interner::Interner;
 use super::utf8::Utf8Repairs;
-use crate::batch::{RawAttributes, truncate};
+use crate::batch::{RawAttributes, Received, truncate};
 
 /// What one request decoded to.
 #[derive(Debug, Default)]
@@ -22,6 +22,8 @@ pub struct Decoded {
     pub spans: Vec<Span>,
     /// The raw attributes of each span (same index as `spans`), when asked for.
     pub attributes: Vec<RawAttributes>,
+    /// Each valid span as received (same index as `spans`), when asked for.
+    pub received: Option<Box<Received>>,
     /// Spans rejected (ids of the wrong length).
     pub rejected: u64,
     /// Why the first rejected span was rejected.

@@ -144,6 +144,8 @@ pub struct IngestConfig {
     pub max_queued_attribute_bytes: usize,
     /// Keep the whole request in [`Batch::raw`] (for `record`).
     pub keep_raw: bool,
+    /// Keep each valid span as received in [`Batch::received`] (for `serve --forward`).
+    pub keep_received: bool,
     /// Allow listening on an address other than loopback (other machines could then send
     /// spans). Off by default: a non-loopback address is refused unless this is set.
     pub allow_remote: bool,
@@ -176,6 +178,7 @@ impl Default for IngestConfig {
             keep_attributes: true,
             max_queued_attribute_bytes: crate::batch::DEFAULT_MAX_ATTRIBUTE_BYTES,
             keep_raw: false,
+            keep_received: false,
             allow_remote: false,
             carriers: Arc::default(),
             bearer_token_file: None,
@@ -376,6 +379,7 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
             .collect(),
         keep_attributes: config.keep_attributes,
         keep_raw: config.keep_raw,
+        keep_received: config.keep_received,
         bearer,
     });
     let token = CancellationToken::new();
@@ -500,6 +504,7 @@ struct Shared {
     interners: Vec<Mutex<interner::Interner>>,
     keep_attributes: bool,
     keep_raw: bool,
+    keep_received: bool,
     /// The token every request must carry, when `--bearer-token-file` is given.
     bearer: Option<auth::BearerToken>,
 }
@@ -694,9 +699,11 @@ impl Shared {
         repaired: utf8::Utf8Repairs,
     ) -> Admission {
         let total = decode::count_spans(&request);
-        let keep_attributes = self.keep_attributes && !self.keep_raw;
-        let mut decoded =
-            decode::decode_request(&mut request, &mut self.interner(), keep_attributes);
+        let keep = decode::Keep {
+            attributes: self.keep_attributes && !self.keep_raw,
+            received: self.keep_received,
+        };
+        let mut decoded = decode::decode_request_keeping(&mut request, &mut self.interner(), keep);
         decoded.repaired.merge(repaired);
         self.offer(decoded, self.keep_raw.then_some(request), total)
     }
@@ -713,18 +720,18 @@ impl Shared {
     /// The same for a protobuf body, read in place (the hot path: no request tree is built
     /// unless `record` wants the request itself).
     /// The error is a message for the client.
-    fn admit_protobuf(&self, body: &[u8]) -> Result<Admission, String> {
+    fn admit_protobuf(&self, body: &bytes::Bytes) -> Result<Admission, String> {
         if self.keep_raw {
             use prost::Message as _;
             let invalid =
                 |e: prost::DecodeError| format!("invalid protobuf ExportTraceServiceRequest: {e}");
-            return match ExportTraceServiceRequest::decode(body) {
+            return match ExportTraceServiceRequest::decode(body.as_ref()) {
                 Ok(request) => Ok(self.admit(request, utf8::Utf8Repairs::default())),
                 // prost refuses invalid UTF-8: repair the strings, as the in-place path reads
                 // them, and try again.
                 Err(error) => {
                     let Some(repaired) =
-                        utf8::repair(body, utf8::Message::Request).filter(|r| r.count > 0)
+                        utf8::repair(body.as_ref(), utf8::Message::Request).filter(|r| r.count > 0)
                     else {
                         return Err(invalid(error));
                     };
@@ -739,8 +746,17 @@ impl Shared {
                 }
             };
         }
-        let decoded = decode::decode_protobuf(body, &mut self.interner(), self.keep_attributes)
+        let keep = decode::Keep {
+            attributes: self.keep_attributes,
+            received: self.keep_received,
+        };
+        let mut decoded = decode::decode_protobuf_keeping(body, &mut self.interner(), keep)
             .map_err(|e| e.to_string())?;
+        if let Some(received) = decoded.received.as_mut() {
+            // A copy of its own: the body is a slice of the connection's read buffer, and
+            // holding it (until its chains are judged) would hold that whole buffer.
+            received.bytes = bytes::Bytes::copy_from_slice(body);
+        }
         let total = decoded.total();
         Ok(self.offer(decoded, None, total))
     }
@@ -774,6 +790,7 @@ impl Shared {
             spans: decoded.spans,
             attributes: decoded.attributes,
             raw,
+            received: decoded.received,
         };
         // Full or closed: either way the store cannot take it now.
         if (accepted > 0 || batch.raw.is_some())

@@ -45,7 +45,7 @@ pub(super) struct Tls {
     pub http: Arc<rustls::ServerConfig>,
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -53,7 +53,7 @@ impl Tls {
     /// Reads and checks every file (see the module doc).
     pub(super) fn load(files: &TlsFiles) -> anyhow::Result<Tls> {
         let certs = certificates(&files.cert, "--tls-cert")?;
-        check_validity(&certs[0], &files.cert)?;
+        check_validity(&certs[0], &files.cert, "--tls-cert")?;
         let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
             anyhow::anyhow!(
                 "cannot read a private key from {} (--tls-key): {}",
@@ -137,11 +137,15 @@ pub(crate) fn certificates(
     Ok(certs)
 }
 
-/// Refuses a certificate that has expired or is not valid yet.
-fn check_validity(cert: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> {
+/// Refuses a certificate that has expired or is not valid yet (`flag` names the file's flag).
+pub(crate) fn check_validity(
+    cert: &CertificateDer<'_>,
+    path: &Path,
+    flag: &str,
+) -> anyhow::Result<()> {
     let Some((not_before, not_after)) = validity(cert) else {
         anyhow::bail!(
-            "{} (--tls-cert) is not an X.509 certificate budget-top can read",
+            "{} ({flag}) is not an X.509 certificate budget-top can read",
             path.display()
         );
     };
@@ -150,14 +154,14 @@ fn check_validity(cert: &CertificateDer<'_>, path: &Path) -> anyhow::Result<()> 
         .map_or(0, |d| d.as_secs() as i64);
     if now > not_after {
         anyhow::bail!(
-            "the certificate in {} (--tls-cert) expired on {} UTC",
+            "the certificate in {} ({flag}) expired on {} UTC",
             path.display(),
             date(not_after)
         );
     }
     if now < not_before {
         anyhow::bail!(
-            "the certificate in {} (--tls-cert) is not valid before {} UTC",
+            "the certificate in {} ({flag}) is not valid before {} UTC",
             path.display(),
             date(not_before)
         );

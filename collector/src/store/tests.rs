@@ -81,7 +81,7 @@ fn chains_evicted_with_attributes_leave_no_trace_behind() {
     }]);
     let mut store = Store::new(5);
     for t in 0..20_000 {
-        store.insert_span(span(t), Some(&attrs));
+        store.insert_span(span(t), Some(&attrs), None);
         assert!(store.attribute_order.len() <= 2 * store.chains.len() + 1025);
     }
     let held: usize = store.chains.values().map(|e| e.attribute_bytes).sum();
@@ -211,4 +211,141 @@ fn many_chains_analysed_on_two_threads_report_as_one_thread_does() {
     assert!(two.contains(r#""findings_omitted":5660"#), "{two:.600}");
     assert_eq!(two, report(true, false));
     assert_eq!(two, report(false, true));
+}
+
+/// A batch of `spans` with each span's bytes as received (its ids, and `span-<n>` for a name),
+/// under one scope.
+fn received_batch(spans: Vec<Span>) -> Batch {
+    let scope = Arc::new(batch::Scope {
+        resource: b"resource".as_slice().into(),
+        scope: b"scope".as_slice().into(),
+    });
+    let mut bytes = Vec::new();
+    let mut received = Vec::new();
+    for (i, s) in spans.iter().enumerate() {
+        let start = bytes.len() as u32;
+        let otlp = opentelemetry_proto::tonic::trace::v1::Span {
+            trace_id: s.trace_id.0.to_vec(),
+            span_id: s.span_id.0.to_vec(),
+            name: format!("span-{i}"),
+            ..Default::default()
+        };
+        prost::Message::encode(&otlp, &mut bytes).unwrap();
+        received.push(batch::ReceivedSpan {
+            start,
+            len: bytes.len() as u32 - start,
+            scope: 0,
+        });
+    }
+    Batch {
+        spans,
+        attributes: Vec::new(),
+        raw: None,
+        received: Some(Box::new(batch::Received {
+            bytes: bytes.into(),
+            spans: received,
+            scopes: vec![scope],
+        })),
+    }
+}
+
+#[test]
+fn spans_as_received_are_handed_on_once_at_the_first_verdict_and_late_ones_alone() {
+    let mut store = Store::new(100).keep_received(1 << 20, Box::new(|_, _| true));
+    let two = |t: u32| {
+        vec![
+            span(t),
+            Span {
+                span_id: SpanId([3; 8]),
+                parent_span_id: Some(SpanId([2; 8])),
+                ..span(t)
+            },
+        ]
+    };
+    store.insert_batch(received_batch([two(1), two(2)].concat()));
+    assert!(store.counters().received_bytes > 0);
+    assert!(store.take_handoffs().is_empty(), "nothing judged yet");
+    store.judge_all();
+    let handed = store.take_handoffs();
+    assert_eq!(handed.len(), 2);
+    for handoff in &handed {
+        let Handoff::Chain(chain) = handoff else {
+            panic!("{handoff:?}");
+        };
+        let spans: Vec<&[u8]> = chain.spans.spans().map(|(s, _)| s).collect();
+        assert_eq!(spans.len(), 2);
+        for span in &spans {
+            let span: opentelemetry_proto::tonic::trace::v1::Span =
+                prost::Message::decode(*span).unwrap();
+            assert_eq!(span.trace_id, chain.trace_id.0, "{span:?}");
+        }
+        assert_eq!(chain.spans.missing(), 0);
+    }
+    // Judged, they let their batch go.
+    drop(handed);
+    assert_eq!(store.counters().received_bytes, 0);
+    // A span joining a judged chain is handed on alone; judging it again hands nothing on.
+    let late = Span {
+        span_id: SpanId([4; 8]),
+        parent_span_id: Some(SpanId([2; 8])),
+        ..span(1)
+    };
+    store.insert_batch(received_batch(vec![late]));
+    let handed = store.take_handoffs();
+    assert!(
+        matches!(&handed[..], [Handoff::Late { trace_id, spans }] if *trace_id == span(1).trace_id && spans.len() == 1),
+        "{handed:?}"
+    );
+    store.analyse_dirty();
+    store.judge_all();
+    assert!(store.take_handoffs().is_empty());
+}
+
+#[test]
+fn spans_past_the_bound_are_not_held_and_counted_on_their_chain() {
+    let mut store = Store::new(100).keep_received(200, Box::new(|_, _| true));
+    let spans: Vec<Span> = (0..20)
+        .map(|i| Span {
+            span_id: SpanId([i + 1; 8]),
+            ..span(7)
+        })
+        .collect();
+    store.insert_batch(received_batch(spans));
+    let counters = store.counters();
+    assert!(counters.received_not_held > 0, "{counters:?}");
+    assert!(counters.received_bytes <= 200, "{counters:?}");
+    store.judge_all();
+    let [Handoff::Chain(chain)] = &store.take_handoffs()[..] else {
+        panic!("one chain");
+    };
+    assert_eq!(
+        u64::from(chain.spans.len() + chain.spans.missing()),
+        20,
+        "every span held or counted"
+    );
+    assert_eq!(u64::from(chain.spans.missing()), counters.received_not_held);
+}
+
+#[test]
+fn a_batch_stays_until_its_last_chain_is_judged_and_chains_not_kept_are_not_handed_on() {
+    // Keeps trace 1 only.
+    let keep: Keep = Box::new(|trace, _| trace == span(1).trace_id);
+    let mut store = Store::new(100).keep_received(1 << 20, keep);
+    store.insert_batch(received_batch(vec![span(1), span(2)]));
+    let held = store.counters().received_bytes;
+    assert!(held > 0);
+    store.evict(span(2).trace_id);
+    assert!(store.take_handoffs().is_empty(), "trace 2 is not kept");
+    assert_eq!(
+        store.counters().received_bytes,
+        held,
+        "trace 1 still waits on the batch"
+    );
+    store.judge_all();
+    let handed = store.take_handoffs();
+    assert!(
+        matches!(&handed[..], [Handoff::Chain(c)] if c.trace_id == span(1).trace_id && c.spans.len() == 1),
+        "{handed:?}"
+    );
+    assert_eq!(store.counters().received_bytes, 0);
 }

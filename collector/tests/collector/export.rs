@@ -22,6 +22,7 @@ fn store_with(keep_attributes: bool) -> Store {
             spans: decoded.spans,
             attributes: decoded.attributes,
             raw: None,
+            received: None,
         });
     }
     store.analyse_dirty();

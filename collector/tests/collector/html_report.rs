@@ -516,6 +516,7 @@ fn the_page_stays_small_whatever_the_input() {
             spans,
             attributes: kept,
             raw: None,
+            received: None,
         });
     }
     let report = store.report();

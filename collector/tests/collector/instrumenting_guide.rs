@@ -104,7 +104,8 @@ fn the_serve_guides_configurations_are_the_tested_ones() {
         [
             ("file", "deploy/otelcol.yaml"),
             ("file", "deploy/prometheus.yml"),
-            ("file", "deploy/budget-top.rules.yml")
+            ("file", "deploy/budget-top.rules.yml"),
+            ("file", "deploy/otelcol-forward.yaml")
         ],
         "docs/serve.md quotes the Collector, Prometheus and rules files the tests run, whole"
     );

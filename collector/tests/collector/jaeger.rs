@@ -46,11 +46,41 @@ pub struct Jaeger {
     collector: Collector,
     /// `http://127.0.0.1:PORT`: the query API (`/api/v3/...`) and the UI's links.
     pub query: String,
-    #[allow(dead_code)] // the tests that send over gRPC (issue 39's forwarding)
     pub otlp_grpc: SocketAddr,
     /// The query API's port.
     pub query_port: u16,
     pub otlp_http: SocketAddr,
+    ports: Ports,
+}
+
+/// The ports a Jaeger listens on: kept to start it again on the same ones (an outage).
+#[derive(Clone, Copy, Debug)]
+pub struct Ports {
+    query: SocketAddr,
+    query_grpc: SocketAddr,
+    otlp_grpc: SocketAddr,
+    otlp_http: SocketAddr,
+}
+
+impl Ports {
+    /// Four free loopback ports.
+    pub fn free() -> Ports {
+        Ports {
+            query: free_port(),
+            query_grpc: free_port(),
+            otlp_grpc: free_port(),
+            otlp_http: free_port(),
+        }
+    }
+}
+
+/// TLS on Jaeger's OTLP receivers (`tests/jaeger/tls.yaml`): its certificate and key, and the
+/// CA its clients must present a certificate of (mTLS), when given.
+#[allow(dead_code)] // the forwarding tests
+pub struct JaegerTls<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+    pub client_ca: Option<&'a Path>,
 }
 
 impl Jaeger {
@@ -64,26 +94,60 @@ impl Jaeger {
     /// `--config` files), e.g. TLS on the query API.
     #[track_caller]
     pub fn start_with(bin: &str, overlay: Option<&Path>) -> Jaeger {
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaeger/config.yaml");
-        let (query, query_grpc) = (free_port(), free_port());
-        let (otlp_grpc, otlp_http) = (free_port(), free_port());
-        let env = [
-            ("JAEGER_QUERY_HTTP_PORT", query.port().to_string()),
-            ("JAEGER_QUERY_GRPC_PORT", query_grpc.port().to_string()),
-            ("JAEGER_OTLP_GRPC_PORT", otlp_grpc.port().to_string()),
-            ("JAEGER_OTLP_HTTP_PORT", otlp_http.port().to_string()),
+        Self::launch(bin, Ports::free(), None, overlay)
+    }
+
+    /// The same on `ports`, with TLS on its OTLP receivers when `tls` is given.
+    #[track_caller]
+    pub fn start_on(bin: &str, ports: Ports, tls: Option<&JaegerTls<'_>>) -> Jaeger {
+        Self::launch(bin, ports, tls, None)
+    }
+
+    #[track_caller]
+    fn launch(
+        bin: &str,
+        ports: Ports,
+        tls: Option<&JaegerTls<'_>>,
+        overlay: Option<&Path>,
+    ) -> Jaeger {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jaeger");
+        let mut env = vec![
+            ("JAEGER_QUERY_HTTP_PORT", ports.query.port().to_string()),
+            (
+                "JAEGER_QUERY_GRPC_PORT",
+                ports.query_grpc.port().to_string(),
+            ),
+            ("JAEGER_OTLP_GRPC_PORT", ports.otlp_grpc.port().to_string()),
+            ("JAEGER_OTLP_HTTP_PORT", ports.otlp_http.port().to_string()),
             ("JAEGER_MAX_TRACES", "1000000".to_string()),
         ];
-        let mut configs = vec![config.as_path()];
-        configs.extend(overlay);
+        let mut configs = vec![dir.join("config.yaml")];
+        if let Some(tls) = tls {
+            env.push(("JAEGER_TLS_CERT", tls.cert.display().to_string()));
+            env.push(("JAEGER_TLS_KEY", tls.key.display().to_string()));
+            configs.push(dir.join("tls.yaml"));
+            if let Some(ca) = tls.client_ca {
+                env.push(("JAEGER_CLIENT_CA", ca.display().to_string()));
+                configs.push(dir.join("mtls.yaml"));
+            }
+        }
+        configs.extend(overlay.map(Path::to_path_buf));
+        let configs: Vec<&Path> = configs.iter().map(|p| p.as_path()).collect();
         let collector = Collector::start(bin, &configs, &env);
         Jaeger {
             collector,
-            query: format!("http://{query}"),
-            query_port: query.port(),
-            otlp_grpc,
-            otlp_http,
+            query: format!("http://{}", ports.query),
+            query_port: ports.query.port(),
+            otlp_grpc: ports.otlp_grpc,
+            otlp_http: ports.otlp_http,
+            ports,
         }
+    }
+
+    /// Its ports, to start it again on them.
+    #[allow(dead_code)] // the forwarding tests
+    pub fn ports(&self) -> Ports {
+        self.ports
     }
 
     /// GET `path` (e.g. `/api/v3/services`) on the query API: the status and the body.

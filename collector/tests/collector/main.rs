@@ -9,6 +9,7 @@ mod cli_usage;
 mod collector_file;
 mod e2e_otlp;
 mod export;
+mod forward;
 mod fuzz_regressions;
 mod go_grpc;
 mod go_http;

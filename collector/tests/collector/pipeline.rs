@@ -447,3 +447,102 @@ fn prometheus_reaches_budget_top_over_tls_with_the_shipped_token_file() {
     let (code, stderr) = budget_top.terminate(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// The second pipeline (docs/serve.md, "Only the chains that matter"): `deploy/otelcol-forward.yaml`
+/// in the real Collector sends every span to `budget-top serve` alone, over TLS with the
+/// token; serve forwards the broken chains to a real Jaeger and keeps the clean ones
+/// (`--forward-sample 0`): Jaeger holds exactly the broken chains, every span of them.
+#[test]
+fn the_forwarding_pipeline_sends_everything_to_budget_top_and_only_the_broken_chains_on() {
+    let Some(jaeger_bin) = crate::jaeger::jaeger_or_skip("the_forwarding_pipeline") else {
+        return;
+    };
+    let otelcol = otelcol();
+    let dir = scratch("pipeline_forward");
+    let (ca_file, cert, key) = certificates(&dir);
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret-Token_42\n").unwrap();
+    let report = dir.join("report.json");
+    let jaeger = crate::jaeger::Jaeger::start(&jaeger_bin);
+    let serving = serve(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--bearer-token-file",
+        token.to_str().unwrap(),
+        "--settle",
+        "300ms",
+        "--forward",
+        &format!("grpc://{}", jaeger.otlp_grpc),
+        "--forward-sample",
+        "0",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let receiver = free_port();
+    let collector = Collector::start(
+        &otelcol,
+        &[&deploy("otelcol-forward.yaml")],
+        &[
+            ("OTELCOL_OTLP_GRPC", receiver.to_string()),
+            ("OTELCOL_OTLP_HTTP", free_port().to_string()),
+            ("BUDGET_TOP_OTLP", serving.grpc.to_string()),
+            ("BUDGET_TOP_CA_FILE", ca_file.display().to_string()),
+            ("BUDGET_TOP_TOKEN", "s3cret-Token_42".to_string()),
+        ],
+    );
+    let chains: Vec<_> = (0..u32::from(CHAINS))
+        .flat_map(|n| {
+            [
+                crate::forward::chain(0x5b, n, true),
+                crate::forward::chain(0x5c, n, false),
+            ]
+        })
+        .collect();
+    crate::support::runtime().block_on(async {
+        let mut client = TraceServiceClient::connect(format!("http://{receiver}"))
+            .await
+            .unwrap();
+        for chain in &chains {
+            client.export(chain.clone()).await.unwrap();
+        }
+    });
+    let log = collector.stop();
+    assert!(!log.contains("\terror\t"), "{log}");
+    // Every broken chain reaches Jaeger whole.
+    let trace_of =
+        |c: &opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest| {
+            crate::forward::hex(&c.resource_spans[0].scope_spans[0].spans[0].trace_id)
+        };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for chain in chains.iter().step_by(2) {
+        while crate::forward::jaeger_trace(&jaeger, &trace_of(chain)).len() < 5 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never reached Jaeger",
+                trace_of(chain)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let (code, stderr) = serving.terminate(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    for chain in chains.iter().skip(1).step_by(2) {
+        assert!(
+            crate::forward::jaeger_trace(&jaeger, &trace_of(chain)).is_empty(),
+            "a clean chain was forwarded"
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let spans = 5 * 2 * u64::from(CHAINS);
+    assert_eq!(report["summary"]["spans"], spans, "{report:#}");
+    assert_eq!(
+        report["forward"]["chains"]["finding"],
+        u64::from(CHAINS),
+        "{report:#}"
+    );
+    assert_eq!(report["forward"]["spans"]["sent"], spans / 2, "{report:#}");
+    jaeger.stop();
+}

@@ -133,6 +133,7 @@ fn raw_attributes_are_kept_for_the_detail_view() {
         spans: decoded.spans,
         attributes: decoded.attributes,
         raw: None,
+        received: None,
     });
     let attrs = store.attributes(span.trace_id, span.span_id).unwrap();
     assert!(attrs.iter().any(|kv| kv.key == "budget.forwarded_ms"));
@@ -213,6 +214,7 @@ fn raw_attributes_held_stay_under_the_byte_budget_oldest_chains_dropped_first() 
             spans: decoded.spans,
             attributes: decoded.attributes,
             raw: None,
+            received: None,
         });
         let held = store.counters().attribute_bytes;
         assert!(held as usize <= budget, "{held} bytes held after chain {t}");
@@ -422,6 +424,7 @@ async fn a_listening_check_judges_chains_once_quiet_for_settle() {
         spans: spans(t),
         attributes: Vec::new(),
         raw: None,
+        received: None,
     };
     tx.send(batch(1)).await.unwrap();
     three_seconds(&mut ingest, &mut store).await;

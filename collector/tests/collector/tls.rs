@@ -430,7 +430,7 @@ async fn the_api_speaks_the_receivers_tls() {
         ..IngestConfig::default()
     };
     let stats = Arc::new(ingest::IngestStats::default());
-    let api = budget_top::api::start("127.0.0.1:0".parse().unwrap(), &config, stats, 10)
+    let api = budget_top::api::start("127.0.0.1:0".parse().unwrap(), &config, stats, 10, None)
         .await
         .unwrap();
     api.readiness.ready();

@@ -273,6 +273,7 @@ fn batch(number: usize, out: decoded::Decoded, mut warnings: Vec<String>) -> Dec
             spans: out.spans,
             attributes: out.attributes,
             raw: None,
+            received: None,
         }),
         warnings,
     }
