@@ -333,7 +333,7 @@ pub enum Command {
     Merge(MergeArgs),
     /// Run headless for days beside a team's Collector: the receivers, the judging, and an
     /// HTTP API with Prometheus metrics, the report and the chains of a finding.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the demo services into budget-top: live, as a workshop, or headless (--check).
     #[cfg(feature = "demo")]
     Demo(DemoArgs),

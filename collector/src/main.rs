@@ -40,7 +40,7 @@ fn main() -> ExitCode {
             Some(Command::Check(args)) => check::run(*args, retention, carriers).await,
             Some(Command::Record(args)) => record::run(args, carriers).await.map(|()| 0),
             Some(Command::Merge(args)) => merge::run(&args, retention.max_findings),
-            Some(Command::Serve(args)) => serve::run(args, retention, carriers).await,
+            Some(Command::Serve(args)) => serve::run(*args, retention, carriers).await,
             // The demo's services exporting to our own receivers: screen, workshop or --check.
             #[cfg(feature = "demo")]
             Some(Command::Demo(args)) => {

@@ -275,7 +275,7 @@ fn write_reports(
         links: args.links.trace_url.as_ref(),
     };
     if let Some(path) = &args.report {
-        let json = json_report(&report, &context, 0)
+        let json = json_report(report, &context, 0)
             .and_then(|json| with_store_counts(&json, &store.counters()))
             .and_then(|json| forward::with_forward(&json, forwarded))?;
         std::fs::write(path, json)

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{PrivateKeyDer, ServerName};
 
 use crate::ingest::auth::BearerToken;
-use crate::ingest::tls::{certificates, check_validity, pem_error, provider};
+use crate::ingest::tls::{certificates, check_validity, client_roots, pem_error, provider};
 
 /// The OTLP transport of the endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,51 +222,12 @@ impl Security {
     }
 }
 
-/// The system's roots: `SSL_CERT_FILE`, else the first bundle of the usual places.
-const SYSTEM_BUNDLES: [&str; 4] = [
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
-
 fn client_config(
     endpoint: &Endpoint,
     files: &ForwardFiles,
 ) -> anyhow::Result<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    match &files.ca {
-        Some(path) => {
-            for cert in certificates(path, "--forward-ca")? {
-                roots.add(cert).map_err(|e| {
-                    anyhow::anyhow!(
-                        "{} (--forward-ca) holds a certificate that cannot be a root: {e}",
-                        path.display()
-                    )
-                })?;
-            }
-        }
-        None => {
-            let bundle = std::env::var_os("SSL_CERT_FILE")
-                .map(PathBuf::from)
-                .into_iter()
-                .chain(SYSTEM_BUNDLES.iter().map(PathBuf::from))
-                .find(|p| p.is_file())
-                .with_context(|| {
-                    format!(
-                        "--forward {} speaks TLS, and no system certificate bundle was found (looked at SSL_CERT_FILE, {}): give the backend's CA with --forward-ca",
-                        endpoint.url(),
-                        SYSTEM_BUNDLES.join(", ")
-                    )
-                })?;
-            let certs = CertificateDer::pem_file_iter(&bundle).map_err(|e| {
-                anyhow::anyhow!("cannot read {}: {}", bundle.display(), pem_error(&e))
-            })?;
-            for cert in certs.flatten() {
-                let _ = roots.add(cert);
-            }
-        }
-    }
+    let url = format!("--forward {}", endpoint.url());
+    let roots = client_roots(files.ca.as_deref(), "--forward-ca", &url, "the backend's")?;
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .context("the TLS provider offers no protocol version")?

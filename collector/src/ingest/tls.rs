@@ -116,6 +116,40 @@ pub(crate) fn pem_error(error: &rustls::pki_types::pem::Error) -> String {
     }
 }
 
+/// The roots a client checks a server's certificate against: the certificates of `ca` (the
+/// file of flag `flag`), else the system's. `what` names the URL and `whose` the server in the
+/// sentence that says none was found.
+pub(crate) fn client_roots(
+    ca: Option<&Path>,
+    flag: &str,
+    what: &str,
+    whose: &str,
+) -> anyhow::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            for cert in certificates(path, flag)? {
+                roots.add(cert).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{} ({flag}) holds a certificate that cannot be a CA: {e}",
+                        path.display()
+                    )
+                })?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                anyhow::bail!(
+                    "no trusted certificate found on this system for {what}: give the CA that signed {whose} certificate with {flag}"
+                );
+            }
+        }
+    }
+    Ok(roots)
+}
+
 /// The certificates of a PEM file, at least one.
 pub(crate) fn certificates(
     path: &Path,

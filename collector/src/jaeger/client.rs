@@ -127,7 +127,12 @@ impl Client {
             None => None,
         };
         let tls = if base.tls {
-            let roots = roots(ca)?;
+            let roots = crate::ingest::tls::client_roots(
+                ca,
+                "--jaeger-ca",
+                "an https:// --jaeger URL",
+                "Jaeger's",
+            )?;
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
@@ -300,33 +305,6 @@ where
         let _ = connection.await;
     });
     Ok(sender)
-}
-
-/// The roots an https URL is checked against: `--jaeger-ca`'s certificates, else the system's.
-fn roots(ca: Option<&Path>) -> anyhow::Result<rustls::RootCertStore> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
-        Some(path) => {
-            for cert in crate::ingest::tls::certificates(path, "--jaeger-ca")? {
-                roots.add(cert).map_err(|e| {
-                    anyhow::anyhow!(
-                        "{} (--jaeger-ca) holds a certificate that cannot be a CA: {e}",
-                        path.display()
-                    )
-                })?;
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-            if roots.is_empty() {
-                anyhow::bail!(
-                    "no trusted certificate found on this system for an https:// --jaeger URL: give the CA that signed Jaeger's certificate with --jaeger-ca"
-                );
-            }
-        }
-    }
-    Ok(roots)
 }
 
 /// A gzip body inflated, at most [`MAX_ANSWER_BYTES`].
