@@ -20,9 +20,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::ForwardStats;
 use super::client::{Answer, Client};
 use super::request;
+use super::stats::ForwardStats;
 use crate::store::ReceivedChain;
 
 /// A batch is sent once it holds this many spans...
