@@ -65,10 +65,14 @@ pub const EXCEPTION_MESSAGE: &str = "exception.message";
 
 /// The keys that name a call's callee when no hop of it is in the chain (a database, a
 /// third-party API, a service without tracing), in the contract's order: the first present wins.
-pub const CALLEE_NAME_KEYS: [&str; 5] = [
+/// A URL's key names the callee by the URL's host, as `server.address` would have: stock HTTP
+/// clients of the older conventions (Python's `requests`) set only `http.url`.
+pub const CALLEE_NAME_KEYS: [&str; 7] = [
     "peer.service",
     "server.address",
     "net.peer.name",
+    "url.full",
+    "http.url",
     "db.system.name",
     "db.system",
 ];

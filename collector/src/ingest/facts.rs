@@ -158,6 +158,8 @@ pub(super) enum Fact {
     /// A key that names a call's callee, at this position in `CALLEE_NAME_KEYS` (the first
     /// present wins).
     CalleeName(usize),
+    /// A URL whose host names a call's callee, at this position in `CALLEE_NAME_KEYS`.
+    CalleeUrl(usize),
     /// A captured request header or metadata entry of the carrier at this position.
     Carrier(usize),
 }
@@ -188,8 +190,10 @@ mod key {
     pub const PEER_SERVICE: &[u8] = semconv::CALLEE_NAME_KEYS[0].as_bytes();
     pub const SERVER_ADDRESS: &[u8] = semconv::CALLEE_NAME_KEYS[1].as_bytes();
     pub const NET_PEER_NAME: &[u8] = semconv::CALLEE_NAME_KEYS[2].as_bytes();
-    pub const DB_SYSTEM_NAME: &[u8] = semconv::CALLEE_NAME_KEYS[3].as_bytes();
-    pub const DB_SYSTEM: &[u8] = semconv::CALLEE_NAME_KEYS[4].as_bytes();
+    pub const URL_FULL: &[u8] = semconv::CALLEE_NAME_KEYS[3].as_bytes();
+    pub const HTTP_URL: &[u8] = semconv::CALLEE_NAME_KEYS[4].as_bytes();
+    pub const DB_SYSTEM_NAME: &[u8] = semconv::CALLEE_NAME_KEYS[5].as_bytes();
+    pub const DB_SYSTEM: &[u8] = semconv::CALLEE_NAME_KEYS[6].as_bytes();
     pub const CARRIER_PREFIXES: [&[u8]; 3] = [
         semconv::HTTP_REQUEST_HEADER_PREFIX.as_bytes(),
         semconv::RPC_REQUEST_METADATA_PREFIX.as_bytes(),
@@ -203,7 +207,7 @@ impl Fact {
     pub(super) fn of(key_bytes: &[u8], carriers: &Carriers) -> Option<Fact> {
         if !matches!(
             key_bytes.first(),
-            Some(b'b' | b'h' | b'r' | b'e' | b'p' | b's' | b'n' | b'd')
+            Some(b'b' | b'h' | b'r' | b'e' | b'p' | b's' | b'n' | b'd' | b'u')
         ) {
             return None;
         }
@@ -231,8 +235,10 @@ impl Fact {
             PEER_SERVICE => Fact::CalleeName(0),
             SERVER_ADDRESS => Fact::CalleeName(1),
             NET_PEER_NAME => Fact::CalleeName(2),
-            DB_SYSTEM_NAME => Fact::CalleeName(3),
-            DB_SYSTEM => Fact::CalleeName(4),
+            URL_FULL => Fact::CalleeUrl(3),
+            HTTP_URL => Fact::CalleeUrl(4),
+            DB_SYSTEM_NAME => Fact::CalleeName(5),
+            DB_SYSTEM => Fact::CalleeName(6),
             _ => {
                 let name = CARRIER_PREFIXES
                     .iter()
@@ -331,6 +337,7 @@ impl<'a> FactsReader<'a> {
             Fact::RpcStatus => facts.rpc_status = facts.rpc_status.or(value.grpc_code()),
             Fact::ErrorType => facts.error_type = value.text(),
             Fact::CalleeName(i) => self.callee_names[i] = value.str().filter(|v| !v.is_empty()),
+            Fact::CalleeUrl(i) => self.callee_names[i] = value.str().and_then(url_host),
             Fact::Carrier(i) => {
                 if let Some(v) = value.header()
                     && !self.captured.iter().any(|(at, _)| *at == i)
@@ -425,10 +432,44 @@ impl<'a> FactsReader<'a> {
     }
 }
 
+/// The host of an absolute URL (`http://billing:8080/charge` → `billing`), as `server.address`
+/// names it: no scheme, user, port, path or query. `None` when there is no host to read.
+fn url_host(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(bracketed) = host_port.strip_prefix('[') {
+        bracketed.split_once(']').map(|(ip6, _)| ip6)?
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    (!host.is_empty()).then_some(host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use deadline_budget::semconv;
+
+    #[test]
+    fn a_urls_host_names_its_callee_as_server_address_would() {
+        for (url, host) in [
+            ("http://billing:8080/charge?x=1", Some("billing")),
+            ("https://api.example.com", Some("api.example.com")),
+            ("http://user:secret@pay.internal/v1", Some("pay.internal")),
+            ("http://[::1]:9000/x", Some("::1")),
+            ("http://127.0.0.1:24400/?ms=1500", Some("127.0.0.1")),
+            ("http:///path", None),
+            ("/relative/path", None),
+            ("http://[::1/x", None),
+            ("", None),
+        ] {
+            assert_eq!(url_host(url), host, "{url}");
+        }
+        let carriers = Carriers::builtin();
+        assert_eq!(Fact::of(b"url.full", carriers), Some(Fact::CalleeUrl(3)));
+        assert_eq!(Fact::of(b"http.url", carriers), Some(Fact::CalleeUrl(4)));
+    }
 
     #[test]
     fn every_key_of_the_contract_is_matched_as_bytes() {

@@ -76,7 +76,7 @@ fn the_usual_forms_read_as_the_general_path_reads_them() {
             {"key":"budget.sla_ms","value":{"doubleValue":2.5e3}},
             {"key":"http.request.header.x-budget-ms","value":{"arrayValue":{"values":[{"stringValue":"250"},{"intValue":1}]}}},
             {"key":"kv","value":{"kvlistValue":{"values":[{"key":"a","value":{"boolValue":true}}]}}},
-            {"key":"url.full","value":{"stringValue":"http://x/\"quoted\"\u00e9\n"}}]}]}]}]}"#,
+            {"key":"url.path","value":{"stringValue":"http://x/\"quoted\"\u00e9\n"}}]}]}]}]}"#,
     );
     // The resource after the spans still names their service; events, links and statuses.
     same(
