@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
+mod caddy;
 mod check_file;
 mod check_listen;
 mod cli_docs;
