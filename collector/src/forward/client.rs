@@ -215,9 +215,10 @@ fn grpc_answer(status: &tonic::Status) -> Answer {
     }
 }
 
-/// Requests as their protobuf bytes, responses decoded by prost.
+/// Requests as their protobuf bytes, responses decoded by prost (public for the tests that send
+/// bytes no `ExportTraceServiceRequest` holds).
 #[derive(Clone, Copy, Debug, Default)]
-struct RawCodec;
+pub struct RawCodec;
 
 impl Codec for RawCodec {
     type Encode = Bytes;

@@ -12,6 +12,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use prost::Message as _;
 use reqwest::StatusCode;
 
+use crate::support::receivers::{POST_PROTOBUF, receivers, sent};
 use crate::support::{listen, reset_chain, run, scratch};
 
 const TOKEN: &str = "s3cret-Token_42";
@@ -29,14 +30,11 @@ fn token_file(name: &str, contents: &str, mode: u32) -> PathBuf {
 }
 
 async fn start(token: &Path) -> Ingest {
-    ingest::start(IngestConfig {
-        grpc: Some("127.0.0.1:0".parse().unwrap()),
-        http: Some("127.0.0.1:0".parse().unwrap()),
+    receivers(IngestConfig {
         bearer_token_file: Some(token.to_path_buf()),
         ..IngestConfig::default()
     })
     .await
-    .unwrap()
 }
 
 /// The `Authorization` values tried, and whether each is let in.
@@ -127,20 +125,13 @@ async fn http_requests_without_the_token_get_401_unread_and_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_body_with_a_wrong_token_is_answered_before_it_is_sent() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncReadExt as _;
     let path = token_file("auth_unread", TOKEN, 0o600);
     let ingest = start(&path).await;
-    let mut stream = tokio::net::TcpStream::connect(ingest.http_addr.unwrap())
-        .await
-        .unwrap();
     // Headers announcing 1 GB, and not one byte of it: the answer cannot wait for the body.
-    stream
-        .write_all(
-            b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
-              authorization: Bearer wrong\r\ncontent-length: 1000000000\r\n\r\n",
-        )
-        .await
-        .unwrap();
+    let head =
+        format!("{POST_PROTOBUF}authorization: Bearer wrong\r\ncontent-length: 1000000000\r\n\r\n");
+    let mut stream = sent(ingest.http_addr.unwrap(), head).await;
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
     tokio::time::timeout(Duration::from_secs(5), async {

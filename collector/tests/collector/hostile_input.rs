@@ -2,13 +2,11 @@
 //! (as `check` and the screen configure them, and as `record` does), `check --input`, and the
 //! text report. Plus issue 13's OTLP/JSON as the Collector reads it.
 
-use std::time::Duration;
-
-use budget_top::batch::Batch;
-use budget_top::ingest::{self, Ingest, IngestConfig};
+use budget_top::ingest::{Ingest, IngestConfig};
 use prost::Message as _;
 use serde_json::Value as Json;
 
+use crate::support::receivers::{export_bytes, next_batch, receivers};
 use crate::support::{SERVER, json_line, request, reset_chain, run, scratch, span, string};
 
 fn write(name: &str, bytes: &[u8]) -> String {
@@ -145,23 +143,6 @@ fn the_same_chain_in_canonical_and_in_proto_name_form_gives_the_same_report() {
     );
 }
 
-async fn start(config: IngestConfig) -> Ingest {
-    ingest::start(IngestConfig {
-        grpc: Some("127.0.0.1:0".parse().unwrap()),
-        http: Some("127.0.0.1:0".parse().unwrap()),
-        ..config
-    })
-    .await
-    .unwrap()
-}
-
-async fn next_batch(ingest: &mut Ingest) -> Batch {
-    tokio::time::timeout(Duration::from_secs(10), ingest.receiver.recv())
-        .await
-        .unwrap()
-        .unwrap()
-}
-
 async fn post(ingest: &Ingest, content_type: &str, body: Vec<u8>) -> (u16, String) {
     let response = reqwest::Client::new()
         .post(format!("http://{}/v1/traces", ingest.http_addr.unwrap()))
@@ -176,7 +157,7 @@ async fn post(ingest: &Ingest, content_type: &str, body: Vec<u8>) -> (u16, Strin
 
 #[tokio::test]
 async fn the_http_receiver_reads_proto_names_as_the_canonical_form() {
-    let mut ingest = start(IngestConfig::default()).await;
+    let mut ingest = receivers(IngestConfig::default()).await;
     let canonical = json_line(&with_status(reset_chain(1)));
     let proto = proto_form(&serde_json::from_str(&canonical).unwrap()).to_string();
     let (status, body) = post(&ingest, "application/json", canonical.into_bytes()).await;
@@ -249,7 +230,7 @@ async fn invalid_utf8_gets_one_answer_on_every_path() {
         ),
     ];
     for (path, config) in paths {
-        let mut ingest = start(config).await;
+        let mut ingest = receivers(config).await;
         for (what, from, to) in cases {
             let body = patched(&good, from, to);
             // OTLP/HTTP protobuf.
@@ -283,19 +264,9 @@ async fn invalid_utf8_gets_one_answer_on_every_path() {
                 );
             }
             // OTLP/gRPC: the same, and partial_success says what was repaired.
-            let mut raw = tonic::client::Grpc::new(client_channel(&ingest).await);
-            raw.ready().await.unwrap();
-            let response = raw
-                .unary::<_, _, _>(
-                    tonic::Request::new(bytes::Bytes::from(body.clone())),
-                    "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-                        .parse()
-                        .unwrap(),
-                    crate::ingest_hostile::RawCodec,
-                )
+            let response = export_bytes(&ingest, body.clone())
                 .await
-                .unwrap_or_else(|e| panic!("{path}, {what}: {e:?}"))
-                .into_inner();
+                .unwrap_or_else(|e| panic!("{path}, {what}: {e:?}"));
             let partial = response.partial_success.expect("partial_success says so");
             assert_eq!(partial.rejected_spans, 0, "{path}, {what}");
             assert!(
@@ -362,19 +333,11 @@ async fn invalid_utf8_gets_one_answer_on_every_path() {
     );
 }
 
-async fn client_channel(ingest: &Ingest) -> tonic::transport::Channel {
-    tonic::transport::Channel::from_shared(format!("http://{}", ingest.grpc_addr.unwrap()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
-}
-
 /// Issue 14, item 5: an all-zero span id is rejected like any invalid id (a child naming it
 /// as parent used to be taken for a root).
 #[tokio::test]
 async fn an_all_zero_span_id_is_rejected_with_a_message() {
-    let mut ingest = start(IngestConfig::default()).await;
+    let mut ingest = receivers(IngestConfig::default()).await;
     let mut zero = span(1, 9, 0, "zero", SERVER, 0, 10, vec![]);
     zero.span_id = vec![0; 8];
     let child = span(1, 2, 0, "child", SERVER, 1, 5, vec![]);
