@@ -5,30 +5,19 @@ use std::io::Write as _;
 use deadline_budget::semconv as k;
 
 use crate::support::{
-    CLIENT, SERVER, finding_names, int, json_line, request, reset_chain, run, scratch, span, string,
+    CLIENT, SERVER, call_budget, edge_budget, finding_names, hop_budget, int, json_line, request,
+    reset_chain, run, scratch, span,
 };
 
 /// A healthy chain: the budget shrinks hop by hop, queue pressure on `worker` (a warning).
 fn pressure_chain(t: u8) -> String {
+    let mut worker = hop_budget(990, 390);
+    worker.push(int(k::QUEUE_WAIT_MS, 600));
     json_line(&request(vec![
         (
             "api",
             vec![
-                span(
-                    t,
-                    1,
-                    0,
-                    "POST /jobs",
-                    SERVER,
-                    0,
-                    300,
-                    vec![
-                        string(k::SOURCE, "default"),
-                        int(k::DEFAULT_MS, 1000),
-                        int(k::REMAINING_AT_START_MS, 1000),
-                        string(k::OUTCOME, "ok"),
-                    ],
-                ),
+                span(t, 1, 0, "POST /jobs", SERVER, 0, 300, edge_budget(1000)),
                 span(
                     t,
                     2,
@@ -37,32 +26,13 @@ fn pressure_chain(t: u8) -> String {
                     CLIENT,
                     5,
                     290,
-                    vec![
-                        int(k::REMAINING_MS, 995),
-                        int(k::FORWARDED_MS, 990),
-                        int(k::TIMEOUT_MS, 990),
-                    ],
+                    call_budget(995, 990),
                 ),
             ],
         ),
         (
             "worker",
-            vec![span(
-                t,
-                3,
-                2,
-                "POST /work",
-                SERVER,
-                10,
-                280,
-                vec![
-                    int(k::RECEIVED_MS, 990),
-                    string(k::SOURCE, "x-budget-ms"),
-                    int(k::QUEUE_WAIT_MS, 600),
-                    int(k::REMAINING_AT_START_MS, 390),
-                    string(k::OUTCOME, "ok"),
-                ],
-            )],
+            vec![span(t, 3, 2, "POST /work", SERVER, 10, 280, worker)],
         ),
     ]))
 }
@@ -353,35 +323,8 @@ fn captured_header_chain(
         (
             "edge",
             vec![
-                span(
-                    t,
-                    1,
-                    0,
-                    "GET /api",
-                    SERVER,
-                    0,
-                    100,
-                    vec![
-                        string(k::SOURCE, "default"),
-                        int(k::DEFAULT_MS, 500),
-                        int(k::REMAINING_AT_START_MS, 500),
-                        string(k::OUTCOME, "ok"),
-                    ],
-                ),
-                span(
-                    t,
-                    2,
-                    1,
-                    "GET backend",
-                    CLIENT,
-                    5,
-                    95,
-                    vec![
-                        int(k::REMAINING_MS, 495),
-                        int(k::FORWARDED_MS, 400),
-                        int(k::TIMEOUT_MS, 400),
-                    ],
-                ),
+                span(t, 1, 0, "GET /api", SERVER, 0, 100, edge_budget(500)),
+                span(t, 2, 1, "GET backend", CLIENT, 5, 95, call_budget(495, 400)),
             ],
         ),
         (

@@ -10,7 +10,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::Value as Json;
 
 use crate::jaeger::{Jaeger, jaeger_or_skip};
-use crate::support::{Finished, T0, json_line, listen, run, runtime, scratch};
+use crate::support::demo::record_demo;
+use crate::support::{Finished, T0, json_line, run, scratch};
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -43,28 +44,15 @@ fn trace_hex(n: u32) -> String {
 /// The demo's fixed-timeout scenario, 10 requests at twice the workshop's speed, recorded by
 /// `budget-top record`: the file.
 fn demo_recording(name: &str) -> std::path::PathBuf {
-    use budget_demo::{Demo, DemoConfig, LoadPlan, Scenario, Timing};
+    use budget_demo::{LoadPlan, Scenario};
     let path = scratch(name).join("fixed-timeout.jsonl");
-    let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    runtime().block_on(async {
-        let mut config = DemoConfig::new(Scenario::FixedTimeout, recorder.grpc.to_string());
-        config.load = LoadPlan {
-            rate: 5.0,
-            jitter: 0.0,
-            requests: Some(10),
-            ..LoadPlan::default()
-        };
-        config.timing = Timing::new(0.5);
-        let demo = Demo::start(config).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(60), demo.load_finished())
-            .await
-            .expect("the load finishes");
-        tokio::time::timeout(Duration::from_secs(30), demo.shutdown())
-            .await
-            .expect("the demo shuts down");
-    });
-    let finished = recorder.terminate(Duration::from_secs(30));
-    assert_eq!(finished.code, Some(0), "{finished:?}");
+    let load = LoadPlan {
+        rate: 5.0,
+        jitter: 0.0,
+        requests: Some(10),
+        ..LoadPlan::default()
+    };
+    record_demo(&path, 0.5, &[(Scenario::FixedTimeout, load)]);
     path
 }
 

@@ -464,22 +464,21 @@ fn the_forwarding_pipeline_sends_everything_to_budget_top_and_only_the_broken_ch
     std::fs::write(&token, "s3cret-Token_42\n").unwrap();
     let report = dir.join("report.json");
     let jaeger = crate::jaeger::Jaeger::start(&jaeger_bin);
-    let serving = serve(&[
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-        "--bearer-token-file",
-        token.to_str().unwrap(),
-        "--settle",
-        "300ms",
-        "--forward",
+    let serving = crate::forward::forward_to(
         &format!("grpc://{}", jaeger.otlp_grpc),
-        "--forward-sample",
+        "300ms",
         "0",
-        "--report",
-        report.to_str().unwrap(),
-    ]);
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--bearer-token-file",
+            token.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
     let receiver = free_port();
     let collector = Collector::start(
         &otelcol,
@@ -511,26 +510,14 @@ fn the_forwarding_pipeline_sends_everything_to_budget_top_and_only_the_broken_ch
     let log = collector.stop();
     assert!(!log.contains("\terror\t"), "{log}");
     // Every broken chain reaches Jaeger whole.
-    let trace_of =
-        |c: &opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest| {
-            crate::forward::hex(&c.resource_spans[0].scope_spans[0].spans[0].trace_id)
-        };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     for chain in chains.iter().step_by(2) {
-        while crate::forward::jaeger_trace(&jaeger, &trace_of(chain)).len() < 5 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{} never reached Jaeger",
-                trace_of(chain)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        crate::forward::until_held_whole(&jaeger, chain, Duration::from_secs(60));
     }
     let (code, stderr) = serving.terminate(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{stderr}");
     for chain in chains.iter().skip(1).step_by(2) {
         assert!(
-            crate::forward::jaeger_trace(&jaeger, &trace_of(chain)).is_empty(),
+            crate::forward::jaeger_trace(&jaeger, &crate::forward::trace_of(chain)).is_empty(),
             "a clean chain was forwarded"
         );
     }

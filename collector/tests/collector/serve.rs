@@ -20,7 +20,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use serde_json::Value as Json;
 
-use crate::support::{reset_chain, run, runtime, scratch, serve};
+use crate::support::{assert_serve_refuses, reset_chain, run, runtime, scratch, serve};
 
 /// An answer: status, content type, body.
 pub struct Answer {
@@ -714,23 +714,7 @@ fn bad_files_and_flags_are_refused_at_start() {
         (vec!["--api", "0.0.0.0:0"], "pass --allow-remote"),
     ];
     for (args, sentence) in cases {
-        let api: &[&str] = if args.contains(&"--api") {
-            &[]
-        } else {
-            &["--api", "127.0.0.1:0"]
-        };
-        let out = run(&[
-            &["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"][..],
-            api,
-            &args,
-        ]
-        .concat());
-        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
-        assert!(
-            out.stderr.contains(sentence),
-            "{args:?} says {sentence:?}: {}",
-            out.stderr
-        );
+        assert_serve_refuses(&args, sentence);
     }
     let out = run(&["serve", "--max-series", "0"]);
     assert_eq!(out.code, Some(2), "{out:?}");

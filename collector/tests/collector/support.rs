@@ -13,13 +13,13 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use serde_json::Value as Json;
 
+pub mod demo;
+pub mod otlp;
 pub mod receivers;
+
+pub use otlp::*;
 
 /// The binary under test.
 pub fn bin() -> &'static str {
@@ -322,6 +322,25 @@ pub fn run(args: &[&str]) -> Finished {
     }
 }
 
+/// `budget-top serve ARGS`, on port 0 everywhere, refuses to start: exit 2, and `sentence` on
+/// stderr.
+#[track_caller]
+pub fn assert_serve_refuses(args: &[&str], sentence: &str) {
+    let api: &[&str] = if args.contains(&"--api") {
+        &[]
+    } else {
+        &["--api", "127.0.0.1:0"]
+    };
+    let ports = ["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
+    let out = run(&[&ports[..], api, args].concat());
+    assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+    assert!(
+        out.stderr.contains(sentence),
+        "{args:?} says {sentence:?}: {}",
+        out.stderr
+    );
+}
+
 /// Dead work a starved scheduler alone can make: a sleeping thread woken this late.
 pub const NOISE_MS: i64 = 50;
 
@@ -384,174 +403,6 @@ pub fn finding_names(report: &Json) -> Vec<(String, String, String)> {
         .collect();
     names.sort();
     names
-}
-
-pub fn int(key: &str, v: i64) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Value::IntValue(v)),
-        }),
-        ..Default::default()
-    }
-}
-
-pub fn string(key: &str, v: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(v.into())),
-        }),
-        ..Default::default()
-    }
-}
-
-pub const SERVER: i32 = 2;
-pub const CLIENT: i32 = 3;
-/// A fixed base time: 2026-11-29T00:00:00Z in ns.
-pub const T0: u64 = 1_764_374_400_000_000_000;
-pub const MS: u64 = 1_000_000;
-
-/// One OTLP span: trace `t`, span `s`, parent `p` (0 = none), start/end in ms after [`T0`].
-pub fn span(
-    t: u8,
-    s: u8,
-    p: u8,
-    name: &str,
-    kind: i32,
-    start_ms: u64,
-    end_ms: u64,
-    attrs: Vec<KeyValue>,
-) -> Span {
-    Span {
-        trace_id: vec![t; 16],
-        span_id: vec![s; 8],
-        parent_span_id: if p == 0 { Vec::new() } else { vec![p; 8] },
-        name: name.into(),
-        kind,
-        start_time_unix_nano: T0 + start_ms * MS,
-        end_time_unix_nano: T0 + end_ms * MS,
-        attributes: attrs,
-        ..Default::default()
-    }
-}
-
-/// A request with one resource per (service, spans).
-pub fn request(services: Vec<(&str, Vec<Span>)>) -> ExportTraceServiceRequest {
-    ExportTraceServiceRequest {
-        resource_spans: services
-            .into_iter()
-            .map(|(service, spans)| ResourceSpans {
-                resource: Some(Resource {
-                    attributes: vec![string("service.name", service)],
-                    ..Default::default()
-                }),
-                scope_spans: vec![ScopeSpans {
-                    spans,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            })
-            .collect(),
-    }
-}
-
-/// A chain whose `orders` forwards 3000 ms with only 700 ms left: exactly one `budget_reset`.
-pub fn reset_chain(t: u8) -> ExportTraceServiceRequest {
-    use deadline_budget::semconv as k;
-    request(vec![
-        (
-            "frontend",
-            vec![
-                span(
-                    t,
-                    1,
-                    0,
-                    "GET /checkout",
-                    SERVER,
-                    0,
-                    100,
-                    vec![
-                        string(k::SOURCE, "default"),
-                        int(k::DEFAULT_MS, 1000),
-                        int(k::REMAINING_AT_START_MS, 1000),
-                        string(k::OUTCOME, "ok"),
-                    ],
-                ),
-                span(
-                    t,
-                    2,
-                    1,
-                    "GET orders",
-                    CLIENT,
-                    5,
-                    95,
-                    vec![
-                        int(k::REMAINING_MS, 995),
-                        int(k::FORWARDED_MS, 995),
-                        int(k::TIMEOUT_MS, 995),
-                    ],
-                ),
-            ],
-        ),
-        (
-            "orders",
-            vec![
-                span(
-                    t,
-                    3,
-                    2,
-                    "GET /orders",
-                    SERVER,
-                    10,
-                    90,
-                    vec![
-                        int(k::RECEIVED_MS, 995),
-                        string(k::SOURCE, "x-budget-ms"),
-                        int(k::REMAINING_AT_START_MS, 990),
-                        string(k::OUTCOME, "ok"),
-                    ],
-                ),
-                span(
-                    t,
-                    4,
-                    3,
-                    "GET inventory",
-                    CLIENT,
-                    20,
-                    80,
-                    vec![
-                        int(k::REMAINING_MS, 700),
-                        int(k::FORWARDED_MS, 3000),
-                        int(k::TIMEOUT_MS, 3000),
-                    ],
-                ),
-            ],
-        ),
-        (
-            "inventory",
-            vec![span(
-                t,
-                5,
-                4,
-                "GET /stock",
-                SERVER,
-                25,
-                75,
-                vec![
-                    int(k::RECEIVED_MS, 3000),
-                    string(k::SOURCE, "x-budget-ms"),
-                    int(k::REMAINING_AT_START_MS, 2995),
-                    string(k::OUTCOME, "ok"),
-                ],
-            )],
-        ),
-    ])
-}
-
-/// The same chain as one OTLP/JSON line.
-pub fn json_line(request: &ExportTraceServiceRequest) -> String {
-    serde_json::to_string(request).unwrap()
 }
 
 /// The guide's chain (`tests/python/chain.py`, `tests/node/chain.js`) has run against `check`
