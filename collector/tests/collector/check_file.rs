@@ -5,8 +5,8 @@ use std::io::Write as _;
 use deadline_budget::semconv as k;
 
 use crate::support::{
-    CLIENT, SERVER, call_budget, edge_budget, finding_names, hop_budget, int, json_line, request,
-    reset_chain, run, scratch, span,
+    CLIENT, SERVER, call_budget, check_json, edge_budget, finding_names, hop_budget, int,
+    json_line, request, reset_chain, run, scratch, span,
 };
 
 /// A healthy chain: the budget shrinks hop by hop, queue pressure on `worker` (a warning).
@@ -120,13 +120,7 @@ fn gzip_files_are_read() {
     );
     writeln!(encoder, "{}", json_line(&reset_chain(4))).unwrap();
     encoder.finish().unwrap();
-    let out = run(&[
-        "check",
-        "--input",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = check_json(&path);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert_eq!(out.json()["summary"]["spans"], 5);
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use prost::Message as _;
 
-use crate::support::{json_line, listen, reset_chain, run, scratch};
+use crate::support::{
+    RECEIVERS_ON_PORT_0, check_json, json_line, listen, reset_chain, run, scratch,
+};
 
 #[track_caller]
 fn refused(args: &[&str], sentence: &str) {
@@ -198,17 +200,7 @@ fn record_writes_gzip_when_the_name_ends_in_gz() {
     let dir = scratch("cli_usage_record_gz");
     let path = dir.join("rec.jsonl.gz");
     let recorder = listen(&["record", "-o", path.to_str().unwrap()]);
-    let runtime = crate::support::runtime();
-    runtime.block_on(async {
-        let response = reqwest::Client::new()
-            .post(format!("http://{}/v1/traces", recorder.http))
-            .header("content-type", "application/x-protobuf")
-            .body(reset_chain(1).encode_to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-    });
+    recorder.post("application/x-protobuf", reset_chain(1).encode_to_vec());
     // Each line is flushed as it comes: readable while the recording goes on.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while std::fs::metadata(&path).map_or(0, |m| m.len()) < 20 {
@@ -219,13 +211,7 @@ fn record_writes_gzip_when_the_name_ends_in_gz() {
     assert_eq!(finished.code, Some(0), "{finished:?}");
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip's magic bytes");
-    let out = run(&[
-        "check",
-        "--input",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = check_json(&path);
     assert_eq!(out.code, Some(1), "the reset is read back: {out:?}");
     assert_eq!(out.json()["summary"]["spans"], 5, "{out:?}");
     // A name without .gz is plain JSON, as before.
@@ -266,18 +252,8 @@ fn a_closed_stderr_never_turns_a_run_into_a_panic() {
         Some(0)
     );
     // A listening check's start-up lines and its warning at the end.
-    assert_eq!(
-        run_with_closed_stderr(&[
-            "check",
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--for",
-            "200ms"
-        ]),
-        Some(0)
-    );
+    let listening = [&["check"][..], &RECEIVERS_ON_PORT_0, &["--for", "200ms"]].concat();
+    assert_eq!(run_with_closed_stderr(&listening), Some(0));
 }
 
 #[test]

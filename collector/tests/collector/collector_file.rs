@@ -10,7 +10,7 @@
 
 use std::io::Write as _;
 
-use crate::support::{finding_names, run, scratch};
+use crate::support::{check_json, finding_names, scratch};
 
 /// One span in pdata's JSON spelling. `attrs` is the inside of the attributes array.
 fn span(
@@ -185,13 +185,7 @@ pub fn file_exporter_lines() -> [String; 2] {
 
 #[track_caller]
 fn assert_classified(path: &std::path::Path) {
-    let out = run(&[
-        "check",
-        "--input",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = check_json(path);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.is_empty(), "no warnings: {}", out.stderr);
     let report = out.json();

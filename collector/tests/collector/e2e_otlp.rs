@@ -11,7 +11,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
-use crate::support::{finding_names, listen};
+use crate::support::{finding_names, first_finding, listen};
 
 #[derive(Clone, Copy, Debug)]
 enum Transport {
@@ -204,11 +204,7 @@ fn run(transport: Transport) {
     let (grpc, http) = (check.grpc.to_string(), check.http.to_string());
     // The tonic exporter wants a runtime around it (STACK.md trap 4); flush and shutdown block,
     // so they run on a blocking thread (trap 3).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::threaded_runtime(2);
     runtime.block_on(async move {
         tokio::task::spawn_blocking(move || export_chains(transport, &grpc, &http))
             .await
@@ -233,12 +229,7 @@ fn run(transport: Transport) {
         ],
         "{transport:?}: {report:#}"
     );
-    let reset = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "budget_reset")
-        .unwrap();
+    let reset = first_finding(&report, "budget_reset");
     assert_eq!(
         (
             reset["remaining_ms"].as_i64(),
@@ -247,12 +238,7 @@ fn run(transport: Transport) {
         (Some(700), Some(3000))
     );
     assert_eq!(reset["trace_id"].as_str().unwrap().len(), 32);
-    let orphan = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "orphaned_work")
-        .unwrap();
+    let orphan = first_finding(&report, "orphaned_work");
     assert_eq!(orphan["wasted_ms"].as_i64(), Some(200), "{orphan}");
     assert_eq!(report["summary"]["traces"], 2);
     assert_eq!(report["summary"]["spans"], 8);

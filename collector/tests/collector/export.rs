@@ -1,14 +1,13 @@
 //! Exporting one chain from the store to a file: `check --input` on that file finds what the
 //! screen found, with the receiver's raw attributes and without them.
 
-use budget_top::batch::Batch;
 use budget_top::chain_export::write_chain;
 use budget_top::ingest::decode::decode_request;
 use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 use deadline_budget::analysis::TraceId;
 
-use crate::support::{finding_names, json_line, reset_chain, run, scratch};
+use crate::support::{batch, check_json, finding_names, json_line, reset_chain, scratch};
 
 fn store_with(keep_attributes: bool) -> Store {
     let mut store = Store::new(1000);
@@ -18,25 +17,15 @@ fn store_with(keep_attributes: bool) -> Store {
             &mut Interner::default(),
             keep_attributes,
         );
-        store.insert_batch(Batch {
-            spans: decoded.spans,
-            attributes: decoded.attributes,
-            raw: None,
-            received: None,
-        });
+        store.insert_batch(batch(decoded.spans, decoded.attributes));
     }
     store.analyse_dirty();
     store
 }
 
-fn check_json(path: &std::path::Path) -> serde_json::Value {
-    let out = run(&[
-        "check",
-        "--input",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+/// The JSON report of `path`, which holds one `budget_reset`.
+fn report_of(path: &std::path::Path) -> serde_json::Value {
+    let out = check_json(path);
     assert_eq!(out.code, Some(1), "the reset is an error finding: {out:?}");
     out.json()
 }
@@ -47,7 +36,7 @@ fn an_exported_chain_reads_back_with_the_same_findings() {
     // What the whole recording of trace 1 says, as the reference.
     let original = dir.join("original.jsonl");
     std::fs::write(&original, json_line(&reset_chain(1)) + "\n").unwrap();
-    let expected = finding_names(&check_json(&original));
+    let expected = finding_names(&report_of(&original));
     assert!(!expected.is_empty());
 
     for keep_attributes in [true, false] {
@@ -58,7 +47,7 @@ fn an_exported_chain_reads_back_with_the_same_findings() {
         let _ = std::fs::remove_file(&path);
         write_chain(&path, chain, |span| store.attributes(id, span)).unwrap();
 
-        let report = check_json(&path);
+        let report = report_of(&path);
         // Only the exported chain, whole, with the same findings and numbers.
         assert_eq!(report["summary"]["traces"], 1, "{report}");
         assert_eq!(report["summary"]["spans"], 5, "{report}");
@@ -69,7 +58,7 @@ fn an_exported_chain_reads_back_with_the_same_findings() {
         );
         assert_eq!(
             report["findings"][0]["forwarded_ms"],
-            check_json(&original)["findings"][0]["forwarded_ms"]
+            report_of(&original)["findings"][0]["forwarded_ms"]
         );
     }
 }
@@ -85,5 +74,5 @@ fn exporting_appends_one_line_per_chain() {
         write_chain(&path, store.chain(id).unwrap(), |s| store.attributes(id, s)).unwrap();
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
-    assert_eq!(check_json(&path)["summary"]["traces"], 2);
+    assert_eq!(report_of(&path)["summary"]["traces"], 2);
 }

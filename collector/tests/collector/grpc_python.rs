@@ -69,11 +69,7 @@ fn python_grpcio_deadlines_reach_the_tonic_service_as_its_budget() {
     };
     let path = scratch("grpc_python").join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::threaded_runtime(2);
     let results: Json = runtime.block_on(async {
         // budget-demo --scenario propagate --requests 5, at the workshop's figures.
         let mut config = DemoConfig::new(Scenario::Propagate, recorder.grpc.to_string());

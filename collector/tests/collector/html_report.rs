@@ -10,7 +10,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use budget_top::batch::Batch;
 use budget_top::batch::RawAttributes;
 use budget_top::report::html::{self as report_html, ROWS_PER_CHAIN, TABLE_ROWS};
 use budget_top::store::Store;
@@ -20,7 +19,7 @@ use deadline_budget::analysis::{
 use deadline_budget::semconv as k;
 use serde_json::Value as Json;
 
-use crate::support::{CLIENT, SERVER, json_line, request, run, scratch, span, string};
+use crate::support::{CLIENT, SERVER, check_html, json_line, request, run, scratch, span, string};
 
 /// Chromium's binary: found on the PATH, else installed by the project's `.ci/tools`. `None`,
 /// said loudly, only when it is absent and cannot be installed.
@@ -404,13 +403,7 @@ fn hostile_span_strings_render_as_text() {
     let input = dir.join("hostile.jsonl");
     std::fs::write(&input, hostile_chain() + "\n").unwrap();
     let page = dir.join("hostile.html");
-    let out = run(&[
-        "check",
-        "--input",
-        input.to_str().unwrap(),
-        "--html",
-        page.to_str().unwrap(),
-    ]);
+    let out = check_html(&input, &page, &[]);
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     assert_self_contained(&html);
@@ -512,12 +505,7 @@ fn the_page_stays_small_whatever_the_input() {
             .iter()
             .map(|_| RawAttributes::from_key_values(&attributes))
             .collect();
-        store.insert_batch(Batch {
-            spans,
-            attributes: kept,
-            raw: None,
-            received: None,
-        });
+        store.insert_batch(crate::support::batch(spans, kept));
     }
     let report = store.report();
     // More findings than --max-findings lists: the counts are exact, the list is capped.

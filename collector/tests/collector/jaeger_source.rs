@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 use crate::jaeger::{Jaeger, jaeger_or_skip};
 use crate::support::demo::record_demo;
-use crate::support::{Finished, T0, json_line, run, scratch};
+use crate::support::{Finished, T0, check_json, json_line, run, scratch};
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -105,13 +105,7 @@ fn check_jaeger_judges_the_demo_spans_as_check_input_judges_their_recording() {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         jaeger.send(line);
     }
-    let from_file = run(&[
-        "check",
-        "--input",
-        recording.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let from_file = check_json(&recording);
     let file = from_file.json();
     let traces = file["summary"]["traces"].as_u64().unwrap();
     assert!(traces >= 10, "{}", from_file.stdout);
@@ -360,11 +354,7 @@ fn trace_ids_are_read_whole_and_one_jaeger_lacks_is_an_error() {
 /// `app` served on a loopback port by a runtime of its own (its thread serves while the test
 /// waits on a command): the address, and the runtime that ends it when dropped.
 fn serve_app(app: axum::Router) -> (SocketAddr, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::threaded_runtime(1);
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();

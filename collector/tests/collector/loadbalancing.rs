@@ -6,7 +6,6 @@
 //! Two `budget-top check` instances each get whole traces and report exactly theirs.
 
 use std::io::Write as _;
-use std::process::Command;
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -14,9 +13,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 use prost::Message as _;
-use serde_json::Value as Json;
 
-use crate::support::{Finished, json_line, listen, reset_chain, run, scratch, string};
+use crate::support::{
+    Finished, check_json, json_line, listen, merge_reports, reset_chain, scratch, string,
+};
 
 /// Splits each trace's chain the way the loadbalancing exporter does: one ResourceSpans per
 /// (trace, service), its spans spread over two scopes (server and client instrumentation).
@@ -132,38 +132,12 @@ fn batches_routed_by_trace_id_over_gzip_grpc_and_gzip_http_reach_their_own_insta
 /// written for all their traces (findings in any order).
 fn merged_shards_equal_one_unsharded_check(shards: &[Finished]) {
     let dir = scratch("loadbalancing_merge");
-    let mut args = vec![
-        "merge".to_string(),
-        "--format".to_string(),
-        "json".to_string(),
-    ];
-    for (i, shard) in shards.iter().enumerate() {
-        let path = dir.join(format!("shard-{i}.json"));
-        std::fs::write(&path, &shard.stdout).unwrap();
-        args.push(path.display().to_string());
-    }
-    let out = Command::new(crate::support::bin())
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.code() == Some(0) || out.status.code() == Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut merged: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let mut merged = merge_reports(&dir, shards);
 
     let all = dir.join("all.jsonl");
     let lines: Vec<String> = (1..=4).map(|t| json_line(&reset_chain(t))).collect();
     std::fs::write(&all, lines.join("\n")).unwrap();
-    let mut whole = run(&[
-        "check",
-        "--input",
-        all.to_str().unwrap(),
-        "--format",
-        "json",
-    ])
-    .json();
+    let mut whole = check_json(&all).json();
     for report in [&mut merged, &mut whole] {
         report["findings"]
             .as_array_mut()

@@ -76,11 +76,7 @@ pub fn node_modules() -> PathBuf {
 
 fn export_and_check(modules: &Path, transport: &str) {
     let check = listen(&["check", "--idle", "2s", "--format", "json"]);
-    let addr = if transport == "grpc" {
-        check.grpc
-    } else {
-        check.http
-    };
+    let addr = check.receiver(transport);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/chain.js");
     let out = Command::new("node")
         .arg(&script)

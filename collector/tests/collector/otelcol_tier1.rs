@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 use crate::go_grpc::gochain_or_skip;
-use crate::support::{Finished, assert_success, listen, output_within, scratch};
+use crate::support::{Finished, assert_success, listen, merge_reports, output_within, scratch};
 
 /// Chains per run of the Go chain: three per round (two fast, one slow).
 const ROUNDS: usize = 8;
@@ -251,26 +251,6 @@ fn collector_tier1_routes_each_chain_whole_to_one_budget_top_and_the_shards_merg
         "{chains} random trace IDs all on one shard: {home:?}"
     );
 
-    let dir = scratch("otelcol_tier1_merge");
-    let mut args = vec![
-        "merge".to_string(),
-        "--format".to_string(),
-        "json".to_string(),
-    ];
-    for (i, shard) in shards.iter().enumerate() {
-        let path = dir.join(format!("shard-{i}.json"));
-        std::fs::write(&path, &shard.stdout).unwrap();
-        args.push(path.display().to_string());
-    }
-    let out = output_within(
-        Command::new(crate::support::bin()).args(&args),
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.code() == Some(0) || out.status.code() == Some(1),
-        "budget-top merge: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let merged: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let merged = merge_reports(&scratch("otelcol_tier1_merge"), &shards);
     assert_eq!(comparable(merged), comparable(whole_report));
 }

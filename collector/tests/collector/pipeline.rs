@@ -101,6 +101,37 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
+/// What the budget-top of these tests runs with, in `dir`: the [`certificates`] and a token.
+struct Secrets {
+    /// The CA that issued the certificate, for the clients to trust.
+    ca: PathBuf,
+    token: PathBuf,
+    /// `--tls-cert`, `--tls-key` and `--bearer-token-file`, each with its file.
+    flags: [String; 6],
+}
+
+fn secrets(dir: &Path) -> Secrets {
+    let (ca, cert, key) = certificates(dir);
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret-Token_42\n").unwrap();
+    let file = |path: &Path| path.display().to_string();
+    let flags = [
+        "--tls-cert".into(),
+        file(&cert),
+        "--tls-key".into(),
+        file(&key),
+        "--bearer-token-file".into(),
+        file(&token),
+    ];
+    Secrets { ca, token, flags }
+}
+
+impl Secrets {
+    fn flags(&self) -> Vec<&str> {
+        self.flags.iter().map(String::as_str).collect()
+    }
+}
+
 #[test]
 fn the_shipped_prometheus_config_and_rules_pass_promtool_check() {
     let Some(_) = promtool() else { return };
@@ -233,32 +264,14 @@ fn the_collector_sends_every_span_to_the_backend_and_to_budget_top_over_tls_with
     }
     let otelcol = otelcol();
     let dir = scratch("pipeline_collector");
-    let (ca_file, cert, key) = certificates(&dir);
-    let token = dir.join("token");
-    std::fs::write(&token, "s3cret-Token_42\n").unwrap();
+    let secrets = secrets(&dir);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&secrets.token, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let (cert, key, token_path) = (
-        cert.display().to_string(),
-        key.display().to_string(),
-        token.display().to_string(),
-    );
-    let budget_top = listen(&[
-        "check",
-        "--for",
-        "300s",
-        "--format",
-        "json",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "--bearer-token-file",
-        &token_path,
-    ]);
+    let check = ["check", "--for", "300s", "--format", "json"];
+    let budget_top = listen(&[&check[..], &secrets.flags()].concat());
     let backend = listen(&["check", "--for", "300s", "--format", "json"]);
     let no_token = dir.join("no-token.yaml");
     std::fs::write(&no_token, NO_TOKEN).unwrap();
@@ -271,7 +284,7 @@ fn the_collector_sends_every_span_to_the_backend_and_to_budget_top_over_tls_with
             ("OTELCOL_OTLP_HTTP", free_port().to_string()),
             ("TRACES_BACKEND", backend.grpc.to_string()),
             ("BUDGET_TOP_OTLP", budget_top.grpc.to_string()),
-            ("BUDGET_TOP_CA_FILE", ca_file.display().to_string()),
+            ("BUDGET_TOP_CA_FILE", secrets.ca.display().to_string()),
             ("BUDGET_TOP_TOKEN", "s3cret-Token_42".to_string()),
         ],
     );
@@ -359,26 +372,12 @@ fn prometheus_reaches_budget_top_over_tls_with_the_shipped_token_file() {
     // /etc/prometheus as docs/serve.md lays it out, the shipped files unchanged but for the
     // target's address.
     let dir = scratch("pipeline_prometheus");
-    let secrets = dir.join("budget-top");
-    std::fs::create_dir_all(&secrets).unwrap();
-    let (_, cert, key) = certificates(&secrets);
-    let token = secrets.join("token");
-    std::fs::write(&token, "s3cret-Token_42\n").unwrap();
-    let (cert, key, token_path) = (
-        cert.display().to_string(),
-        key.display().to_string(),
-        token.display().to_string(),
-    );
+    let secret_dir = dir.join("budget-top");
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    let secrets = secrets(&secret_dir);
     // `serve` with the TLS and token the shipped configuration expects (CONVENTIONS §7: one TLS
     // configuration and one token for the receivers and the API).
-    let budget_top = serve(&[
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "--bearer-token-file",
-        &token_path,
-    ]);
+    let budget_top = serve(&secrets.flags());
     let shipped = std::fs::read_to_string(deploy("prometheus.yml")).unwrap();
     let target = r#"- targets: ["budget-top:9464"]"#;
     assert!(shipped.contains(target), "{shipped}");
@@ -459,9 +458,7 @@ fn the_forwarding_pipeline_sends_everything_to_budget_top_and_only_the_broken_ch
     };
     let otelcol = otelcol();
     let dir = scratch("pipeline_forward");
-    let (ca_file, cert, key) = certificates(&dir);
-    let token = dir.join("token");
-    std::fs::write(&token, "s3cret-Token_42\n").unwrap();
+    let secrets = secrets(&dir);
     let report = dir.join("report.json");
     let jaeger = crate::jaeger::Jaeger::start(&jaeger_bin);
     let serving = crate::forward::forward_to(
@@ -469,15 +466,10 @@ fn the_forwarding_pipeline_sends_everything_to_budget_top_and_only_the_broken_ch
         "300ms",
         "0",
         &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--bearer-token-file",
-            token.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ],
+            &secrets.flags()[..],
+            &["--report", report.to_str().unwrap()],
+        ]
+        .concat(),
     );
     let receiver = free_port();
     let collector = Collector::start(
@@ -487,7 +479,7 @@ fn the_forwarding_pipeline_sends_everything_to_budget_top_and_only_the_broken_ch
             ("OTELCOL_OTLP_GRPC", receiver.to_string()),
             ("OTELCOL_OTLP_HTTP", free_port().to_string()),
             ("BUDGET_TOP_OTLP", serving.grpc.to_string()),
-            ("BUDGET_TOP_CA_FILE", ca_file.display().to_string()),
+            ("BUDGET_TOP_CA_FILE", secrets.ca.display().to_string()),
             ("BUDGET_TOP_TOKEN", "s3cret-Token_42".to_string()),
         ],
     );

@@ -11,11 +11,7 @@ use crate::support::{assert_guide_chain_classified, listen};
 
 fn export_and_check(python: &Path, transport: &str) {
     let check = listen(&["check", "--idle", "2s", "--format", "json"]);
-    let addr = if transport == "grpc" {
-        check.grpc
-    } else {
-        check.http
-    };
+    let addr = check.receiver(transport);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python");
     let out = Command::new(python)
         .arg(dir.join("chain.py"))

@@ -87,11 +87,7 @@ pub fn venv(python: &Path) -> PathBuf {
 
 fn export_and_check(python: &Path, transport: &str) {
     let check = listen(&["check", "--idle", "2s", "--format", "json"]);
-    let addr = if transport == "grpc" {
-        check.grpc
-    } else {
-        check.http
-    };
+    let addr = check.receiver(transport);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/export_chains.py");
     let out = Command::new(python)
         .arg(&script)
@@ -166,11 +162,7 @@ fn python_sdk_exporting_every_signal_to_one_endpoint_logs_no_error() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/export_signals.py");
     for transport in ["grpc", "http"] {
         let check = listen(&["check", "--idle", "2s", "--format", "json"]);
-        let addr = if transport == "grpc" {
-            check.grpc
-        } else {
-            check.http
-        };
+        let addr = check.receiver(transport);
         let out = Command::new(&python)
             .arg(&script)
             .arg(transport)

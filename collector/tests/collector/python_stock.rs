@@ -152,13 +152,9 @@ fn run(python: &Path, variant: &str, budget_ms: u64, patience_ms: u64) -> StockR
         "{}",
         run.dump()
     );
-    // No chain is in flight once everything arrived, and the outcomes agree with what the user
-    // saw. On a loaded machine an answer can reach the client after its own timeout, so the
-    // client's counts only move towards "gave up": every 200, 503 and 504 it got is an ok, shed
-    // and deadline_exceeded chain. A chain reads ok only when the edge answered 200 in time.
-    assert_eq!(run.outcome("in_flight"), 0, "{}", run.dump());
-    assert_eq!(run.outcome("error"), 0, "{}", run.dump());
-    assert!(run.client("200") <= run.outcome("ok"), "{}", run.dump());
+    // The outcomes agree with what the user saw. A chain reads ok only when the edge answered
+    // 200 in time.
+    run.assert_outcomes_match_the_client();
     // Every 200 the edge sent is an answer: in time (ok) or after the budget ran out (late).
     assert_eq!(
         run.outcome("ok") + run.outcome("late"),
@@ -171,12 +167,6 @@ fn run(python: &Path, variant: &str, budget_ms: u64, patience_ms: u64) -> StockR
     assert_eq!(run.count("orphaned_work", "edge"), 0, "{}", run.dump());
     assert!(
         run.count("late_answer", "edge") >= run.outcome("late"),
-        "{}",
-        run.dump()
-    );
-    assert!(run.client("503") <= run.outcome("shed"), "{}", run.dump());
-    assert!(
-        run.client("504") <= run.outcome("deadline_exceeded"),
         "{}",
         run.dump()
     );
@@ -244,18 +234,7 @@ fn python_services_that_never_heard_of_budget_top_are_judged_by_what_they_did() 
     assert_eq!(fixed.wasted(), 0, "{}", fixed.dump());
 
     let propagated = run(&python, "propagated", 1000, 1000);
-    assert_eq!(
-        propagated.count("budget_dropped", "edge"),
-        0,
-        "{}",
-        propagated.dump()
-    );
-    assert_eq!(
-        propagated.count("timeout_inverted", "edge"),
-        0,
-        "{}",
-        propagated.dump()
-    );
+    propagated.assert_budget_passed_on("edge");
     assert_eq!(
         propagated.coverage("hops_with_budget"),
         2 * REQUESTS,

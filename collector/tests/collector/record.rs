@@ -4,24 +4,15 @@ use std::time::Duration;
 
 use prost::Message as _;
 
-use crate::support::{listen, reset_chain, run, scratch};
+use crate::support::{check_json, listen, reset_chain, scratch};
 
 #[test]
 fn record_then_check_the_recording() {
     let dir = scratch("record_then_check");
     let path = dir.join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = crate::support::runtime();
-    runtime.block_on(async {
-        let http = reqwest::Client::new();
-        let response = http
-            .post(format!("http://{}/v1/traces", recorder.http))
-            .header("content-type", "application/x-protobuf")
-            .body(reset_chain(1).encode_to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
+    recorder.post("application/x-protobuf", reset_chain(1).encode_to_vec());
+    crate::support::runtime().block_on(async {
         let mut grpc = opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient::connect(
             format!("http://{}", recorder.grpc),
         )
@@ -45,13 +36,7 @@ fn record_then_check_the_recording() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 2, "one OTLP/JSON line per request");
 
-    let out = run(&[
-        "check",
-        "--input",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = check_json(&path);
     assert_eq!(out.code, Some(1));
     let report = out.json();
     assert_eq!(report["summary"]["traces"], 2);
@@ -64,17 +49,10 @@ fn ctrl_c_flushes_the_recording_too() {
     let dir = scratch("record_ctrl_c");
     let path = dir.join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = crate::support::runtime();
-    runtime.block_on(async {
-        let response = reqwest::Client::new()
-            .post(format!("http://{}/v1/traces", recorder.http))
-            .header("content-type", "application/json")
-            .body(crate::support::json_line(&reset_chain(3)))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-    });
+    recorder.post(
+        "application/json",
+        crate::support::json_line(&reset_chain(3)),
+    );
     let finished = recorder.signal("-INT", Duration::from_secs(30));
     assert_eq!(finished.code, Some(0), "{finished:?}");
     let text = std::fs::read_to_string(&path).unwrap();

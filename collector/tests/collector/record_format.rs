@@ -39,20 +39,10 @@ fn a_recording_is_in_the_collector_file_exporters_spelling() {
     let dir = scratch("record_format");
     let path = dir.join("rec.jsonl");
     let recorder = listen(&["record", "--output", path.to_str().unwrap()]);
-    let runtime = crate::support::runtime();
     // Sent as protobuf, so the JSON on disk is budget-top's own writing, not an echo.
     let [first, _] = file_exporter_lines();
     let request: ExportTraceServiceRequest = serde_json::from_str(&first).unwrap();
-    runtime.block_on(async {
-        let response = reqwest::Client::new()
-            .post(format!("http://{}/v1/traces", recorder.http))
-            .header("content-type", "application/x-protobuf")
-            .body(request.encode_to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-    });
+    recorder.post("application/x-protobuf", request.encode_to_vec());
     let finished = recorder.terminate(Duration::from_secs(30));
     assert_eq!(finished.code, Some(0), "{finished:?}");
     let text = std::fs::read_to_string(&path).unwrap();

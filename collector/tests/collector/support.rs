@@ -21,6 +21,9 @@ pub mod receivers;
 
 pub use otlp::*;
 
+/// The flags that put both receivers on port 0 of 127.0.0.1.
+pub const RECEIVERS_ON_PORT_0: [&str; 4] = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
+
 /// The binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_budget-top")
@@ -79,23 +82,37 @@ pub fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
-/// Starts `budget-top ARGS --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for the
-/// "listening: grpc A, http B" line.
+/// Spawns `command` (stdin closed, stderr piped) and waits for its first line on stderr (`what`
+/// says what is wrong without it).
 #[track_caller]
-pub fn listen(args: &[&str]) -> Listening {
-    let mut child = Command::new(bin())
-        .args(args)
-        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .env("NO_COLOR", "1")
+fn spawn_until_first_line(
+    command: &mut Command,
+    what: &str,
+) -> (Child, mpsc::Receiver<String>, String) {
+    let mut child = command
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let rx = stderr_lines(&mut child);
     let line = rx
         .recv_timeout(Duration::from_secs(60))
-        .expect("budget-top did not print its listening line");
+        .unwrap_or_else(|_| panic!("{what}"));
+    (child, rx, line)
+}
+
+/// Starts `budget-top ARGS --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for the
+/// "listening: grpc A, http B" line.
+#[track_caller]
+pub fn listen(args: &[&str]) -> Listening {
+    let (child, rx, line) = spawn_until_first_line(
+        Command::new(bin())
+            .args(args)
+            .args(RECEIVERS_ON_PORT_0)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped()),
+        "budget-top did not print its listening line",
+    );
     let rest = line
         .strip_prefix("listening: ")
         .unwrap_or_else(|| panic!("unexpected first stderr line: {line}"));
@@ -118,6 +135,15 @@ pub fn listen(args: &[&str]) -> Listening {
 }
 
 impl Listening {
+    /// The receiver an exporter of `transport` sends to: `grpc`, else OTLP/HTTP.
+    pub fn receiver(&self, transport: &str) -> SocketAddr {
+        if transport == "grpc" {
+            self.grpc
+        } else {
+            self.http
+        }
+    }
+
     /// Waits for the process to exit by itself (e.g. `--idle`), killing it after `limit`.
     #[track_caller]
     pub fn wait(mut self, limit: Duration) -> Finished {
@@ -163,6 +189,18 @@ impl Listening {
         self.signal("-TERM", limit)
     }
 
+    /// Posts `body` to its OTLP/HTTP receiver as `content_type`, and checks it was accepted.
+    #[track_caller]
+    pub fn post(&self, content_type: &str, body: impl Into<reqwest::Body>) {
+        let (url, body) = (format!("http://{}/v1/traces", self.http), body.into());
+        let status = runtime().block_on(async {
+            let request = reqwest::Client::new().post(url).body(body);
+            let sent = request.header("content-type", content_type).send().await;
+            sent.unwrap().status()
+        });
+        assert_eq!(status, 200);
+    }
+
     /// Sends a signal (`-TERM`, `-INT`), then waits.
     #[track_caller]
     pub fn signal(self, signal: &str, limit: Duration) -> Finished {
@@ -184,20 +222,15 @@ pub struct Serving {
 /// start-up line (`serving: receivers grpc A, http B (...); API http(s)://C (...)`).
 #[track_caller]
 pub fn serve(args: &[&str]) -> Serving {
-    let mut child = Command::new(bin())
-        .arg("serve")
-        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(["--api", "127.0.0.1:0"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("serve printed no start-up line");
+    let (child, rx, line) = spawn_until_first_line(
+        Command::new(bin())
+            .arg("serve")
+            .args(RECEIVERS_ON_PORT_0)
+            .args(["--api", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null()),
+        "serve printed no start-up line",
+    );
     let receivers = line
         .strip_prefix("serving: receivers ")
         .unwrap_or_else(|| panic!("unexpected first line: {line}"));
@@ -322,6 +355,44 @@ pub fn run(args: &[&str]) -> Finished {
     }
 }
 
+/// `budget-top merge --format json` of the JSON reports the `shards` printed (each written to a
+/// file in `dir` first): the merged report. A gate that fails (exit 1) still merges.
+#[track_caller]
+pub fn merge_reports(dir: &Path, shards: &[Finished]) -> Json {
+    let mut args = vec!["merge".to_string(), "--format".into(), "json".into()];
+    for (i, shard) in shards.iter().enumerate() {
+        let path = dir.join(format!("shard-{i}.json"));
+        std::fs::write(&path, &shard.stdout).unwrap();
+        args.push(path.display().to_string());
+    }
+    let out = output_within(Command::new(bin()).args(&args), Duration::from_secs(60));
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "budget-top merge: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `budget-top check --input INPUT --html PAGE`, and `more` flags, run to completion.
+#[track_caller]
+pub fn check_html(input: &Path, page: &Path, more: &[&str]) -> Finished {
+    let (input, page) = (input.to_str().unwrap(), page.to_str().unwrap());
+    run(&[&["check", "--input", input, "--html", page][..], more].concat())
+}
+
+/// `budget-top check --input PATH --format json`, run to completion.
+#[track_caller]
+pub fn check_json(path: &Path) -> Finished {
+    run(&[
+        "check",
+        "--input",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+}
+
 /// `budget-top serve ARGS`, on port 0 everywhere, refuses to start: exit 2, and `sentence` on
 /// stderr.
 #[track_caller]
@@ -331,8 +402,7 @@ pub fn assert_serve_refuses(args: &[&str], sentence: &str) {
     } else {
         &["--api", "127.0.0.1:0"]
     };
-    let ports = ["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
-    let out = run(&[&ports[..], api, args].concat());
+    let out = run(&[&["serve"][..], &RECEIVERS_ON_PORT_0, api, args].concat());
     assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
     assert!(
         out.stderr.contains(sentence),
@@ -384,6 +454,17 @@ pub fn assert_nothing_beyond_noise(report: &Json, finished: &Finished) {
 pub fn findings_beyond_noise(report: &Json) -> Vec<Json> {
     let findings = report["findings"].as_array().unwrap();
     findings.iter().filter(|f| !is_noise(f)).cloned().collect()
+}
+
+/// The first finding of `kind` in a JSON report.
+#[track_caller]
+pub fn first_finding<'a>(report: &'a Json, kind: &str) -> &'a Json {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}: {report:#}"))
 }
 
 /// The (kind, service, span_name) of every finding in a JSON report, sorted.
@@ -451,10 +532,7 @@ pub fn assert_guide_chain_classified(
     assert_eq!(report["summary"]["traces"], 5, "{report:#}");
     assert_eq!(report["summary"]["spans"], 16, "{report:#}");
     let findings = report["findings"].as_array().unwrap();
-    let reset = findings
-        .iter()
-        .find(|f| f["kind"] == "budget_reset")
-        .unwrap();
+    let reset = first_finding(&report, "budget_reset");
     assert_eq!(reset["forwarded_ms"], 3000, "{reset}");
     let remaining = reset["remaining_ms"].as_i64().unwrap();
     assert!((1..=1000).contains(&remaining), "{reset}");
@@ -677,6 +755,31 @@ impl StockRun {
         &self.report["summary"]["coverage"][what]
     }
 
+    /// No chain is in flight or in error once everything arrived, and the outcomes agree with
+    /// what the user saw: on a loaded machine an answer can reach the client after its own
+    /// timeout, so the client's counts only move towards "gave up", and every 200, 503 and 504
+    /// it got is an ok, shed and deadline_exceeded chain.
+    #[track_caller]
+    pub fn assert_outcomes_match_the_client(&self) {
+        assert_eq!(self.outcome("in_flight"), 0, "{}", self.dump());
+        assert_eq!(self.outcome("error"), 0, "{}", self.dump());
+        for (status, outcome) in [("200", "ok"), ("503", "shed"), ("504", "deadline_exceeded")] {
+            assert!(
+                self.client(status) <= self.outcome(outcome),
+                "{status}: {}",
+                self.dump()
+            );
+        }
+    }
+
+    /// `service` passed the budget on: no `budget_dropped`, no `timeout_inverted` there.
+    #[track_caller]
+    pub fn assert_budget_passed_on(&self, service: &str) {
+        for kind in ["budget_dropped", "timeout_inverted"] {
+            assert_eq!(self.count(kind, service), 0, "{kind}: {}", self.dump());
+        }
+    }
+
     /// The report's edge -> worker.
     pub fn edge_figures(&self) -> &Json {
         self.report["edges"]
@@ -701,6 +804,29 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A multi-threaded tokio runtime of `workers` threads (a server that runs while the test
+/// blocks, an exporter that wants worker threads).
+pub fn threaded_runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A batch of `spans` and their `attributes`, as ingest gives the store.
+pub fn batch(
+    spans: Vec<deadline_budget::analysis::Span>,
+    attributes: Vec<budget_top::batch::RawAttributes>,
+) -> budget_top::batch::Batch {
+    budget_top::batch::Batch {
+        spans,
+        attributes,
+        raw: None,
+        received: None,
+    }
 }
 
 /// Sends `signal` (`-TERM`, `-INT`) to `child`, asserting it was delivered.

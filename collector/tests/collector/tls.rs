@@ -16,7 +16,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::support::{listen, reset_chain, run, scratch};
+use crate::support::{RECEIVERS_ON_PORT_0, listen, reset_chain, run, scratch};
 
 /// A CA and what it signed, written as PEM files.
 struct Pki {
@@ -362,19 +362,9 @@ async fn bad_tls_files_are_refused_at_start_naming_them() {
         assert!(error.contains(says), "{files:?}: {error}");
     }
     // The command line: exit 2 and the sentence.
-    let out = run(&[
-        "check",
-        "--grpc",
-        "127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--for",
-        "1s",
-        "--tls-cert",
-        &expired.to_string_lossy(),
-        "--tls-key",
-        &expired_key.to_string_lossy(),
-    ]);
+    let (cert, key) = (expired.to_string_lossy(), expired_key.to_string_lossy());
+    let tls = ["--for", "1s", "--tls-cert", &cert, "--tls-key", &key];
+    let out = run(&[&["check"][..], &RECEIVERS_ON_PORT_0, &tls].concat());
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("expired on 2021-01-01"), "{out:?}");
     // --tls-key is needed with --tls-cert.

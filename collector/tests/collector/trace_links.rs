@@ -10,7 +10,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::Value as Json;
 
 use crate::serve::{chain, get, post, prometheus, report_of, start_prometheus};
-use crate::support::{T0, json_line, run, runtime, scratch, serve};
+use crate::support::{T0, check_html, check_json, json_line, run, runtime, scratch, serve};
 
 const TEMPLATE: &str = "https://grafana.example/explore?trace={trace_id}&orgId=1";
 
@@ -108,15 +108,7 @@ fn the_page_links_each_chain_heading_and_finding_row_to_its_trace() {
     let lines: Vec<String> = (0..2).map(|n| json_line(&orphan_chain(n))).collect();
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
     let page = dir.join("report.html");
-    let out = run(&[
-        "check",
-        "--input",
-        input.to_str().unwrap(),
-        "--html",
-        page.to_str().unwrap(),
-        "--trace-url",
-        TEMPLATE,
-    ]);
+    let out = check_html(&input, &page, &["--trace-url", TEMPLATE]);
     assert_eq!(out.code, Some(1), "{out:?}");
     let dom = crate::html_report::render(&chromium, &dir, &page, &dir.join("report.png"));
     let anchors: Vec<&str> = dom
@@ -124,14 +116,7 @@ fn the_page_links_each_chain_heading_and_finding_row_to_its_trace() {
         .skip(1)
         .map(|rest| rest.split('"').next().unwrap())
         .collect();
-    let report = run(&[
-        "check",
-        "--input",
-        input.to_str().unwrap(),
-        "--format",
-        "json",
-    ])
-    .json();
+    let report = check_json(&input).json();
     let traces: BTreeSet<String> = report["findings"]
         .as_array()
         .unwrap()
@@ -316,13 +301,7 @@ fn prometheus_keeps_serves_exemplars_and_each_is_a_chain_of_that_series() {
     }
     let again = dir.join("chains.jsonl");
     std::fs::write(&again, &chains_lines.body).unwrap();
-    let check = run(&[
-        "check",
-        "--input",
-        again.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let check = check_json(&again);
     assert_eq!(check.code, Some(1), "{check:?}");
     assert_eq!(check.json()["summary"]["traces"], 8);
     // The report serve writes links too.

@@ -125,11 +125,7 @@ fn fake_backend(
     answer: impl Fn(u64) -> (u16, Option<&'static str>) + Send + Sync + 'static,
 ) -> (SocketAddr, Arc<AtomicU64>, tokio::runtime::Runtime) {
     // Its own worker: the server runs while the test blocks on other runtimes.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::threaded_runtime(1);
     let requests = Arc::new(AtomicU64::new(0));
     let counted = requests.clone();
     let answer = Arc::new(answer);
