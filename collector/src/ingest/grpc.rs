@@ -29,10 +29,10 @@ use tonic::codec::{
     Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
 };
 use tonic::{Code, Request, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt as _};
 
+use super::error::IngestError;
 use super::limit::ConnectionTag;
-use super::{Admission, RETRY_AFTER, Shared};
+use super::{Admission, Shared};
 
 /// The gRPC service name of OTLP trace export.
 const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -88,7 +88,7 @@ where
             shared,
             self.max_body,
             request,
-            (EXPORT, "only TraceService/Export is served"),
+            (EXPORT, "TraceService/Export"),
             BytesCodec,
             export,
             ran,
@@ -97,10 +97,10 @@ where
 }
 
 /// One unary `Export` through the admission gate, for every signal: a path other than
-/// `served.0` is UNIMPLEMENTED (rejected); past the gate the request is throttled before its
-/// message is read; the message is read with its bytes counted against `--max-inflight-bytes`
-/// (cut off there: throttled) and handed to `method` (which sets `ran`); a message tonic refused
-/// while reading it is rejected (see [`refused_unread`]).
+/// `served.0` (the method `served.1`) is UNIMPLEMENTED (rejected); past the gate the request is
+/// throttled before its message is read; the message is read with its bytes counted against
+/// `--max-inflight-bytes` (cut off there: throttled) and handed to `method` (which sets `ran`);
+/// a message tonic refused while reading it is rejected (see [`refused_unread`]).
 fn serve_export<B, C, M>(
     shared: Arc<Shared>,
     max_body: usize,
@@ -117,20 +117,19 @@ where
     M: tonic::server::UnaryService<C::Decode, Response = C::Encode> + Send + 'static,
     M::Future: Send,
 {
-    let (path, unimplemented) = served;
+    let (path, served) = served;
     // `--bearer-token-file`: checked before anything else, the message never read; never
     // retried (UNAUTHENTICATED is not a retryable code in OTLP).
     if !shared.authenticated(request.headers()) {
-        return Box::pin(async {
-            Ok(Status::unauthenticated(
-                "missing or wrong bearer token: send the metadata authorization: Bearer <the token in budget-top's --bearer-token-file>",
-            )
-            .into_http())
-        });
+        let error = IngestError::Unauthenticated {
+            send: "the metadata authorization",
+        };
+        let answer = refuse(&shared, error).into_http();
+        return Box::pin(async { Ok(answer) });
     }
     if request.uri().path() != path {
-        shared.reject_request();
-        return Box::pin(async move { Ok(Status::unimplemented(unimplemented).into_http()) });
+        let answer = refuse(&shared, IngestError::NoMethod { served }).into_http();
+        return Box::pin(async move { Ok(answer) });
     }
     let busy = request
         .extensions()
@@ -140,7 +139,7 @@ where
         // Waited for a moment, then refused before the message is read: the cheap answer to
         // load past capacity. The permit is held while the message is read and handled.
         let Some(_permit) = shared.begin().await else {
-            return Ok(throttled().into_http());
+            return Ok(refuse(&shared, IngestError::Throttled).into_http());
         };
         let (parts, body) = request.into_parts();
         let (body, held) = shared.body_bytes.meter(body);
@@ -150,7 +149,7 @@ where
         if held.over() {
             // Cut off mid-body: budget-top holds as many request bytes as it may.
             shared.refuse_unread();
-            return Ok(throttled().into_http());
+            return Ok(refuse(&shared, IngestError::Throttled).into_http());
         }
         Ok(refused_unread(response, &ran, &shared, max_body))
     })
@@ -185,15 +184,15 @@ fn refused_unread(
     if status.code() == Code::Ok {
         return response;
     }
-    shared.reject_request();
-    let message = match status.code() {
-        Code::OutOfRange | Code::ResourceExhausted => format!(
-            "request message is over the limit of {max_body} bytes (--max-body), before or after decompression: {}",
-            status.message()
-        ),
-        _ => format!("could not read the request message: {}", status.message()),
+    let said = status.message().to_string();
+    let error = match status.code() {
+        Code::OutOfRange | Code::ResourceExhausted => IngestError::MessageTooLarge {
+            max: max_body,
+            said,
+        },
+        _ => IngestError::UnreadableMessage(said),
     };
-    Status::invalid_argument(message).into_http()
+    refuse(shared, error).into_http()
 }
 
 /// The `Export` method: the request's protobuf bytes in, the OTLP response out.
@@ -214,22 +213,18 @@ impl tonic::server::UnaryService<Bytes> for Export {
             Ok(Admission::Accepted { rejected, message }) => {
                 Ok(Response::new(response(rejected, message)))
             }
-            Ok(Admission::Throttled) => Err(throttled()),
-            Err(message) => {
-                self.shared.reject_request();
-                Err(Status::invalid_argument(message))
-            }
+            Ok(Admission::Throttled) => Err(refuse(&self.shared, IngestError::Throttled)),
+            Err(message) => Err(refuse(&self.shared, IngestError::Malformed(message))),
         })
     }
 }
 
-/// OTLP's throttling answer: retry after [`RETRY_AFTER`].
-fn throttled() -> Status {
-    Status::with_error_details(
-        Code::ResourceExhausted,
-        "budget-top is behind: retry later",
-        ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
-    )
+/// The answer to a refused request, counted as rejected when it can never succeed.
+fn refuse(shared: &Shared, error: IngestError) -> Status {
+    if error.is_rejected() {
+        shared.reject_request();
+    }
+    error.grpc_status()
 }
 
 /// Requests as bytes, responses encoded by prost.
@@ -348,7 +343,7 @@ where
             shared,
             self.max_body,
             request,
-            (S::EXPORT, "only Export is served"),
+            (S::EXPORT, "Export"),
             DiscardCodec::<S::Response>(PhantomData),
             drop_it,
             ran,
