@@ -24,6 +24,7 @@ use deadline_budget::semconv;
 use super::decoded::{Decoded, SpanParts};
 use super::facts::{Fact, FactsReader, ValueRef};
 use super::interner::Interner;
+use super::json::{SPAN_KINDS, STATUS_CODES};
 
 mod scan;
 use scan::{Id, Scan, Seen, Text, skip_plain};
@@ -322,17 +323,6 @@ fn span(
     out.push(parts.build(facts, service, interner));
     Some(())
 }
-
-const SPAN_KINDS: [&str; 6] = [
-    "SPAN_KIND_UNSPECIFIED",
-    "SPAN_KIND_INTERNAL",
-    "SPAN_KIND_SERVER",
-    "SPAN_KIND_CLIENT",
-    "SPAN_KIND_PRODUCER",
-    "SPAN_KIND_CONSUMER",
-];
-
-const STATUS_CODES: [&str; 3] = ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"];
 
 /// A span's event; whether it is an `exception` (the call failed).
 /// One event: an `exception` event says the span failed, and its type and message what of.
