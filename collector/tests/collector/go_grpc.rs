@@ -8,42 +8,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
 use crate::support::{
     Finished, assert_nothing_beyond_noise, assert_success, finding_names, findings_beyond_noise,
-    listen, output_within, tool_present,
+    go_program_or_skip, listen, output_within,
 };
 
 /// The chain's binary, built once per test run (`go build` is a no-op when nothing changed).
 pub fn gochain_or_skip(test: &str) -> Option<PathBuf> {
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
-    if !tool_present("go", "version") {
-        eprintln!("\n*** SKIPPED {test}: Go is not installed ***\n");
-        return None;
-    }
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(bin) = built.as_ref() {
-        return Some(bin.clone());
-    }
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-chain/gochain");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
-    let out = output_within(
-        Command::new("go")
-            .args(["build", "-mod=readonly", "-trimpath", "-o"])
-            .arg(&bin)
-            .arg(".")
-            .current_dir(&src),
-        Duration::from_secs(900),
-    );
-    assert_success("go build of tests/go", &out);
-    *built = Some(bin.clone());
-    Some(bin)
+    go_program_or_skip(test, "tests/go", ".", "go-chain/gochain")
 }
 
 /// Runs the chain's `variant` against a fresh `check`; returns what the user saw and the report.

@@ -674,6 +674,58 @@ pub fn tool_present(tool: &str, version_flag: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// What the tests build of other stacks (a Go binary, a Java classpath), each once per test run
+/// and shared by the tests that need it, by name. A test waits while another builds it.
+pub struct Builds<T>(std::sync::Mutex<Vec<(String, T)>>);
+
+impl<T: Clone> Builds<T> {
+    pub const fn new() -> Self {
+        Builds(std::sync::Mutex::new(Vec::new()))
+    }
+
+    /// What `build` made of `name`, built the first time it is asked for.
+    pub fn once(&self, name: &str, build: impl FnOnce() -> T) -> T {
+        let mut built = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, done)) = built.iter().find(|(n, _)| n == name) {
+            return done.clone();
+        }
+        let done = build();
+        built.push((name.to_owned(), done.clone()));
+        done
+    }
+}
+
+/// The program of package `package` of the Go module in `module` (its modules from the Go
+/// proxy into Go's own cache), built once per test run as `bin` under the target dir; `None`
+/// (and a loud line) when there is no `go`. A failed download or build fails the test.
+pub fn go_program_or_skip(test: &str, module: &str, package: &str, bin: &str) -> Option<PathBuf> {
+    static BUILT: Builds<PathBuf> = Builds::new();
+    if !tool_present("go", "version") {
+        eprintln!("\n*** SKIPPED {test}: Go is not installed ***\n");
+        return None;
+    }
+    let what = match package {
+        "." => module.to_owned(),
+        package => format!("{module}/{}", package.trim_start_matches("./")),
+    };
+    Some(BUILT.once(&what, || {
+        let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join(bin);
+        let out = output_within(
+            Command::new("go")
+                .args(["build", "-mod=readonly", "-trimpath", "-o"])
+                .arg(&bin)
+                .arg(package)
+                .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(module)),
+            Duration::from_secs(900),
+        );
+        assert_success(&format!("go build of {what}"), &out);
+        bin
+    }))
+}
+
 /// Held by the tests that time a burst of real requests against services of another stack
 /// (`node_stock`, `python_stock`): on 2 cores, two bursts at once starve each other's timers
 /// (an event loop or a GIL 200 ms late), and each test's timing is its subject.
