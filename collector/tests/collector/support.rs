@@ -664,6 +664,21 @@ pub fn assert_success(what: &str, out: &std::process::Output) {
     );
 }
 
+/// The report's `orphaned_work` finding: its dead work (a few ms of its own, and all that is
+/// below it) is all of the report's waste, as on a chain where one slow callee worked on.
+#[track_caller]
+pub fn orphan_with_all_the_waste(report: &Json) -> &Json {
+    let wasted = report["summary"]["wasted_ms"].as_i64();
+    let orphan = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "orphaned_work")
+        .unwrap_or_else(|| panic!("no orphaned_work: {report:#}"));
+    assert_eq!(orphan["wasted_ms"].as_i64(), wasted, "{orphan}");
+    orphan
+}
+
 /// Whether `tool --version` (or `-version`) runs: a toolchain that is missing entirely.
 pub fn tool_present(tool: &str, version_flag: &str) -> bool {
     Command::new(tool)
