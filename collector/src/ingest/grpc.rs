@@ -53,19 +53,74 @@ const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 /// window").
 const STREAM_WINDOW: u32 = 256 * 1024;
 
-/// `TraceService` as a tower service (what tonic's generated server is, with our codec).
-#[derive(Clone, Debug)]
-struct TraceService {
+/// A signal's `Export` as the receiver serves it: its gRPC service, its method (the path, and
+/// the name the UNIMPLEMENTED answer gives), the codec its message is read with and the method
+/// run on it. Every signal's message is read through the same gate, up to `--max-body`.
+trait Signal: Send + Sync + 'static {
+    const NAME: &'static str;
+    const EXPORT: &'static str;
+    const METHOD: &'static str;
+    type Codec: Codec + Send + 'static;
+    type Method: tonic::server::UnaryService<
+            <Self::Codec as Codec>::Decode,
+            Response = <Self::Codec as Codec>::Encode,
+            Future: Send,
+        > + Send
+        + 'static;
+    fn codec() -> Self::Codec;
+    /// The method for one request; it sets `ran` when it runs (the message was read whole).
+    fn method(shared: Arc<Shared>, ran: Arc<AtomicBool>) -> Self::Method;
+}
+
+/// Traces: read in place and admitted.
+#[derive(Debug)]
+struct Traces;
+
+impl Signal for Traces {
+    const NAME: &'static str = SERVICE;
+    const EXPORT: &'static str = EXPORT;
+    const METHOD: &'static str = "TraceService/Export";
+    type Codec = BytesCodec;
+    type Method = Export;
+    fn codec() -> BytesCodec {
+        BytesCodec
+    }
+    fn method(shared: Arc<Shared>, ran: Arc<AtomicBool>) -> Export {
+        Export { shared, ran }
+    }
+}
+
+/// A signal's service as a tower service (what tonic's generated server is, with our codecs).
+#[derive(Debug)]
+struct Receiver<S> {
     shared: Arc<Shared>,
     max_body: usize,
+    signal: PhantomData<fn() -> S>,
 }
 
-impl tonic::server::NamedService for TraceService {
-    const NAME: &'static str = SERVICE;
+impl<S> Receiver<S> {
+    fn new(shared: Arc<Shared>, max_body: usize) -> Self {
+        Receiver {
+            shared,
+            max_body,
+            signal: PhantomData,
+        }
+    }
 }
 
-impl<B> tower::Service<http::Request<B>> for TraceService
+impl<S> Clone for Receiver<S> {
+    fn clone(&self) -> Self {
+        Receiver::new(self.shared.clone(), self.max_body)
+    }
+}
+
+impl<S: Signal> tonic::server::NamedService for Receiver<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Receiver<S>
 where
+    S: Signal,
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
@@ -80,17 +135,14 @@ where
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let shared = self.shared.clone();
         let ran = Arc::new(AtomicBool::new(false));
-        let export = Export {
-            shared: shared.clone(),
-            ran: ran.clone(),
-        };
+        let method = S::method(shared.clone(), ran.clone());
         serve_export(
             shared,
             self.max_body,
             request,
-            (EXPORT, "TraceService/Export"),
-            BytesCodec,
-            export,
+            (S::EXPORT, S::METHOD),
+            S::codec(),
+            method,
             ran,
         )
     }
@@ -294,60 +346,21 @@ impl IgnoredSignal for Logs {
     type Response = ExportLogsServiceResponse;
 }
 
-/// `MetricsService` or `LogsService`, as a tower service.
-#[derive(Debug)]
-struct Ignored<S> {
-    shared: Arc<Shared>,
-    max_body: usize,
-    signal: PhantomData<fn() -> S>,
-}
-
-impl<S> Clone for Ignored<S> {
-    fn clone(&self) -> Self {
-        Ignored {
-            shared: self.shared.clone(),
-            max_body: self.max_body,
+impl<S: IgnoredSignal> Signal for S {
+    const NAME: &'static str = <S as IgnoredSignal>::NAME;
+    const EXPORT: &'static str = <S as IgnoredSignal>::EXPORT;
+    const METHOD: &'static str = "Export";
+    type Codec = DiscardCodec<S::Response>;
+    type Method = DropExport<S>;
+    fn codec() -> Self::Codec {
+        DiscardCodec(PhantomData)
+    }
+    fn method(shared: Arc<Shared>, ran: Arc<AtomicBool>) -> DropExport<S> {
+        DropExport {
+            shared,
+            ran,
             signal: PhantomData,
         }
-    }
-}
-
-impl<S: IgnoredSignal> tonic::server::NamedService for Ignored<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-impl<S, B> tower::Service<http::Request<B>> for Ignored<S>
-where
-    S: IgnoredSignal,
-    B: tonic::codegen::Body + Send + 'static,
-    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        // The message is still read (up to --max-body): the same gate as for traces.
-        let shared = self.shared.clone();
-        let ran = Arc::new(AtomicBool::new(false));
-        let drop_it = DropExport::<S> {
-            shared: shared.clone(),
-            ran: ran.clone(),
-            signal: PhantomData,
-        };
-        serve_export(
-            shared,
-            self.max_body,
-            request,
-            (S::EXPORT, "Export"),
-            DiscardCodec::<S::Response>(PhantomData),
-            drop_it,
-            ran,
-        )
     }
 }
 
@@ -429,17 +442,9 @@ pub(super) fn spawn(
     timeout: std::time::Duration,
     token: CancellationToken,
 ) {
-    let metrics = Ignored::<Metrics> {
-        shared: shared.clone(),
-        max_body,
-        signal: PhantomData,
-    };
-    let logs = Ignored::<Logs> {
-        shared: shared.clone(),
-        max_body,
-        signal: PhantomData,
-    };
-    let service = TraceService { shared, max_body };
+    let metrics = Receiver::<Metrics>::new(shared.clone(), max_body);
+    let logs = Receiver::<Logs>::new(shared.clone(), max_body);
+    let service = Receiver::<Traces>::new(shared, max_body);
     tokio::spawn(async move {
         // Accept errors are retried inside the listener, so the stream never ends the server.
         let incoming = futures::stream::unfold(listener, |mut listener| async move {
