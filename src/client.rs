@@ -44,6 +44,7 @@ macro_rules! budget_client_span {
         )
     };
 }
+#[cfg(feature = "tonic")]
 pub(crate) use budget_client_span;
 
 /// A boxed error from the underlying transport.
