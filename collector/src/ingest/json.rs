@@ -755,5 +755,8 @@ fn any_value(v: AnyValue) -> common::AnyValue {
     common::AnyValue { value: v.0 }
 }
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod proto_form;
+
 #[cfg(test)]
 pub(super) mod tests;

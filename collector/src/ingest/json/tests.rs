@@ -1,3 +1,4 @@
+use super::proto_form::proto_form;
 use super::*;
 
 /// A span in canonical OTLP/JSON (camelCase names, enums as numbers, 64-bit integers as
@@ -108,49 +109,6 @@ fn the_last_value_field_wins_and_unknown_ones_are_skipped() {
         Some(Value::IntValue(8))
     );
     assert_eq!(attributes[1].key_strindex, 3);
-}
-
-/// The proto-name form of a request's JSON (snake_case names, enums by name, 64-bit integers
-/// as numbers), which receivers take too.
-pub(in crate::ingest) fn proto_form(value: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    let snake = |key: &str| {
-        let mut out = String::new();
-        for c in key.chars() {
-            if c.is_ascii_uppercase() {
-                out.push('_');
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    };
-    match value {
-        J::Object(map) => J::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        ("kind", J::Number(n)) if n.as_u64().is_some_and(|n| n < 6) => {
-                            J::String(SPAN_KINDS[n.as_u64().unwrap_or(0) as usize].into())
-                        }
-                        ("code", J::Number(n)) if n.as_u64().is_some_and(|n| n < 3) => {
-                            J::String(STATUS_CODES[n.as_u64().unwrap_or(0) as usize].into())
-                        }
-                        ("intValue" | "startTimeUnixNano" | "endTimeUnixNano", J::String(s)) => {
-                            s.parse::<i128>().map_or(v.clone(), |n| {
-                                serde_json::from_str(&n.to_string()).unwrap_or(v.clone())
-                            })
-                        }
-                        _ => proto_form(v),
-                    };
-                    (snake(k), v)
-                })
-                .collect(),
-        ),
-        J::Array(items) => J::Array(items.iter().map(proto_form).collect()),
-        other => other.clone(),
-    }
 }
 
 /// An attribute of `key` holding `value`.

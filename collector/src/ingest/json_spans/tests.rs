@@ -1,5 +1,6 @@
 use super::*;
-use crate::ingest::json::tests::{CANONICAL, PROTO_NAMES, proto_form};
+use crate::ingest::json::proto_form::proto_form;
+use crate::ingest::json::tests::{CANONICAL, PROTO_NAMES};
 use crate::ingest::{decode, json};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1 as common;
