@@ -8,6 +8,8 @@
 //!
 //! `cargo bench -p deadline-budget --features tonic --bench grpc_layer`
 
+mod support;
+
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::Duration;
@@ -88,21 +90,8 @@ fn bench(c: &mut Criterion) {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     groups(c, &runtime, "");
 
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
-    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("bench"))
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false),
-    );
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let spans = support::exporting();
+    let exporter = &spans.exporter;
     // The exporter keeps every span: clear it between samples so memory stays flat.
     let reset = exporter.clone();
     std::thread::spawn(move || {
@@ -116,9 +105,7 @@ fn bench(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = support::criterion();
     targets = bench
 }
 criterion_main!(benches);

@@ -6,6 +6,8 @@
 //! disabled), the case of a service that does not export traces; `with_otel` adds the cost of
 //! recording through tracing-opentelemetry.
 
+mod support;
+
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -86,21 +88,8 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     // The same with spans recorded and exported (to a no-op in-memory sink).
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
-    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("bench"))
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false),
-    );
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let spans = support::exporting();
+    let exporter = &spans.exporter;
     let mut group = c.benchmark_group("server_layer_with_otel");
     for (name, router) in [
         ("without_layer", plain()),
@@ -118,9 +107,7 @@ fn bench(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = support::criterion();
     targets = bench
 }
 criterion_main!(benches);

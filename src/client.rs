@@ -24,6 +24,29 @@ use crate::carrier;
 use crate::server::record;
 use crate::trace_context;
 
+/// The CLIENT span of one attempt named `$name`: the transport's own fields, then the CLIENT
+/// span keys of `CONVENTIONS.md` section 2, declared once for HTTP and gRPC calls.
+macro_rules! budget_client_span {
+    ($name:expr, $attempt:expr, $($transport:tt)*) => {
+        tracing::info_span!(
+            "budget.client",
+            otel.kind = "client",
+            otel.name = %$name,
+            otel.status_code = Empty,
+            $($transport)*
+            error.type = Empty,
+            budget.remaining_ms = Empty,
+            budget.forwarded_ms = Empty,
+            budget.timeout_ms = Empty,
+            budget.sla_ms = Empty,
+            budget.attempt = i64::from($attempt),
+            budget.outcome = Empty,
+        )
+    };
+}
+#[cfg(feature = "tonic")]
+pub(crate) use budget_client_span;
+
 /// A boxed error from the underlying transport.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -360,22 +383,13 @@ where
                 request.url().path()
             ),
         };
-        let span = tracing::info_span!(
-            "budget.client",
-            otel.kind = "client",
-            otel.name = %name,
-            otel.status_code = Empty,
+        let span = budget_client_span!(
+            name,
+            options.attempt,
             http.request.method = %request.method(),
             url.full = %request.url(),
             peer.service = Empty,
             http.response.status_code = Empty,
-            error.type = Empty,
-            budget.remaining_ms = Empty,
-            budget.forwarded_ms = Empty,
-            budget.timeout_ms = Empty,
-            budget.sla_ms = Empty,
-            budget.attempt = i64::from(options.attempt),
-            budget.outcome = Empty,
         );
         if let Some(peer) = &options.peer_service {
             span.record("peer.service", peer.as_str());
@@ -407,17 +421,9 @@ where
                 headers.insert(name, value);
             }
             if options.grpc {
-                let value = carrier::format_grpc_timeout(forwarded);
-                if let Ok(value) = HeaderValue::from_str(&value) {
-                    headers.insert(carrier::GRPC_TIMEOUT, value);
-                }
+                insert_grpc_timeout(headers, forwarded);
             }
-            // What the callee reads: whole ms, rounded down.
-            record(
-                &span,
-                crate::semconv::FORWARDED_MS,
-                saturating_ms(forwarded),
-            );
+            record_forwarded(&span, forwarded);
         }
         if self.trace_context {
             trace_context::inject(&span, headers);
@@ -471,4 +477,17 @@ fn classify(error: BoxError, timeout: Duration) -> CallError {
         Some(e) if e.is_timeout() && !timeout.is_zero() => CallError::DeadlineExceeded { timeout },
         _ => CallError::Transport(error),
     }
+}
+
+/// Writes `forwarded` as gRPC's own carrier, `grpc-timeout`, for a gRPC callee.
+pub(crate) fn insert_grpc_timeout(headers: &mut http::HeaderMap, forwarded: Duration) {
+    if let Ok(value) = HeaderValue::from_str(&carrier::format_grpc_timeout(forwarded)) {
+        headers.insert(carrier::GRPC_TIMEOUT, value);
+    }
+}
+
+/// Records the budget forwarded on the CLIENT span as the callee reads it: whole ms, rounded
+/// down.
+pub(crate) fn record_forwarded(span: &tracing::Span, forwarded: Duration) {
+    record(span, crate::semconv::FORWARDED_MS, saturating_ms(forwarded));
 }

@@ -30,16 +30,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 use tower::{Layer, Service};
 use tracing::field::Empty;
 
 use crate::analysis::Outcome;
-use crate::budget::{Deadline, saturating_ms};
+use crate::budget::Deadline;
 use crate::carrier;
-use crate::client::{BoxError, CallOptions};
+use crate::client::{
+    BoxError, CallOptions, budget_client_span, insert_grpc_timeout, record_forwarded,
+};
 use crate::server::record;
 use crate::trace_context;
 
@@ -135,23 +137,14 @@ fn client_span(path: &str, options: &CallOptions) -> tracing::Span {
     let rpc = path.trim_start_matches('/');
     let (service, method) = rpc.split_once('/').unwrap_or((rpc, ""));
     let name = options.name.as_deref().unwrap_or(rpc);
-    let span = tracing::info_span!(
-        "budget.client",
-        otel.kind = "client",
-        otel.name = %name,
-        otel.status_code = Empty,
+    let span = budget_client_span!(
+        name,
+        options.attempt,
         rpc.system = "grpc",
         rpc.service = %service,
         rpc.method = %method,
         peer.service = Empty,
         rpc.grpc.status_code = Empty,
-        error.type = Empty,
-        budget.remaining_ms = Empty,
-        budget.forwarded_ms = Empty,
-        budget.timeout_ms = Empty,
-        budget.sla_ms = Empty,
-        budget.attempt = i64::from(options.attempt),
-        budget.outcome = Empty,
     );
     if let Some(peer) = &options.peer_service {
         span.record("peer.service", peer.as_str());
@@ -269,15 +262,8 @@ where
             }
         };
         if let Some(forwarded) = plan.forwarded {
-            let value = carrier::format_grpc_timeout(forwarded);
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(carrier::GRPC_TIMEOUT, value);
-            }
-            record(
-                &span,
-                crate::semconv::FORWARDED_MS,
-                saturating_ms(forwarded),
-            );
+            insert_grpc_timeout(headers, forwarded);
+            record_forwarded(&span, forwarded);
         }
         if self.trace_context {
             trace_context::inject(&span, headers);

@@ -26,7 +26,7 @@ use tracing::Instrument;
 
 use crate::analysis::Outcome;
 use crate::budget::Deadline;
-use crate::server::{HopBudget, ResponseFuture, answer, is_grpc};
+use crate::server::{HopBudget, ResponseFuture, answer, is_grpc, joined};
 
 /// The state every service of one queue shares.
 #[derive(Debug)]
@@ -232,17 +232,7 @@ where
                 Some(d) => tokio::spawn(d.scope(work).instrument(span)),
                 None => tokio::spawn(work.instrument(span)),
             };
-            Box::pin(async move {
-                match handle.await {
-                    Ok(result) => result,
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => Ok(answer(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        grpc,
-                        "the queued task ended",
-                    )),
-                }
-            })
+            Box::pin(joined(handle, grpc, "the queued task ended"))
         }
     }
 }

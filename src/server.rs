@@ -221,25 +221,18 @@ impl<S> fmt::Debug for BudgetService<S> {
     }
 }
 
-/// The SERVER span, with every attribute the layer may record declared up front. A gRPC call is
-/// named `package.Service/Method`, as OpenTelemetry's RPC conventions say.
-fn server_span<B>(req: &Request<B>, grpc: bool) -> tracing::Span {
-    let method = req.method().as_str();
-    let path = req.uri().path();
-    if grpc {
-        let rpc = path.trim_start_matches('/');
-        let (service, rpc_method) = rpc.split_once('/').unwrap_or((rpc, ""));
+/// The SERVER span named `$name`: the transport's own fields, then the HTTP request's and the
+/// SERVER span keys of `CONVENTIONS.md` section 2, declared once for HTTP and gRPC hops.
+macro_rules! budget_server_span {
+    ($name:expr, $method:expr, $path:expr, $($transport:tt)*) => {
         tracing::info_span!(
             "budget.server",
             otel.kind = "server",
-            otel.name = %rpc,
+            otel.name = %$name,
             otel.status_code = Empty,
-            rpc.system = "grpc",
-            rpc.service = %service,
-            rpc.method = %rpc_method,
-            rpc.grpc.status_code = Empty,
-            http.request.method = %method,
-            url.path = %path,
+            $($transport)*
+            http.request.method = %$method,
+            url.path = %$path,
             http.response.status_code = Empty,
             budget.received_ms = Empty,
             budget.source = Empty,
@@ -250,29 +243,33 @@ fn server_span<B>(req: &Request<B>, grpc: bool) -> tracing::Span {
             budget.outcome = Empty,
             "http.request.header.x-request-deadline" = Empty,
         )
+    };
+}
+
+/// The SERVER span, with every attribute the layer may record declared up front. A gRPC call is
+/// named `package.Service/Method`, as OpenTelemetry's RPC conventions say.
+fn server_span<B>(req: &Request<B>, grpc: bool) -> tracing::Span {
+    let method = req.method().as_str();
+    let path = req.uri().path();
+    if grpc {
+        let rpc = path.trim_start_matches('/');
+        let (service, rpc_method) = rpc.split_once('/').unwrap_or((rpc, ""));
+        budget_server_span!(
+            rpc,
+            method,
+            path,
+            rpc.system = "grpc",
+            rpc.service = %service,
+            rpc.method = %rpc_method,
+            rpc.grpc.status_code = Empty,
+        )
     } else {
         http_server_span(method, path)
     }
 }
 
 fn http_server_span(method: &str, path: &str) -> tracing::Span {
-    tracing::info_span!(
-        "budget.server",
-        otel.kind = "server",
-        otel.name = %format_args!("{method} {path}"),
-        otel.status_code = Empty,
-        http.request.method = %method,
-        url.path = %path,
-        http.response.status_code = Empty,
-        budget.received_ms = Empty,
-        budget.source = Empty,
-        budget.default_ms = Empty,
-        budget.invalid_value = Empty,
-        budget.queue_wait_ms = Empty,
-        budget.remaining_at_start_ms = Empty,
-        budget.outcome = Empty,
-        "http.request.header.x-request-deadline" = Empty,
-    )
+    budget_server_span!(format_args!("{method} {path}"), method, path,)
 }
 
 /// Record one attribute, skipping the field lookup when no subscriber wants the span.
@@ -616,19 +613,23 @@ where
         if self.config.cancel_on_disconnect {
             Box::pin(work)
         } else {
-            let handle = tokio::spawn(work);
-            Box::pin(async move {
-                match handle.await {
-                    Ok(result) => result,
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => Ok(answer(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        grpc,
-                        "the handler task ended",
-                    )),
-                }
-            })
+            Box::pin(joined(tokio::spawn(work), grpc, "the handler task ended"))
         }
+    }
+}
+
+/// The answer of `task`, run detached from its caller (it runs on when the caller goes away): a
+/// panic in it is resumed here, and a task ended otherwise (its runtime stopping) answers 500
+/// with `ended`.
+pub(crate) async fn joined<B: Default, E>(
+    task: tokio::task::JoinHandle<Result<Response<B>, E>>,
+    grpc: bool,
+    ended: &'static str,
+) -> Result<Response<B>, E> {
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Ok(answer(StatusCode::INTERNAL_SERVER_ERROR, grpc, ended)),
     }
 }
 

@@ -13,6 +13,9 @@
 //! `CLIENTS` (2).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod support;
+use support::{env, filtered_out, mib, rss};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -24,29 +27,6 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Valu
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
-
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Resident memory of this process, bytes.
-fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
 
 fn string(key: &str, value: String) -> KeyValue {
     KeyValue {
@@ -96,10 +76,7 @@ fn request(n: u64) -> Vec<u8> {
 }
 
 fn main() {
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "attribute_memory")
-    {
+    if filtered_out("attribute_memory") {
         return;
     }
     let secs: u64 = env("SECS", 60);

@@ -11,6 +11,9 @@
 //! quick look), `KEEP_ATTRIBUTES=1` (keep raw attributes, as the screen does).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod support;
+use support::{env, filtered_out, mib, rss};
+
 use std::time::{Duration, Instant};
 
 use budget_demo::otlp_load::Template;
@@ -19,35 +22,8 @@ use budget_top::ingest::decode::decode_protobuf;
 use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Resident memory of this process, bytes.
-fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
 fn main() {
-    // `cargo bench` passes `--bench`; a filter argument that is not ours means "not me".
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "ingest_memory")
-    {
+    if filtered_out("ingest_memory") {
         return;
     }
     let max_spans: usize = env("MAX_SPANS", 1_000_000);

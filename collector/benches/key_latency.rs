@@ -14,6 +14,9 @@
 //! `cargo bench -p budget-top --bench key_latency`; knobs: `BURST_SECS`, `MAX_SPANS`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod support;
+use support::{env, filtered_out};
+
 use budget_top::screen;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,13 +36,6 @@ use ratatui::buffer::Cell;
 use ratatui::layout::{Position, Size};
 
 use screen::{Controls, Mode, ScreenData, State};
-
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A test terminal that notes when each frame is flushed.
 struct Timed {
@@ -193,10 +189,7 @@ async fn phase(burst: bool, secs: f64, max_spans: usize) -> (Vec<f64>, usize, u6
 }
 
 fn main() {
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "key_latency")
-    {
+    if filtered_out("key_latency") {
         return;
     }
     let secs: f64 = env("BURST_SECS", 20.0);

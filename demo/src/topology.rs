@@ -142,16 +142,21 @@ impl Blueprint {
 
     /// Start every service, callees first. Blocks briefly while each thread starts.
     pub(crate) fn start(&self, endpoint: &Export, knobs: &Latencies) -> Result<Started, DemoError> {
-        let mut hosts: Vec<ServiceHost> = Vec::new();
-        let result = match self.scenario.topology() {
-            Topology::Payment => self.start_payment(endpoint, knobs, &mut hosts),
-            Topology::Queue => self.start_queue(endpoint, knobs, &mut hosts),
-            Topology::Chain => self.start_chain(endpoint, knobs, &mut hosts),
-            Topology::Ledger => self.start_ledger(endpoint, knobs, &mut hosts),
-            Topology::Proxy => self.start_proxy(endpoint, knobs, &mut hosts),
-            Topology::Jobs => self.start_jobs(endpoint, knobs, &mut hosts),
-            Topology::Shop => self.start_shop(endpoint, knobs, &mut hosts),
+        let mut hosts = Hosts {
+            endpoint,
+            knobs,
+            started: Vec::new(),
         };
+        let result = match self.scenario.topology() {
+            Topology::Payment => self.start_payment(&mut hosts),
+            Topology::Queue => self.start_queue(&mut hosts),
+            Topology::Chain => self.start_chain(&mut hosts),
+            Topology::Ledger => self.start_ledger(&mut hosts),
+            Topology::Proxy => self.start_proxy(&mut hosts),
+            Topology::Jobs => self.start_jobs(&mut hosts),
+            Topology::Shop => self.start_shop(&mut hosts),
+        };
+        let mut hosts = hosts.started;
         match result {
             Ok(edge_paths) => {
                 hosts.reverse();
@@ -166,11 +171,12 @@ impl Blueprint {
         }
     }
 
-    fn call(&self, callee: &'static str, host: &ServiceHost, path: &'static str) -> Call {
+    /// An HTTP call to `path` of `callee`, listening at `url`.
+    fn call(&self, callee: &'static str, url: &str, path: &'static str) -> Call {
         let t = self.timing;
         Call {
             callee,
-            url: format!("{}{path}", host.url()),
+            url: format!("{url}{path}"),
             options: CallOptions::new()
                 .name(format!("GET {callee} {path}"))
                 .peer_service(callee)
@@ -183,25 +189,25 @@ impl Blueprint {
         }
     }
 
-    /// A gRPC call to antifraud's `Check` at `host` (the span takes gRPC's own name).
-    fn grpc_call(&self, callee: &'static str, host: &ServiceHost) -> Call {
-        let mut call = self.call(callee, host, "");
+    /// A gRPC call to antifraud's `Check` at `url` (the span takes gRPC's own name).
+    fn grpc_call(&self, callee: &'static str, url: &str) -> Call {
+        let mut call = self.call(callee, url, "");
         call.options.name = None;
-        call.grpc = Some(Grpc::Address(host.url()));
+        call.grpc = Some(Grpc::Address(url.to_owned()));
         call
     }
 
+    /// The edge's budget layer: it gives a request without a budget `ms` (scaled).
+    fn edge(&self, ms: u64) -> BudgetLayer {
+        BudgetLayer::new().default_budget(self.timing.duration(ms))
+    }
+
     /// pix-api (edge, 1200 ms) -> antifraud over gRPC (SLA 400 ms), then -> settlement (SLA 1 s).
-    fn start_payment(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
+    fn start_payment(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         let t = self.timing;
         let s = self.scenario;
 
-        let mut settlement = Hop::new("settlement", knobs);
+        let mut settlement = hosts.hop("settlement");
         // no-cancel: settlement neither watches its deadline nor notices pix-api hang up.
         let no_cancel = self.broken(Scenario::NoCancel);
         settlement.respects_deadline = !no_cancel;
@@ -211,44 +217,33 @@ impl Blueprint {
             settlement.slow = Some(Slow::every(SLOW_EVERY, t.ms(1500)));
         }
         let layer = BudgetLayer::new().cancel_on_disconnect(!no_cancel);
-        hosts.push(leaf(endpoint, settlement, "/settle", layer)?);
+        let settlement = hosts.leaf(settlement, "/settle", layer)?;
 
-        let antifraud = AntifraudServer::new(Hop::new("antifraud", knobs));
-        hosts.push(ServiceHost::start_grpc(
+        let antifraud = AntifraudServer::new(hosts.hop("antifraud"));
+        let antifraud = hosts.add(ServiceHost::start_grpc(
             "antifraud",
-            endpoint,
+            hosts.endpoint,
             BudgetLayer::new(),
             move || tonic::service::Routes::new(antifraud),
-        )?);
+        ))?;
 
-        let mut check = self.grpc_call("antifraud", &hosts[1]);
+        let mut check = self.grpc_call("antifraud", &antifraud);
         check.options = check.options.sla(t.duration(400));
         if s == Scenario::RetryStorm {
             check.attempts = 3;
             check.forward_full_remaining = !self.cure;
         }
-        let mut settle = self.call("settlement", &hosts[0], "/settle");
+        let mut settle = self.call("settlement", &settlement, "/settle");
         settle.options = settle.options.sla(t.duration(1000));
-        let pix = Relay {
-            hop: Hop::new("pix-api", knobs),
-            calls: vec![check, settle],
-            client: client()?,
-        };
-        let layer = BudgetLayer::new().default_budget(t.duration(1200));
-        hosts.push(relay(endpoint, pix, "/pay", layer)?);
+        let pix = hosts.hop("pix-api");
+        hosts.relay(pix, vec![check, settle], "/pay", self.edge(1200))?;
         Ok(&["/pay"])
     }
 
     /// gateway (edge, 2 s) -> orders (4 workers, 350 ms per item, a queue of 20).
-    fn start_queue(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
-        let t = self.timing;
+    fn start_queue(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         let checked = !self.broken(Scenario::NoDequeueCheck);
-        let mut orders = Hop::new("orders", knobs);
+        let mut orders = hosts.hop("orders");
         // Without the dequeue check, the handler trusts the queue and does not look either.
         orders.respects_deadline = checked;
         // Callers cannot take an item back out of this queue (as with most real queues: a
@@ -258,59 +253,40 @@ impl Blueprint {
             .drop_cancelled(false);
         let layer = BudgetLayer::new().cancel_on_disconnect(false);
         let name = orders.name;
-        hosts.push(ServiceHost::start(name, endpoint, move |_stop| {
+        let orders = hosts.add(ServiceHost::start(name, hosts.endpoint, move |_stop| {
             Router::new()
                 .route("/orders", get(work_only))
                 .with_state(orders)
                 .layer(queue)
                 .layer(layer)
-        })?);
+        }))?;
 
-        let gateway = Relay {
-            hop: Hop::new("gateway", knobs),
-            calls: vec![self.call("orders", &hosts[0], "/orders")],
-            client: client()?,
-        };
-        let layer = BudgetLayer::new().default_budget(t.duration(2000));
-        hosts.push(relay(endpoint, gateway, "/order", layer)?);
+        let to_orders = self.call("orders", &orders, "/orders");
+        let gateway = hosts.hop("gateway");
+        hosts.relay(gateway, vec![to_orders], "/order", self.edge(2000))?;
         Ok(&["/order"])
     }
 
     /// gateway (edge, 1 s) -> bff -> orders -> inventory, each doing local work first.
-    fn start_chain(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
+    fn start_chain(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         let t = self.timing;
         let s = self.scenario;
         // The inner services run their work to the end even when the caller hangs up (as most
         // stacks do): only the budget they received tells them when to stop.
         let inner = || BudgetLayer::new().cancel_on_disconnect(false);
 
-        hosts.push(leaf(
-            endpoint,
-            Hop::new("inventory", knobs),
-            "/reserve",
-            inner(),
-        )?);
+        let inventory = hosts.leaf(hosts.hop("inventory"), "/reserve", inner())?;
 
-        let mut reserve = self.call("inventory", &hosts[0], "/reserve");
+        let mut reserve = self.call("inventory", &inventory, "/reserve");
         if s == Scenario::RetryLayers {
             // orders' own retry, broken or cured: 2 attempts of at most 300 ms each, within
             // what remains.
             reserve.attempts = 2;
             reserve.options = reserve.options.sla(t.duration(300));
         }
-        let orders = Relay {
-            hop: Hop::new("orders", knobs),
-            calls: vec![reserve],
-            client: client()?,
-        };
-        hosts.push(relay(endpoint, orders, "/orders", inner())?);
+        let orders = hosts.relay(hosts.hop("orders"), vec![reserve], "/orders", inner())?;
 
-        let mut to_orders = self.call("orders", &hosts[1], "/orders");
+        let mut to_orders = self.call("orders", &orders, "/orders");
         to_orders.options = match s {
             _ if self.cure => to_orders.options,
             Scenario::FixedTimeout => to_orders.options.forward(Forward::Fixed(t.duration(3000))),
@@ -327,61 +303,36 @@ impl Blueprint {
             to_orders.attempts = 3;
             to_orders.ignores_deadline = true;
         }
-        let bff = Relay {
-            hop: Hop::new("bff", knobs),
-            calls: vec![to_orders],
-            client: client()?,
-        };
         // Broken retry-layers: bff runs its retries to the end when the gateway hangs up.
         let layer = if retry_layers {
             inner()
         } else {
             BudgetLayer::new()
         };
-        hosts.push(relay(endpoint, bff, "/checkout", layer)?);
+        let bff = hosts.relay(hosts.hop("bff"), vec![to_orders], "/checkout", layer)?;
 
-        let gateway = Relay {
-            hop: Hop::new("gateway", knobs),
-            calls: vec![self.call("bff", &hosts[2], "/checkout")],
-            client: client()?,
-        };
-        let layer = BudgetLayer::new().default_budget(t.duration(1000));
-        hosts.push(relay(endpoint, gateway, "/order", layer)?);
+        let to_bff = self.call("bff", &bff, "/checkout");
+        let gateway = hosts.hop("gateway");
+        hosts.relay(gateway, vec![to_bff], "/order", self.edge(1000))?;
         Ok(&["/order"])
     }
 
     /// storefront (edge, 2 s) -> ledger, the deadline written as a time of day
     /// (`x-request-deadline`); ledger reads it against a clock `clock_skew_ms` off. Cured,
     /// storefront writes `x-budget-ms` and the clock no longer matters.
-    fn start_ledger(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
-        let t = self.timing;
+    fn start_ledger(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         // ledger (a Java service, say) runs its work to the end when the caller hangs up: only
         // the deadline it read tells it when to stop.
         let layer = BudgetLayer::new()
             .cancel_on_disconnect(false)
             .clock_offset_ms(self.clock_skew_ms);
-        hosts.push(leaf(
-            endpoint,
-            Hop::new("ledger", knobs),
-            "/entries",
-            layer,
-        )?);
-        let mut post = self.call("ledger", &hosts[0], "/entries");
+        let ledger = hosts.leaf(hosts.hop("ledger"), "/entries", layer)?;
+        let mut post = self.call("ledger", &ledger, "/entries");
         post.options = post
             .options
             .absolute_deadline(self.broken(Scenario::AbsoluteDeadline));
-        let storefront = Relay {
-            hop: Hop::new("storefront", knobs),
-            calls: vec![post],
-            client: client()?,
-        };
-        let layer = BudgetLayer::new().default_budget(t.duration(2000));
-        hosts.push(relay(endpoint, storefront, "/checkout", layer)?);
+        let storefront = hosts.hop("storefront");
+        hosts.relay(storefront, vec![post], "/checkout", self.edge(2000))?;
         Ok(&["/checkout"])
     }
 
@@ -389,12 +340,7 @@ impl Blueprint {
     /// 800 ms timeout) -> payments (500 ms). Nobody propagates a budget: each layer has its own
     /// timeout. Cured, proxy sends its 1 s as a budget, and app refuses a call it has no time
     /// for.
-    fn start_proxy(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
+    fn start_proxy(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         let t = self.timing;
         let broken = self.broken(Scenario::ProxyTimeouts);
         let forward = if broken {
@@ -402,69 +348,53 @@ impl Blueprint {
         } else {
             Forward::Budget
         };
-        hosts.push(leaf(
-            endpoint,
-            Hop::new("payments", knobs),
-            "/charge",
-            BudgetLayer::new(),
-        )?);
+        let payments = hosts.leaf(hosts.hop("payments"), "/charge", BudgetLayer::new())?;
 
-        let mut charge = self.call("payments", &hosts[0], "/charge");
+        let mut charge = self.call("payments", &payments, "/charge");
         charge.options = charge.options.sla(t.duration(800)).forward(forward);
-        let mut app = Hop::new("app", knobs);
+        let mut app = hosts.hop("app");
         app.work_name = Some("SELECT orders (database)");
-        let app = Relay {
-            hop: app,
-            calls: vec![charge],
-            client: client()?,
-        };
         // A Rails app, say: it runs the request to the end when the proxy hangs up.
         let layer = BudgetLayer::new().cancel_on_disconnect(false);
-        hosts.push(relay(endpoint, app, "/orders", layer)?);
+        let app = hosts.relay(app, vec![charge], "/orders", layer)?;
 
-        let mut to_app = self.call("app", &hosts[1], "/orders");
+        let mut to_app = self.call("app", &app, "/orders");
         to_app.options = to_app.options.sla(t.duration(1000)).forward(forward);
-        let proxy = Relay {
-            hop: Hop::new("proxy", knobs),
-            calls: vec![to_app],
-            client: client()?,
-        };
         // nginx's proxy_read_timeout is a timeout, not a budget: broken, the proxy has none
         // to give; cured, its 1 s is the budget it sends.
         let layer = if broken {
             BudgetLayer::new()
         } else {
-            BudgetLayer::new().default_budget(t.duration(1000))
+            self.edge(1000)
         };
-        hosts.push(relay(endpoint, proxy, "/orders", layer)?);
+        hosts.relay(hosts.hop("proxy"), vec![to_app], "/orders", layer)?;
         Ok(&["/orders"])
     }
 
     /// api (edge, 2 s) puts a job carrying its deadline on the `jobs` queue and answers 202;
     /// worker takes one job at a time (400 ms each). Broken, it runs every job however late;
     /// cured, it drops the expired ones when it takes them.
-    fn start_jobs(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
+    fn start_jobs(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         let t = self.timing;
         let checked = !self.broken(Scenario::MessageDeadline);
         let (queue, jobs) = messaging::queue();
-        let mut worker = Hop::new("worker", knobs);
+        let mut worker = hosts.hop("worker");
         worker.respects_deadline = checked;
-        hosts.push(messaging::start_consumer(endpoint, worker, jobs, checked)?);
-        let producer = messaging::Producer::new(
-            Hop::new("api", knobs),
-            queue,
-            t.duration(10),
-            t.duration(50),
-        );
-        let layer = BudgetLayer::new().default_budget(t.duration(2000));
-        hosts.push(messaging::start_producer(
-            endpoint, producer, "/jobs", layer,
-        )?);
+        hosts.add(messaging::start_consumer(
+            hosts.endpoint,
+            worker,
+            jobs,
+            checked,
+        ))?;
+        let producer =
+            messaging::Producer::new(hosts.hop("api"), queue, t.duration(10), t.duration(50));
+        let edge = self.edge(2000);
+        hosts.add(messaging::start_producer(
+            hosts.endpoint,
+            producer,
+            "/jobs",
+            edge,
+        ))?;
         Ok(&["/jobs"])
     }
 }
@@ -476,36 +406,27 @@ impl Blueprint {
     /// 80 ms, then, 6 s in, in 40 s. Broken, orders calls payments with no timeout and forwards
     /// nothing: its workers end up waiting on payments and `/catalog` queues behind them.
     /// Cured, orders times out at 100 ms (p99.9 of the 80 ms) and forwards the budget.
-    fn start_shop(
-        &self,
-        endpoint: &Export,
-        knobs: &Latencies,
-        hosts: &mut Vec<ServiceHost>,
-    ) -> Result<&'static [&'static str], DemoError> {
+    fn start_shop(&self, hosts: &mut Hosts) -> Result<EdgePaths, DemoError> {
         let t = self.timing;
         let broken = self.broken(Scenario::SlowDependency);
-        let mut payments = Hop::new("payments", knobs);
+        let mut payments = hosts.hop("payments");
         payments.slowdown = Some(Slowdown::after(t.duration(6000), t.ms(40_000)));
-        hosts.push(leaf(endpoint, payments, "/charge", BudgetLayer::new())?);
+        let payments = hosts.leaf(payments, "/charge", BudgetLayer::new())?;
 
-        let mut charge = self.call("payments", &hosts[0], "/charge");
+        let mut charge = self.call("payments", &payments, "/charge");
         if broken {
             charge.options = charge.options.forward(Forward::Nothing);
             charge.ignores_deadline = true;
         } else {
             charge.options = charge.options.sla(t.duration(100));
         }
-        let checkout = Relay {
-            hop: Hop::new("orders", knobs),
-            calls: vec![charge],
-            client: client()?,
-        };
-        let catalog = Hop::new("orders", knobs);
+        let checkout = Relay::new(hosts.hop("orders"), vec![charge])?;
+        let catalog = hosts.hop("orders");
         // One layer value is one queue: both routes share its 4 workers. A checkout, once
         // taken, runs to the end (a payment is not left half done); a catalog read leaves the
         // queue, or stops, when its caller hangs up.
         let queue = DeadlineQueueLayer::new(4, 20);
-        hosts.push(ServiceHost::start("orders", endpoint, move |_stop| {
+        let orders = hosts.add(ServiceHost::start("orders", hosts.endpoint, move |_stop| {
             let checkout: MethodRouter = get(work_then_call)
                 .with_state(checkout.connect())
                 .layer::<_, Infallible>(queue.clone())
@@ -517,24 +438,28 @@ impl Blueprint {
             Router::new()
                 .route("/checkout", checkout)
                 .route("/catalog", catalog)
-        })?);
+        }))?;
 
         let mut gateway = Router::new();
         for path in SHOP_PATHS {
-            let relay = Relay {
-                hop: Hop::new("gateway", knobs),
-                calls: vec![self.call("orders", &hosts[1], path)],
-                client: client()?,
-            };
+            let relay = Relay::new(
+                hosts.hop("gateway"),
+                vec![self.call("orders", &orders, path)],
+            )?;
             gateway = gateway.route(path, get(work_then_call).with_state(relay));
         }
-        let layer = BudgetLayer::new().default_budget(t.duration(1000));
-        hosts.push(ServiceHost::start("gateway", endpoint, move |_stop| {
-            gateway.layer(layer)
-        })?);
+        let layer = self.edge(1000);
+        hosts.add(ServiceHost::start(
+            "gateway",
+            hosts.endpoint,
+            move |_stop| gateway.layer(layer),
+        ))?;
         Ok(&SHOP_PATHS)
     }
 }
+
+/// The paths the load calls at the edge.
+type EdgePaths = &'static [&'static str];
 
 /// The gateway's paths in `slow-dependency`, which the load calls in turn: one needs payments,
 /// the other does not.
@@ -547,37 +472,61 @@ fn client() -> Result<BudgetClient, DemoError> {
     Ok(BudgetClient::new(http))
 }
 
-/// A service that only does local work.
-fn leaf(
-    endpoint: &Export,
-    hop: Hop,
-    path: &'static str,
-    layer: BudgetLayer,
-) -> Result<ServiceHost, DemoError> {
-    let name = hop.name;
-    ServiceHost::start(name, endpoint, move |_stop| {
-        Router::new()
-            .route(path, get(work_only))
-            .with_state(hop)
-            .layer(layer)
-    })
+/// The services started so far, callees first, and what each is started with.
+struct Hosts<'a> {
+    endpoint: &'a Export,
+    knobs: &'a Latencies,
+    started: Vec<ServiceHost>,
 }
 
-/// A service that does local work, then its calls in order.
-fn relay(
-    endpoint: &Export,
-    relay: Relay,
-    path: &'static str,
-    layer: BudgetLayer,
-) -> Result<ServiceHost, DemoError> {
-    let name = relay.hop.name;
-    ServiceHost::start(name, endpoint, move |_stop| {
-        // gRPC channels are made here, on the service's own runtime, which drives them.
-        Router::new()
-            .route(path, get(work_then_call))
-            .with_state(relay.connect())
-            .layer(layer)
-    })
+impl Hosts<'_> {
+    /// A hop of the service `name`, working as long as its latency knob says.
+    fn hop(&self, name: &'static str) -> Hop {
+        Hop::new(name, self.knobs)
+    }
+
+    /// Keeps a service started; returns its URL.
+    fn add(&mut self, host: Result<ServiceHost, DemoError>) -> Result<String, DemoError> {
+        let host = host?;
+        let url = host.url();
+        self.started.push(host);
+        Ok(url)
+    }
+
+    /// A service that only does local work, at `path`; returns its URL.
+    fn leaf(
+        &mut self,
+        hop: Hop,
+        path: &'static str,
+        layer: BudgetLayer,
+    ) -> Result<String, DemoError> {
+        let name = hop.name;
+        self.add(ServiceHost::start(name, self.endpoint, move |_stop| {
+            Router::new()
+                .route(path, get(work_only))
+                .with_state(hop)
+                .layer(layer)
+        }))
+    }
+
+    /// A service that does local work at `path`, then `calls` in order; returns its URL.
+    fn relay(
+        &mut self,
+        hop: Hop,
+        calls: Vec<Call>,
+        path: &'static str,
+        layer: BudgetLayer,
+    ) -> Result<String, DemoError> {
+        let relay = Relay::new(hop, calls)?;
+        let name = relay.hop.name;
+        self.add(ServiceHost::start(name, self.endpoint, move |_stop| {
+            // gRPC channels are made here, on the service's own runtime, which drives them.
+            Router::new()
+                .route(path, get(work_then_call))
+                .with_state(relay.connect())
+                .layer(layer)
+        }))
+    }
 }
 
 async fn work_only(State(hop): State<Hop>) -> Answer {
@@ -626,6 +575,15 @@ async fn work_then_call(State(relay): State<Relay>) -> Answer {
 }
 
 impl Relay {
+    /// `hop`, making `calls` in order with a client of its own.
+    fn new(hop: Hop, calls: Vec<Call>) -> Result<Self, DemoError> {
+        Ok(Relay {
+            hop,
+            calls,
+            client: client()?,
+        })
+    }
+
     /// Connect the gRPC calls: a lazy channel (it connects on first use) with the budget layer,
     /// one line on the channel. Must run inside the service's runtime.
     fn connect(mut self) -> Self {

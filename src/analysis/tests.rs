@@ -90,6 +90,16 @@ fn kinds(a: &ChainAnalysis) -> Vec<(FindingKind, SpanId)> {
     a.findings.iter().map(|f| (f.kind, f.span_id)).collect()
 }
 
+/// Each hop's dead work, by service, as the rows carry it.
+fn dead_by_service(a: &Analysed) -> Vec<(String, u32)> {
+    a.rows
+        .iter()
+        .zip(&a.row_spans)
+        .filter(|(r, s)| s.kind.is_hop() && r.dead_ms > 0)
+        .map(|(r, s)| (s.service.to_string(), r.dead_ms))
+        .collect()
+}
+
 #[test]
 fn report_serialises_to_the_contract_shape() {
     let mut hop = span(1, None, "orders", SpanKind::Server, 0, 100);

@@ -72,6 +72,19 @@ impl NamedService for Budgeted {
     const NAME: &'static str = "test.Budgeted";
 }
 
+impl Budgeted {
+    /// Calls dropped before they finished.
+    fn cuts(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
+    }
+
+    /// One call's handler was dropped before it finished.
+    #[track_caller]
+    fn assert_cut_once(&self) {
+        assert_eq!(self.cuts(), 1, "the handler was dropped");
+    }
+}
+
 /// Counts a handler dropped before it finished.
 struct CutGuard(Option<Arc<AtomicUsize>>);
 
@@ -380,11 +393,7 @@ async fn work_past_the_deadline_is_cut_with_deadline_exceeded() {
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert_eq!(status.message(), "the budget ran out while working");
     assert!(took >= ms(200) && took < ms(1500), "{took:?}");
-    assert_eq!(
-        service.cut.load(Ordering::SeqCst),
-        1,
-        "the handler was dropped"
-    );
+    service.assert_cut_once();
     let server = spans(&exporter, SpanKind::Server, 1).await;
     assert_eq!(
         text(&server[0], "budget.outcome").as_deref(),
@@ -411,16 +420,12 @@ async fn cancellation_reaches_the_tonic_handler() {
     }
     drop(pending);
     for _ in 0..200 {
-        if service.cut.load(Ordering::SeqCst) == 1 {
+        if service.cuts() == 1 {
             break;
         }
         tokio::time::sleep(ms(10)).await;
     }
-    assert_eq!(
-        service.cut.load(Ordering::SeqCst),
-        1,
-        "the handler was dropped"
-    );
+    service.assert_cut_once();
     let server = spans(&exporter, SpanKind::Server, 1).await;
     assert_eq!(
         text(&server[0], "budget.outcome").as_deref(),

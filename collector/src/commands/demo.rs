@@ -336,13 +336,11 @@ mod tests {
             .expect("the receivers run");
         assert!(!batch.spans.is_empty());
         // A workshop step that slows a service of the running scenario does not restart it.
-        let before: Vec<SocketAddr> = driver
-            .link
-            .snapshot()
-            .services
-            .iter()
-            .map(|s| s.addr)
-            .collect();
+        let addrs = || -> Vec<SocketAddr> {
+            let snapshot = driver.link.snapshot();
+            snapshot.services.iter().map(|s| s.addr).collect()
+        };
+        let before = addrs();
         driver.link.send(Order::Switch(
             Scenario::FixedTimeout,
             vec![("inventory", 777)],
@@ -352,13 +350,7 @@ mod tests {
             control.status().scenario.ends_with("inventory 777 ms")
         })
         .await;
-        let after: Vec<SocketAddr> = driver
-            .link
-            .snapshot()
-            .services
-            .iter()
-            .map(|s| s.addr)
-            .collect();
+        let after = addrs();
         assert_eq!(before, after, "the same services, still running");
         assert_eq!(
             control.generation(),

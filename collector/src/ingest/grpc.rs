@@ -29,10 +29,10 @@ use tonic::codec::{
     Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
 };
 use tonic::{Code, Request, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt as _};
 
+use super::error::IngestError;
 use super::limit::ConnectionTag;
-use super::{Admission, RETRY_AFTER, Shared};
+use super::{Admission, Shared};
 
 /// The gRPC service name of OTLP trace export.
 const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -53,19 +53,74 @@ const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 /// window").
 const STREAM_WINDOW: u32 = 256 * 1024;
 
-/// `TraceService` as a tower service (what tonic's generated server is, with our codec).
-#[derive(Clone, Debug)]
-struct TraceService {
+/// A signal's `Export` as the receiver serves it: its gRPC service, its method (the path, and
+/// the name the UNIMPLEMENTED answer gives), the codec its message is read with and the method
+/// run on it. Every signal's message is read through the same gate, up to `--max-body`.
+trait Signal: Send + Sync + 'static {
+    const NAME: &'static str;
+    const EXPORT: &'static str;
+    const METHOD: &'static str;
+    type Codec: Codec + Send + 'static;
+    type Method: tonic::server::UnaryService<
+            <Self::Codec as Codec>::Decode,
+            Response = <Self::Codec as Codec>::Encode,
+            Future: Send,
+        > + Send
+        + 'static;
+    fn codec() -> Self::Codec;
+    /// The method for one request; it sets `ran` when it runs (the message was read whole).
+    fn method(shared: Arc<Shared>, ran: Arc<AtomicBool>) -> Self::Method;
+}
+
+/// Traces: read in place and admitted.
+#[derive(Debug)]
+struct Traces;
+
+impl Signal for Traces {
+    const NAME: &'static str = SERVICE;
+    const EXPORT: &'static str = EXPORT;
+    const METHOD: &'static str = "TraceService/Export";
+    type Codec = BytesCodec;
+    type Method = Export;
+    fn codec() -> BytesCodec {
+        BytesCodec
+    }
+    fn method(shared: Arc<Shared>, ran: Arc<AtomicBool>) -> Export {
+        Export { shared, ran }
+    }
+}
+
+/// A signal's service as a tower service (what tonic's generated server is, with our codecs).
+#[derive(Debug)]
+struct Receiver<S> {
     shared: Arc<Shared>,
     max_body: usize,
+    signal: PhantomData<fn() -> S>,
 }
 
-impl tonic::server::NamedService for TraceService {
-    const NAME: &'static str = SERVICE;
+impl<S> Receiver<S> {
+    fn new(shared: Arc<Shared>, max_body: usize) -> Self {
+        Receiver {
+            shared,
+            max_body,
+            signal: PhantomData,
+        }
+    }
 }
 
-impl<B> tower::Service<http::Request<B>> for TraceService
+impl<S> Clone for Receiver<S> {
+    fn clone(&self) -> Self {
+        Receiver::new(self.shared.clone(), self.max_body)
+    }
+}
+
+impl<S: Signal> tonic::server::NamedService for Receiver<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Receiver<S>
 where
+    S: Signal,
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
@@ -80,27 +135,24 @@ where
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let shared = self.shared.clone();
         let ran = Arc::new(AtomicBool::new(false));
-        let export = Export {
-            shared: shared.clone(),
-            ran: ran.clone(),
-        };
+        let method = S::method(shared.clone(), ran.clone());
         serve_export(
             shared,
             self.max_body,
             request,
-            (EXPORT, "only TraceService/Export is served"),
-            BytesCodec,
-            export,
+            (S::EXPORT, S::METHOD),
+            S::codec(),
+            method,
             ran,
         )
     }
 }
 
 /// One unary `Export` through the admission gate, for every signal: a path other than
-/// `served.0` is UNIMPLEMENTED (rejected); past the gate the request is throttled before its
-/// message is read; the message is read with its bytes counted against `--max-inflight-bytes`
-/// (cut off there: throttled) and handed to `method` (which sets `ran`); a message tonic refused
-/// while reading it is rejected (see [`refused_unread`]).
+/// `served.0` (the method `served.1`) is UNIMPLEMENTED (rejected); past the gate the request is
+/// throttled before its message is read; the message is read with its bytes counted against
+/// `--max-inflight-bytes` (cut off there: throttled) and handed to `method` (which sets `ran`);
+/// a message tonic refused while reading it is rejected (see [`refused_unread`]).
 fn serve_export<B, C, M>(
     shared: Arc<Shared>,
     max_body: usize,
@@ -117,20 +169,19 @@ where
     M: tonic::server::UnaryService<C::Decode, Response = C::Encode> + Send + 'static,
     M::Future: Send,
 {
-    let (path, unimplemented) = served;
+    let (path, served) = served;
     // `--bearer-token-file`: checked before anything else, the message never read; never
     // retried (UNAUTHENTICATED is not a retryable code in OTLP).
     if !shared.authenticated(request.headers()) {
-        return Box::pin(async {
-            Ok(Status::unauthenticated(
-                "missing or wrong bearer token: send the metadata authorization: Bearer <the token in budget-top's --bearer-token-file>",
-            )
-            .into_http())
-        });
+        let error = IngestError::Unauthenticated {
+            send: "the metadata authorization",
+        };
+        let answer = refuse(&shared, error).into_http();
+        return Box::pin(async { Ok(answer) });
     }
     if request.uri().path() != path {
-        shared.reject_request();
-        return Box::pin(async move { Ok(Status::unimplemented(unimplemented).into_http()) });
+        let answer = refuse(&shared, IngestError::NoMethod { served }).into_http();
+        return Box::pin(async move { Ok(answer) });
     }
     let busy = request
         .extensions()
@@ -140,7 +191,7 @@ where
         // Waited for a moment, then refused before the message is read: the cheap answer to
         // load past capacity. The permit is held while the message is read and handled.
         let Some(_permit) = shared.begin().await else {
-            return Ok(throttled().into_http());
+            return Ok(refuse(&shared, IngestError::Throttled).into_http());
         };
         let (parts, body) = request.into_parts();
         let (body, held) = shared.body_bytes.meter(body);
@@ -150,7 +201,7 @@ where
         if held.over() {
             // Cut off mid-body: budget-top holds as many request bytes as it may.
             shared.refuse_unread();
-            return Ok(throttled().into_http());
+            return Ok(refuse(&shared, IngestError::Throttled).into_http());
         }
         Ok(refused_unread(response, &ran, &shared, max_body))
     })
@@ -185,15 +236,15 @@ fn refused_unread(
     if status.code() == Code::Ok {
         return response;
     }
-    shared.reject_request();
-    let message = match status.code() {
-        Code::OutOfRange | Code::ResourceExhausted => format!(
-            "request message is over the limit of {max_body} bytes (--max-body), before or after decompression: {}",
-            status.message()
-        ),
-        _ => format!("could not read the request message: {}", status.message()),
+    let said = status.message().to_string();
+    let error = match status.code() {
+        Code::OutOfRange | Code::ResourceExhausted => IngestError::MessageTooLarge {
+            max: max_body,
+            said,
+        },
+        _ => IngestError::UnreadableMessage(said),
     };
-    Status::invalid_argument(message).into_http()
+    refuse(shared, error).into_http()
 }
 
 /// The `Export` method: the request's protobuf bytes in, the OTLP response out.
@@ -214,22 +265,18 @@ impl tonic::server::UnaryService<Bytes> for Export {
             Ok(Admission::Accepted { rejected, message }) => {
                 Ok(Response::new(response(rejected, message)))
             }
-            Ok(Admission::Throttled) => Err(throttled()),
-            Err(message) => {
-                self.shared.reject_request();
-                Err(Status::invalid_argument(message))
-            }
+            Ok(Admission::Throttled) => Err(refuse(&self.shared, IngestError::Throttled)),
+            Err(message) => Err(refuse(&self.shared, IngestError::Malformed(message))),
         })
     }
 }
 
-/// OTLP's throttling answer: retry after [`RETRY_AFTER`].
-fn throttled() -> Status {
-    Status::with_error_details(
-        Code::ResourceExhausted,
-        "budget-top is behind: retry later",
-        ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
-    )
+/// The answer to a refused request, counted as rejected when it can never succeed.
+fn refuse(shared: &Shared, error: IngestError) -> Status {
+    if error.is_rejected() {
+        shared.reject_request();
+    }
+    error.grpc_status()
 }
 
 /// Requests as bytes, responses encoded by prost.
@@ -299,60 +346,21 @@ impl IgnoredSignal for Logs {
     type Response = ExportLogsServiceResponse;
 }
 
-/// `MetricsService` or `LogsService`, as a tower service.
-#[derive(Debug)]
-struct Ignored<S> {
-    shared: Arc<Shared>,
-    max_body: usize,
-    signal: PhantomData<fn() -> S>,
-}
-
-impl<S> Clone for Ignored<S> {
-    fn clone(&self) -> Self {
-        Ignored {
-            shared: self.shared.clone(),
-            max_body: self.max_body,
+impl<S: IgnoredSignal> Signal for S {
+    const NAME: &'static str = <S as IgnoredSignal>::NAME;
+    const EXPORT: &'static str = <S as IgnoredSignal>::EXPORT;
+    const METHOD: &'static str = "Export";
+    type Codec = DiscardCodec<S::Response>;
+    type Method = DropExport<S>;
+    fn codec() -> Self::Codec {
+        DiscardCodec(PhantomData)
+    }
+    fn method(shared: Arc<Shared>, ran: Arc<AtomicBool>) -> DropExport<S> {
+        DropExport {
+            shared,
+            ran,
             signal: PhantomData,
         }
-    }
-}
-
-impl<S: IgnoredSignal> tonic::server::NamedService for Ignored<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-impl<S, B> tower::Service<http::Request<B>> for Ignored<S>
-where
-    S: IgnoredSignal,
-    B: tonic::codegen::Body + Send + 'static,
-    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        // The message is still read (up to --max-body): the same gate as for traces.
-        let shared = self.shared.clone();
-        let ran = Arc::new(AtomicBool::new(false));
-        let drop_it = DropExport::<S> {
-            shared: shared.clone(),
-            ran: ran.clone(),
-            signal: PhantomData,
-        };
-        serve_export(
-            shared,
-            self.max_body,
-            request,
-            (S::EXPORT, "only Export is served"),
-            DiscardCodec::<S::Response>(PhantomData),
-            drop_it,
-            ran,
-        )
     }
 }
 
@@ -434,17 +442,9 @@ pub(super) fn spawn(
     timeout: std::time::Duration,
     token: CancellationToken,
 ) {
-    let metrics = Ignored::<Metrics> {
-        shared: shared.clone(),
-        max_body,
-        signal: PhantomData,
-    };
-    let logs = Ignored::<Logs> {
-        shared: shared.clone(),
-        max_body,
-        signal: PhantomData,
-    };
-    let service = TraceService { shared, max_body };
+    let metrics = Receiver::<Metrics>::new(shared.clone(), max_body);
+    let logs = Receiver::<Logs>::new(shared.clone(), max_body);
+    let service = Receiver::<Traces>::new(shared, max_body);
     tokio::spawn(async move {
         // Accept errors are retried inside the listener, so the stream never ends the server.
         let incoming = futures::stream::unfold(listener, |mut listener| async move {

@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
+use super::error::IngestError;
 use super::gzip::{self, GunzipError};
 use super::limit::ConnectionTag;
-use super::{Admission, RETRY_AFTER, Shared};
+use super::{Admission, Shared};
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
@@ -111,21 +112,13 @@ fn router(state: HttpState) -> axum::Router {
 
 /// Any other path: 404, counted as rejected (a request that can never succeed).
 async fn not_found(State(state): State<HttpState>, uri: axum::http::Uri) -> Response {
-    state.shared.reject_request();
-    (
-        StatusCode::NOT_FOUND,
-        format!(
-            "no OTLP endpoint at {}: POST /v1/traces (or /v1/metrics, /v1/logs, which are dropped)",
-            uri.path()
-        ),
-    )
-        .into_response()
+    let path = uri.path().to_string();
+    refuse(&state.shared, None, IngestError::NoEndpoint { path })
 }
 
 /// Not a POST: 405, counted as rejected.
 async fn not_post(State(state): State<HttpState>) -> Response {
-    state.shared.reject_request();
-    (StatusCode::METHOD_NOT_ALLOWED, "OTLP/HTTP export is a POST").into_response()
+    refuse(&state.shared, None, IngestError::NotPost)
 }
 
 /// `--bearer-token-file`: a request without `Authorization: Bearer <token>` is answered 401
@@ -139,25 +132,23 @@ async fn require_token(
     if state.shared.authenticated(request.headers()) {
         return next.run(request).await;
     }
-    let message = "missing or wrong bearer token: send Authorization: Bearer <the token in budget-top's --bearer-token-file>".to_string();
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let media = content_type.split(';').next().unwrap_or("").trim();
-    let mut response = if media.eq_ignore_ascii_case(PROTOBUF) {
-        error_response(Encoding::Protobuf, StatusCode::UNAUTHORIZED, message)
+    let encoding = if media.eq_ignore_ascii_case(PROTOBUF) {
+        Some(Encoding::Protobuf)
     } else if media.eq_ignore_ascii_case(JSON) {
-        error_response(Encoding::Json, StatusCode::UNAUTHORIZED, message)
+        Some(Encoding::Json)
     } else {
-        (
-            StatusCode::UNAUTHORIZED,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            message,
-        )
-            .into_response()
+        None
     };
+    let error = IngestError::Unauthenticated {
+        send: "Authorization",
+    };
+    let mut response = refuse(&state.shared, encoding, error);
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         axum::http::HeaderValue::from_static("Bearer"),
@@ -196,13 +187,11 @@ fn encoding_of(shared: &Shared, headers: &HeaderMap) -> Result<Encoding, Respons
         PROTOBUF => Ok(Encoding::Protobuf),
         JSON => Ok(Encoding::Json),
         _ => {
-            shared.reject_request();
-            Err((
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                format!("unsupported content type {content_type:?}: send {PROTOBUF} or {JSON}"),
-            )
-                .into_response())
+            let error = IngestError::UnsupportedContentType {
+                content_type: content_type.to_string(),
+                accepted: format!("{PROTOBUF} or {JSON}"),
+            };
+            Err(refuse(shared, None, error))
         }
     }
 }
@@ -236,12 +225,9 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
     let Some(_permit) = shared.begin().await else {
         let drained = tokio::time::timeout(state.body_timeout, drain(body, state.max_body));
         let _ = drained.await;
-        return throttled(encoding);
+        return refuse(shared, Some(encoding), IngestError::Throttled);
     };
-    let fail = |status: StatusCode, message: String| {
-        shared.reject_request();
-        error_response(encoding, status, message)
-    };
+    let fail = |error: IngestError| refuse(shared, Some(encoding), error);
     let (body, held) = shared.body_bytes.meter(body);
     let read = tokio::time::timeout(
         state.body_timeout,
@@ -251,35 +237,17 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
     if held.over() {
         // Cut off mid-body: budget-top holds as many request bytes as it may.
         shared.refuse_unread();
-        return throttled(encoding);
+        return fail(IngestError::Throttled);
     }
     let body = match read {
-        Err(_elapsed) => {
-            return fail(
-                StatusCode::REQUEST_TIMEOUT,
-                format!("request body not received within {:?}", state.body_timeout),
-            );
-        }
+        Err(_elapsed) => return fail(IngestError::BodyTimeout(state.body_timeout)),
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(error)) => {
-            let too_large = std::error::Error::source(&error)
-                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>())
-                || error.to_string().contains("length limit");
-            return if too_large {
-                fail(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "request body is over the limit of {} bytes (--max-body)",
-                        state.max_body
-                    ),
-                )
-            } else {
-                fail(
-                    StatusCode::BAD_REQUEST,
-                    format!("could not read the request body: {error}"),
-                )
-            };
+        Ok(Err(error)) if over_the_limit(&error) => {
+            return fail(IngestError::BodyTooLarge {
+                max: state.max_body,
+            });
         }
+        Ok(Err(error)) => return fail(IngestError::UnreadableBody(error.to_string())),
     };
     let content_encoding = headers
         .get(header::CONTENT_ENCODING)
@@ -290,28 +258,20 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
     let body = match gzip::decode_capped(&content_encoding, body, state.max_body) {
         Some(Ok(bytes)) => bytes,
         Some(Err(GunzipError::TooLarge { .. })) => {
-            return fail(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "decompressed body is over the limit of {} bytes (--max-body)",
-                    state.max_body
-                ),
-            );
+            return fail(IngestError::DecompressedTooLarge {
+                max: state.max_body,
+            });
         }
         Some(Err(GunzipError::Corrupt(error))) => {
-            return fail(
-                StatusCode::BAD_REQUEST,
-                format!("invalid {content_encoding} body: {error}"),
-            );
+            return fail(IngestError::CorruptBody {
+                encoding: content_encoding,
+                error: error.to_string(),
+            });
         }
         None => {
-            return fail(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "unsupported content encoding {content_encoding:?}: send {}",
-                    gzip::ACCEPTED
-                ),
-            );
+            return fail(IngestError::UnsupportedEncoding {
+                encoding: content_encoding,
+            });
         }
     };
     let admission = match encoding {
@@ -320,7 +280,7 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
     };
     let admission = match admission {
         Ok(admission) => admission,
-        Err(message) => return fail(StatusCode::BAD_REQUEST, message),
+        Err(message) => return fail(IngestError::Malformed(message)),
     };
     match admission {
         Admission::Accepted { rejected, message } => {
@@ -341,21 +301,21 @@ async fn export(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
                 }
             }
         }
-        Admission::Throttled => throttled(encoding),
+        Admission::Throttled => fail(IngestError::Throttled),
     }
 }
 
-/// OTLP/HTTP's throttling answer: 503 with `Retry-After`.
-fn throttled(encoding: Encoding) -> Response {
-    let mut response = error_response(
-        encoding,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "budget-top is behind: retry later".into(),
-    );
-    if let Ok(value) = RETRY_AFTER.as_secs().to_string().parse() {
-        response.headers_mut().insert(header::RETRY_AFTER, value);
+/// Whether reading the body stopped at `--max-body`: the limit's own error, anywhere in the
+/// chain of causes.
+fn over_the_limit(error: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = e.source();
     }
-    response
+    false
 }
 
 /// Reads a body to its end without keeping it, stopping past `max` bytes.
@@ -373,28 +333,42 @@ async fn drain(body: Body, max: usize) {
     }
 }
 
-fn error_response(encoding: Encoding, status: StatusCode, message: String) -> Response {
-    // gRPC codes in the Status body: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 14 UNAVAILABLE,
-    // 16 UNAUTHENTICATED.
-    let code = match status {
-        StatusCode::SERVICE_UNAVAILABLE => 14,
-        StatusCode::UNAUTHORIZED => 16,
-        StatusCode::PAYLOAD_TOO_LARGE => 8,
-        _ => 3,
+/// The answer to a refused request (counted as rejected when it can never succeed): a
+/// `google.rpc.Status` in the request's `encoding`, plain text when it is not known, and
+/// `Retry-After` when the client should send it again.
+fn refuse(shared: &Shared, encoding: Option<Encoding>, error: IngestError) -> Response {
+    if error.is_rejected() {
+        shared.reject_request();
+    }
+    let status = error.http_status();
+    let body = RpcStatus {
+        code: i32::from(error.http_body_code()),
+        message: error.to_string(),
     };
-    let body = RpcStatus { code, message };
-    match encoding {
-        Encoding::Protobuf => (
+    let mut response = match encoding {
+        Some(Encoding::Protobuf) => (
             status,
             [(header::CONTENT_TYPE, PROTOBUF)],
             body.encode_to_vec(),
         )
             .into_response(),
-        Encoding::Json => (
+        Some(Encoding::Json) => (
             status,
             [(header::CONTENT_TYPE, JSON)],
             serde_json::to_vec(&body).unwrap_or_default(),
         )
             .into_response(),
+        None => (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            body.message,
+        )
+            .into_response(),
+    };
+    if let Some(wait) = error.retry_after()
+        && let Ok(value) = wait.as_secs().to_string().parse()
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
     }
+    response
 }

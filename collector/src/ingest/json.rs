@@ -564,27 +564,26 @@ fn enumeration<'de, D: Deserializer<'de>>(
     d.deserialize_any(Enum { what, names })
 }
 
+/// `Span.SpanKind`'s names, by number: OTLP/JSON gives a kind as either.
+pub(super) const SPAN_KINDS: [&str; 6] = [
+    "SPAN_KIND_UNSPECIFIED",
+    "SPAN_KIND_INTERNAL",
+    "SPAN_KIND_SERVER",
+    "SPAN_KIND_CLIENT",
+    "SPAN_KIND_PRODUCER",
+    "SPAN_KIND_CONSUMER",
+];
+
+/// `Status.StatusCode`'s names, by number.
+pub(super) const STATUS_CODES: [&str; 3] =
+    ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"];
+
 fn span_kind<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
-    enumeration(
-        d,
-        "span kind",
-        &[
-            "SPAN_KIND_UNSPECIFIED",
-            "SPAN_KIND_INTERNAL",
-            "SPAN_KIND_SERVER",
-            "SPAN_KIND_CLIENT",
-            "SPAN_KIND_PRODUCER",
-            "SPAN_KIND_CONSUMER",
-        ],
-    )
+    enumeration(d, "span kind", &SPAN_KINDS)
 }
 
 fn status_code<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
-    enumeration(
-        d,
-        "status code",
-        &["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"],
-    )
+    enumeration(d, "status code", &STATUS_CODES)
 }
 
 /// A trace or span id: hex (either case), `""` or `null` for none.
@@ -756,5 +755,8 @@ fn any_value(v: AnyValue) -> common::AnyValue {
     common::AnyValue { value: v.0 }
 }
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod proto_form;
+
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

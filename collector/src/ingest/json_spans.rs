@@ -24,6 +24,7 @@ use deadline_budget::semconv;
 use super::decoded::{Decoded, SpanParts};
 use super::facts::{Fact, FactsReader, ValueRef};
 use super::interner::Interner;
+use super::json::{SPAN_KINDS, STATUS_CODES};
 
 mod scan;
 use scan::{Id, Scan, Seen, Text, skip_plain};
@@ -47,10 +48,15 @@ pub fn decode_line(json: &str, interner: &mut Interner) -> Option<Decoded> {
         ..Decoded::default()
     };
     let mut seen = Seen::default();
+    let mut line = Line {
+        interner,
+        carriers: &carriers,
+        out: &mut out,
+    };
     scan.object(|scan, key| match key {
         "resourceSpans" | "resource_spans" => {
             seen.once(0)?;
-            scan.nullable_array(|scan| resource_spans(scan, interner, &carriers, &mut out))
+            scan.nullable_array(|scan| resource_spans(scan, &mut line))
         }
         _ => scan.skip_value(),
     })?;
@@ -58,14 +64,17 @@ pub fn decode_line(json: &str, interner: &mut Interner) -> Option<Decoded> {
     Some(out)
 }
 
+/// A line being read: names are interned, budgets read with the carriers, spans decoded into
+/// `out`.
+struct Line<'a> {
+    interner: &'a mut Interner,
+    carriers: &'a Carriers,
+    out: &'a mut Decoded,
+}
+
 /// One `ResourceSpans`. Its service is known once its resource is read; spans read before it
 /// (a writer that puts `scopeSpans` first) get theirs after.
-fn resource_spans(
-    scan: &mut Scan<'_>,
-    interner: &mut Interner,
-    carriers: &Carriers,
-    out: &mut Decoded,
-) -> Option<()> {
+fn resource_spans(scan: &mut Scan<'_>, line: &mut Line<'_>) -> Option<()> {
     let mut seen = Seen::default();
     let mut service: Option<Arc<str>> = None;
     let mut before_resource = None;
@@ -73,7 +82,7 @@ fn resource_spans(
         "resource" => {
             seen.once(0)?;
             let name = if scan.null() { None } else { resource(scan)? };
-            service = Some(interner.intern(name.unwrap_or("unknown_service")));
+            service = Some(line.interner.intern(name.unwrap_or("unknown_service")));
             Some(())
         }
         "scopeSpans" | "scope_spans" => {
@@ -81,11 +90,11 @@ fn resource_spans(
             let now = match &service {
                 Some(service) => service.clone(),
                 None => {
-                    before_resource = Some(out.spans.len());
-                    interner.intern("unknown_service")
+                    before_resource = Some(line.out.spans.len());
+                    line.interner.intern("unknown_service")
                 }
             };
-            scan.nullable_array(|scan| scope_spans(scan, &now, interner, carriers, out))
+            scan.nullable_array(|scan| scope_spans(scan, &now, line))
         }
         "schemaUrl" | "schema_url" => {
             seen.once(2)?;
@@ -94,7 +103,7 @@ fn resource_spans(
         _ => scan.skip_value(),
     })?;
     if let (Some(first), Some(service)) = (before_resource, service) {
-        for span in &mut out.spans[first..] {
+        for span in &mut line.out.spans[first..] {
             span.service = service.clone();
         }
     }
@@ -158,13 +167,7 @@ fn entity_ref(scan: &mut Scan<'_>) -> Option<()> {
     })
 }
 
-fn scope_spans(
-    scan: &mut Scan<'_>,
-    service: &Arc<str>,
-    interner: &mut Interner,
-    carriers: &Carriers,
-    out: &mut Decoded,
-) -> Option<()> {
+fn scope_spans(scan: &mut Scan<'_>, service: &Arc<str>, line: &mut Line<'_>) -> Option<()> {
     let mut seen = Seen::default();
     scan.object(|scan, key| match key {
         "scope" => {
@@ -173,7 +176,7 @@ fn scope_spans(
         }
         "spans" => {
             seen.once(1)?;
-            scan.nullable_array(|scan| span(scan, service, interner, carriers, out))
+            scan.nullable_array(|scan| span(scan, service, line))
         }
         "schemaUrl" | "schema_url" => {
             seen.once(2)?;
@@ -206,14 +209,10 @@ fn scope(scan: &mut Scan<'_>) -> Option<()> {
     })
 }
 
-/// One span, built into `out` as `decode::decode_request` builds it (or its rejection counted).
-fn span(
-    scan: &mut Scan<'_>,
-    service: &Arc<str>,
-    interner: &mut Interner,
-    carriers: &Carriers,
-    out: &mut Decoded,
-) -> Option<()> {
+/// One span, built into `line.out` as `decode::decode_request` builds it (or its rejection
+/// counted).
+fn span(scan: &mut Scan<'_>, service: &Arc<str>, line: &mut Line<'_>) -> Option<()> {
+    let carriers = line.carriers;
     let mut seen = Seen::default();
     let (mut trace_id, mut span_id, mut parent_span_id) = (Id::EMPTY, Id::EMPTY, Id::EMPTY);
     let mut name = "";
@@ -319,20 +318,9 @@ fn span(
         end_unix_nano: end,
         status_code,
     };
-    out.push(parts.build(facts, service, interner));
+    line.out.push(parts.build(facts, service, line.interner));
     Some(())
 }
-
-const SPAN_KINDS: [&str; 6] = [
-    "SPAN_KIND_UNSPECIFIED",
-    "SPAN_KIND_INTERNAL",
-    "SPAN_KIND_SERVER",
-    "SPAN_KIND_CLIENT",
-    "SPAN_KIND_PRODUCER",
-    "SPAN_KIND_CONSUMER",
-];
-
-const STATUS_CODES: [&str; 3] = ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"];
 
 /// A span's event; whether it is an `exception` (the call failed).
 /// One event: an `exception` event says the span failed, and its type and message what of.

@@ -20,6 +20,7 @@ pub mod auth;
 mod body_bytes;
 pub mod decode;
 pub mod decoded;
+mod error;
 pub mod facts;
 mod grpc;
 pub mod gzip;

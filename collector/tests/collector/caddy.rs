@@ -16,9 +16,7 @@
 //! Skipped, saying so, without Go (Caddy is built from it) or python3.
 
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
@@ -26,10 +24,7 @@ use serde_json::Value as Json;
 use crate::otelcol_tier1::free_port;
 use crate::python_sdk::venv_python_or_skip;
 use crate::python_stock::stock_python;
-use crate::support::{
-    Service, assert_success, listen, one_burst_at_a_time, output_within, scratch, send_signal,
-    tool_present,
-};
+use crate::support::{Service, go_tool_or_skip, listen, one_burst_at_a_time, scratch, send_signal};
 
 /// Requests of each kind, sent at once.
 const EACH: usize = 4;
@@ -38,29 +33,7 @@ const PROXY_MS: i64 = 1000;
 
 /// `scripts/caddy.sh`'s binary, or `None` (said on stderr) without Go.
 fn caddy_or_skip(test: &str) -> Option<String> {
-    static BUILT: Mutex<Option<String>> = Mutex::new(None);
-    if !tool_present("go", "version") {
-        eprintln!("\n*** SKIPPED {test}: Go is not installed (Caddy is built from Go) ***\n");
-        return None;
-    }
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(bin) = built.as_ref() {
-        return Some(bin.clone());
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
-    let out = output_within(
-        Command::new("bash")
-            .arg(repo.join("scripts/caddy.sh"))
-            .env("CARGO_TARGET_DIR", target),
-        Duration::from_secs(1200),
-    );
-    assert_success("scripts/caddy.sh", &out);
-    let bin = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    *built = Some(bin.clone());
-    Some(bin)
+    go_tool_or_skip(test, "Caddy", Duration::from_secs(1200))
 }
 
 /// A running Caddy, stopped (and its spans flushed) with SIGTERM.

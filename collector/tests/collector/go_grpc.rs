@@ -8,42 +8,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
 use crate::support::{
     Finished, assert_nothing_beyond_noise, assert_success, finding_names, findings_beyond_noise,
-    listen, output_within, tool_present,
+    go_program_or_skip, listen, orphan_with_all_the_waste, output_within,
 };
 
 /// The chain's binary, built once per test run (`go build` is a no-op when nothing changed).
 pub fn gochain_or_skip(test: &str) -> Option<PathBuf> {
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
-    if !tool_present("go", "version") {
-        eprintln!("\n*** SKIPPED {test}: Go is not installed ***\n");
-        return None;
-    }
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(bin) = built.as_ref() {
-        return Some(bin.clone());
-    }
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-chain/gochain");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
-    let out = output_within(
-        Command::new("go")
-            .args(["build", "-mod=readonly", "-trimpath", "-o"])
-            .arg(&bin)
-            .arg(".")
-            .current_dir(&src),
-        Duration::from_secs(900),
-    );
-    assert_success("go build of tests/go", &out);
-    *built = Some(bin.clone());
-    Some(bin)
+    go_program_or_skip(test, "tests/go", ".", "go-chain/gochain")
 }
 
 /// Runs the chain's `variant` against a fresh `check`; returns what the user saw and the report.
@@ -162,12 +138,7 @@ fn go_grpc_chain_with_a_fixed_timeout_resets_the_budget_and_orphans_work() {
     let wasted = report["summary"]["wasted_ms"].as_i64().unwrap();
     assert!((300..=1500).contains(&wasted), "{report:#}");
     let findings = report["findings"].as_array().unwrap();
-    let orphan = findings
-        .iter()
-        .find(|f| f["kind"] == "orphaned_work")
-        .unwrap();
-    // Its own dead work (a few ms at most) and inventory's below it: all of the chain's waste.
-    assert_eq!(orphan["wasted_ms"].as_i64(), Some(wasted), "{orphan}");
+    let orphan = orphan_with_all_the_waste(&report);
     for f in findings.iter().filter(|f| f["kind"] == "budget_reset") {
         // grpc-go forwarded the 2 s of context.WithTimeout; about 980 ms were left.
         let forwarded = f["forwarded_ms"].as_i64().unwrap();

@@ -8,45 +8,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use crate::support::{Finished, assert_success, listen, output_within, tool_present};
+use crate::support::{Finished, assert_success, go_program_or_skip, listen, output_within};
 
 const REQUESTS: u64 = 6;
 
 /// The program of package `package` of `tests/go_http` (its own module: the stock otelhttp
 /// instrumentation and the OTLP/gRPC exporter), built once under the target dir as `name`;
 /// `None` (and a loud line) when there is no `go`.
-pub fn go_program_or_skip(test: &str, package: &str, name: &str) -> Option<PathBuf> {
-    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
-    if !tool_present("go", "version") {
-        eprintln!("\n*** SKIPPED {test}: Go is not installed ***\n");
-        return None;
-    }
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, bin)) = built.iter().find(|(p, _)| p == package) {
-        return Some(bin.clone());
-    }
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("go-http")
-        .join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go_http");
-    let out = output_within(
-        Command::new("go")
-            .args(["build", "-mod=readonly", "-trimpath", "-o"])
-            .arg(&bin)
-            .arg(package)
-            .current_dir(&src),
-        Duration::from_secs(900),
-    );
-    assert_success(&format!("go build of tests/go_http/{package}"), &out);
-    built.push((package.to_owned(), bin.clone()));
-    Some(bin)
+pub fn go_http_program_or_skip(test: &str, package: &str, name: &str) -> Option<PathBuf> {
+    go_program_or_skip(test, "tests/go_http", package, &format!("go-http/{name}"))
 }
 
 fn run_variant(gohttp: &Path, variant: &str) -> Finished {
@@ -75,7 +49,7 @@ fn lost(report: &Json) -> Vec<&Json> {
 #[test]
 fn go_http_calls_made_with_context_background_lost_their_context_and_r_context_did_not() {
     let Some(gohttp) =
-        go_program_or_skip("go_http_calls_made_with_context_background", ".", "gohttp")
+        go_http_program_or_skip("go_http_calls_made_with_context_background", ".", "gohttp")
     else {
         return;
     };

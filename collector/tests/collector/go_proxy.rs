@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use crate::go_http::go_program_or_skip;
+use crate::go_http::go_http_program_or_skip;
 use crate::support::{assert_success, listen, output_within};
 
 const REQUESTS: u64 = 8;
@@ -34,7 +34,7 @@ fn near(got: i64, want: i64, what: &str, report: &Json) {
 
 #[test]
 fn a_proxy_that_records_one_span_gives_up_abandons_its_callee_and_infers_its_timeout() {
-    let Some(proxy) = go_program_or_skip("go_proxy", "./proxy", "proxy") else {
+    let Some(proxy) = go_http_program_or_skip("go_proxy", "./proxy", "proxy") else {
         return;
     };
     let check = listen(&["check", "--idle", "2s", "--format", "json"]);

@@ -2,6 +2,7 @@
 //! (as `check` and the screen configure them, and as `record` does), `check --input`, and the
 //! text report. Plus issue 13's OTLP/JSON as the Collector reads it.
 
+use budget_top::ingest::json::proto_form::proto_form;
 use budget_top::ingest::{Ingest, IngestConfig};
 use prost::Message as _;
 use serde_json::Value as Json;
@@ -43,56 +44,6 @@ fn a_file_starting_with_a_byte_order_mark_is_read() {
     let out = run(&["check", "--input", &path, "--format", "json"]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert_eq!(out.json()["summary"]["spans"], 5, "{out:?}");
-}
-
-/// The proto's own field names, enum names and 64-bit integers as JSON numbers, as the
-/// Collector accepts them (and some exporters write them).
-fn proto_form(value: &Json) -> Json {
-    fn snake(key: &str) -> String {
-        let mut out = String::new();
-        for c in key.chars() {
-            if c.is_ascii_uppercase() {
-                out.push('_');
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    }
-    match value {
-        Json::Object(map) => Json::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        ("kind", Json::Number(n)) => Json::String(
-                            [
-                                "SPAN_KIND_UNSPECIFIED",
-                                "SPAN_KIND_INTERNAL",
-                                "SPAN_KIND_SERVER",
-                                "SPAN_KIND_CLIENT",
-                                "SPAN_KIND_PRODUCER",
-                                "SPAN_KIND_CONSUMER",
-                            ][n.as_u64().unwrap() as usize]
-                                .into(),
-                        ),
-                        ("code", Json::Number(n)) => Json::String(
-                            ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"]
-                                [n.as_u64().unwrap() as usize]
-                                .into(),
-                        ),
-                        ("startTimeUnixNano" | "endTimeUnixNano" | "intValue", Json::String(s)) => {
-                            Json::Number(s.parse::<i64>().unwrap().into())
-                        }
-                        _ => proto_form(v),
-                    };
-                    (snake(k), v)
-                })
-                .collect(),
-        ),
-        Json::Array(items) => Json::Array(items.iter().map(proto_form).collect()),
-        other => other.clone(),
-    }
 }
 
 fn with_status(

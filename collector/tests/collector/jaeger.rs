@@ -5,40 +5,16 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
 use crate::otelcol_tier1::{Collector, free_port};
-use crate::support::{assert_success, output_within, tool_present};
+use crate::support::go_tool_or_skip;
 
 /// `scripts/jaeger.sh`'s binary, or `None` (said on stderr) without Go.
 pub fn jaeger_or_skip(test: &str) -> Option<String> {
-    static BUILT: Mutex<Option<String>> = Mutex::new(None);
-    if !tool_present("go", "version") {
-        eprintln!("\n*** SKIPPED {test}: Go is not installed (Jaeger is built from Go) ***\n");
-        return None;
-    }
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(bin) = built.as_ref() {
-        return Some(bin.clone());
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
-    let out = output_within(
-        Command::new("bash")
-            .arg(repo.join("scripts/jaeger.sh"))
-            .env("CARGO_TARGET_DIR", target),
-        Duration::from_secs(1800),
-    );
-    assert_success("scripts/jaeger.sh", &out);
-    let bin = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    *built = Some(bin.clone());
-    Some(bin)
+    go_tool_or_skip(test, "Jaeger", Duration::from_secs(1800))
 }
 
 /// A running Jaeger: where to send OTLP, and its query API.

@@ -8,32 +8,30 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
 use crate::support::{
-    Finished, assert_nothing_beyond_noise, assert_success, finding_names, findings_beyond_noise,
-    listen, output_within, tool_present,
+    Builds, Finished, assert_nothing_beyond_noise, assert_success, finding_names,
+    findings_beyond_noise, listen, orphan_with_all_the_waste, output_within, tool_present,
 };
 
 /// The classpath of the compiled chain, built once per test run; the jars are fetched again
 /// only when the pom changes.
 fn classpath_or_skip(test: &str) -> Option<String> {
-    static BUILT: Mutex<Option<String>> = Mutex::new(None);
+    static BUILT: Builds<String> = Builds::new();
     for (tool, flag) in [("java", "-version"), ("javac", "-version"), ("mvn", "-v")] {
         if !tool_present(tool, flag) {
             eprintln!("\n*** SKIPPED {test}: {tool} is not installed ***\n");
             return None;
         }
     }
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(classpath) = built.as_ref() {
-        return Some(classpath.clone());
-    }
+    Some(BUILT.once("tests/java", build_classpath))
+}
+
+/// Fetches the jars (again only when the pom changed) and compiles the chain: its classpath.
+fn build_classpath() -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-chain");
     let lib = dir.join("lib");
@@ -72,9 +70,7 @@ fn classpath_or_skip(test: &str) -> Option<String> {
         Duration::from_secs(300),
     );
     assert_success("javac of tests/java", &out);
-    let classpath = format!("{}:{}/*", classes.display(), lib.display());
-    *built = Some(classpath.clone());
-    Some(classpath)
+    format!("{}:{}/*", classes.display(), lib.display())
 }
 
 /// Runs the chain's `variant` against a fresh `check`; returns what the user saw and the report.
@@ -197,12 +193,7 @@ fn java_chain_with_a_fixed_timeout_drops_the_deadline_inverts_it_and_orphans_wor
         "{report:#}"
     );
     let findings = report["findings"].as_array().unwrap();
-    let orphan = findings
-        .iter()
-        .find(|f| f["kind"] == "orphaned_work")
-        .unwrap();
-    // Its own dead work (a few ms at most) and inventory's below it: all of the chain's waste.
-    assert_eq!(orphan["wasted_ms"].as_i64(), Some(wasted), "{orphan}");
+    let orphan = orphan_with_all_the_waste(&report);
     let slow_drop = findings
         .iter()
         .find(|f| f["kind"] == "budget_dropped" && f["trace_id"] == orphan["trace_id"])

@@ -8,6 +8,7 @@
 )]
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
@@ -205,6 +206,21 @@ pub fn assert_success(what: &str, out: &std::process::Output) {
     );
 }
 
+/// The report's `orphaned_work` finding: its dead work (a few ms of its own, and all that is
+/// below it) is all of the report's waste, as on a chain where one slow callee worked on.
+#[track_caller]
+pub fn orphan_with_all_the_waste(report: &Json) -> &Json {
+    let wasted = report["summary"]["wasted_ms"].as_i64();
+    let orphan = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "orphaned_work")
+        .unwrap_or_else(|| panic!("no orphaned_work: {report:#}"));
+    assert_eq!(orphan["wasted_ms"].as_i64(), wasted, "{orphan}");
+    orphan
+}
+
 /// Whether `tool --version` (or `-version`) runs: a toolchain that is missing entirely.
 pub fn tool_present(tool: &str, version_flag: &str) -> bool {
     Command::new(tool)
@@ -213,6 +229,82 @@ pub fn tool_present(tool: &str, version_flag: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// What the tests build of other stacks (a Go binary, a Java classpath), each once per test run
+/// and shared by the tests that need it, by name. A test waits while another builds it.
+pub struct Builds<T>(std::sync::Mutex<Vec<(String, T)>>);
+
+impl<T: Clone> Builds<T> {
+    pub const fn new() -> Self {
+        Builds(std::sync::Mutex::new(Vec::new()))
+    }
+
+    /// What `build` made of `name`, built the first time it is asked for.
+    pub fn once(&self, name: &str, build: impl FnOnce() -> T) -> T {
+        let mut built = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, done)) = built.iter().find(|(n, _)| n == name) {
+            return done.clone();
+        }
+        let done = build();
+        built.push((name.to_owned(), done.clone()));
+        done
+    }
+}
+
+/// The program of package `package` of the Go module in `module` (its modules from the Go
+/// proxy into Go's own cache), built once per test run as `bin` under the target dir; `None`
+/// (and a loud line) when there is no `go`. A failed download or build fails the test.
+pub fn go_program_or_skip(test: &str, module: &str, package: &str, bin: &str) -> Option<PathBuf> {
+    static BUILT: Builds<PathBuf> = Builds::new();
+    if !tool_present("go", "version") {
+        eprintln!("\n*** SKIPPED {test}: Go is not installed ***\n");
+        return None;
+    }
+    let what = match package {
+        "." => module.to_owned(),
+        package => format!("{module}/{}", package.trim_start_matches("./")),
+    };
+    Some(BUILT.once(&what, || {
+        let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join(bin);
+        let out = output_within(
+            Command::new("go")
+                .args(["build", "-mod=readonly", "-trimpath", "-o"])
+                .arg(&bin)
+                .arg(package)
+                .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(module)),
+            Duration::from_secs(900),
+        );
+        assert_success(&format!("go build of {what}"), &out);
+        bin
+    }))
+}
+
+/// The binary a `scripts/NAME.sh` builds from Go source (Jaeger, Caddy) and prints, built
+/// once per test run (the script caches it under the target dir); `None` (and a loud line)
+/// when there is no `go`. A failed build fails the test.
+pub fn go_tool_or_skip(test: &str, name: &str, limit: Duration) -> Option<String> {
+    static BUILT: Builds<String> = Builds::new();
+    if !tool_present("go", "version") {
+        eprintln!("\n*** SKIPPED {test}: Go is not installed ({name} is built from Go) ***\n");
+        return None;
+    }
+    Some(BUILT.once(name, || {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
+        let script = format!("scripts/{}.sh", name.to_lowercase());
+        let out = output_within(
+            Command::new("bash")
+                .arg(repo.join(&script))
+                .env("CARGO_TARGET_DIR", target),
+            limit,
+        );
+        assert_success(&script, &out);
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }))
 }
 
 /// Held by the tests that time a burst of real requests against services of another stack

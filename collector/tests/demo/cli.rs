@@ -5,9 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::{BufRead as _, BufReader, Read as _};
+use std::io::Read as _;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
@@ -59,6 +58,17 @@ fn demo(args: &[&str]) -> Output {
 }
 
 #[track_caller]
+/// `budget-top demo --check` of `scenario` (cured or not) for 4 s at half scale, the report in
+/// JSON.
+fn short_check(scenario: &str, cure: bool) -> Output {
+    let mut args = vec!["--scenario", scenario, "--check", "--for", "4s"];
+    args.extend(["--format", "json", "--time-scale", "0.5"]);
+    if cure {
+        args.push("--cure");
+    }
+    demo(&args)
+}
+
 fn json_report(output: &Output) -> Json {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -89,17 +99,7 @@ fn describe(output: &Output) -> String {
 
 #[test]
 fn fixed_timeout_reports_the_reset_and_exits_1() {
-    let output = demo(&[
-        "--scenario",
-        "fixed-timeout",
-        "--check",
-        "--for",
-        "4s",
-        "--format",
-        "json",
-        "--time-scale",
-        "0.5",
-    ]);
+    let output = short_check("fixed-timeout", false);
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let report = json_report(&output);
     assert!(
@@ -126,17 +126,7 @@ fn fixed_timeout_reports_the_reset_and_exits_1() {
 
 #[test]
 fn propagate_has_no_error_findings_and_exits_0() {
-    let output = demo(&[
-        "--scenario",
-        "propagate",
-        "--check",
-        "--for",
-        "4s",
-        "--format",
-        "json",
-        "--time-scale",
-        "0.5",
-    ]);
+    let output = short_check("propagate", false);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let report = json_report(&output);
     assert!(
@@ -223,14 +213,7 @@ fn the_new_stories_report_their_findings_and_their_cures_none_of_them() {
         .iter()
         .flat_map(|(scenario, ..)| [(*scenario, false), (*scenario, true)])
         .map(|(scenario, cure)| {
-            let handle = std::thread::spawn(move || {
-                let mut args = vec!["--scenario", scenario, "--check", "--for", "4s"];
-                args.extend(["--format", "json", "--time-scale", "0.5"]);
-                if cure {
-                    args.push("--cure");
-                }
-                demo(&args)
-            });
+            let handle = std::thread::spawn(move || short_check(scenario, cure));
             (scenario, cure, handle)
         })
         .collect();
@@ -436,13 +419,7 @@ fn sigterm_ends_the_load_early_and_still_reports() {
         .spawn()
         .expect("budget-top runs");
     // Wait until the services run (the scenario line), then let a few requests through.
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = super::lines_of(child.stderr.take().unwrap());
     let deadline = Instant::now() + SAFETY;
     loop {
         let line = rx
@@ -459,13 +436,7 @@ fn sigterm_ends_the_load_early_and_still_reports() {
         .status()
         .unwrap();
     assert!(status.success());
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let stdout = super::stdout_of(&mut child);
     let status = child.wait().unwrap();
     assert!(
         signalled.elapsed() < Duration::from_secs(30),

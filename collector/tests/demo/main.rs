@@ -37,15 +37,7 @@ impl Check {
             .stderr(Stdio::piped())
             .spawn()
             .expect("budget-top runs");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            // Drained to the end even once nobody reads the lines: a closed pipe would make
-            // the check's later lines on stderr fail (and the check with them).
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let rx = lines_of(child.stderr.take().unwrap());
         let line = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("budget-top prints where it listens");
@@ -77,13 +69,7 @@ impl Check {
             assert!(Instant::now() < limit, "budget-top check did not go idle");
             std::thread::sleep(Duration::from_millis(50));
         };
-        let mut stdout = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
+        let stdout = stdout_of(&mut child);
         let json = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("stdout is not a JSON report ({e}): {stdout}"));
         (status.code().expect("exited normally"), json)
@@ -186,6 +172,26 @@ const NOISE_MS: i64 = 25;
 
 /// Also work that started within 1 ms of its deadline (recorded as 0 ms left) and wasted no
 /// more than the noise.
+/// All of `child`'s stdout, to its end.
+fn stdout_of(child: &mut Child) -> String {
+    let mut stdout = String::new();
+    let mut pipe = child.stdout.take().expect("stdout is piped");
+    pipe.read_to_string(&mut stdout).unwrap();
+    stdout
+}
+
+/// The lines `pipe` gives, as they come. Drained to the end even once nobody reads them: a
+/// closed pipe would make the child's later lines fail (and the child with them).
+fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 fn is_noise(finding: &Json) -> bool {
     let kind = &finding["kind"];
     (kind == "orphaned_work" || kind == "ran_after_expiry")

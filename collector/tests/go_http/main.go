@@ -16,36 +16,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
 
+	"budget-top.example/gohttp/service"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
-
-func provider(service, endpoint string) *sdktrace.TracerProvider {
-	exp, err := otlptracegrpc.New(context.Background(),
-		otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
-	must(err)
-	return sdktrace.NewTracerProvider(
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))),
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond)))
-}
-
-func serve(h http.Handler) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	go func() { _ = http.Serve(lis, h) }()
-	return "http://" + lis.Addr().String()
-}
 
 func main() {
 	if len(os.Args) != 4 || (os.Args[1] != "request" && os.Args[1] != "background") {
@@ -54,26 +34,26 @@ func main() {
 	}
 	variant, endpoint := os.Args[1], os.Args[3]
 	requests, err := strconv.Atoi(os.Args[2])
-	must(err)
+	service.Must(err)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	prefix := "go-http-" + variant + "-"
-	edgeTP := provider(prefix+"edge", endpoint)
-	pricingTP := provider(prefix+"pricing", endpoint)
+	edgeTP := service.Provider(prefix+"edge", endpoint)
+	pricingTP := service.Provider(prefix+"pricing", endpoint)
 
-	pricing := serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	pricing := service.Serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(20 * time.Millisecond)
 		_, _ = io.WriteString(w, "42")
 	}), "GET /price", otelhttp.WithTracerProvider(pricingTP)))
 
 	client := &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport,
 		otelhttp.WithTracerProvider(edgeTP))}
-	edge := serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	edge := service.Serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if variant == "background" {
 			ctx = context.Background()
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, pricing+"/price", nil)
-		must(err)
+		service.Must(err)
 		resp, err := client.Do(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -87,7 +67,7 @@ func main() {
 	answered := 0
 	for i := 0; i < requests; i++ {
 		resp, err := http.Get(edge + "/quote")
-		must(err)
+		service.Must(err)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
@@ -98,16 +78,9 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	must(edgeTP.Shutdown(ctx))
-	must(pricingTP.Shutdown(ctx))
+	service.Must(edgeTP.Shutdown(ctx))
+	service.Must(pricingTP.Shutdown(ctx))
 	out, err := json.Marshal(map[string]int{"200": answered})
-	must(err)
+	service.Must(err)
 	fmt.Println(string(out))
-}
-
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 }

@@ -13,7 +13,7 @@ use super::FloodError;
 /// The name the receiver's certificate must hold: the load only sends to this machine.
 pub const TLS_SERVER_NAME: &str = "localhost";
 
-/// How the load reaches a receiver that wants TLS or a token: [`flood_with`].
+/// How the load reaches a receiver that wants TLS or a token: [`flood_with`](super::flood_with).
 #[derive(Clone, Default)]
 pub struct Security {
     /// TLS, trusting these roots; `None`: plain TCP.

@@ -32,16 +32,6 @@ fn analyse_with(spans: Vec<Span>, timeouts: &EdgeTimeouts) -> ChainAnalysis {
     chain.analyse_with(&Options::default(), timeouts)
 }
 
-/// Each hop's dead work, by service, as the rows carry it.
-fn dead_by_service(a: &Analysed) -> Vec<(String, u32)> {
-    a.rows
-        .iter()
-        .zip(&a.row_spans)
-        .filter(|(r, s)| s.kind.is_hop() && r.dead_ms > 0)
-        .map(|(r, s)| (s.service.to_string(), r.dead_ms))
-        .collect()
-}
-
 /// fixed-timeout's shape: the user's gateway gives up at 1000 ms with a 504; bff forwards
 /// 3000 ms with 938 left; orders and inventory go on working for nobody.
 fn fixed_timeout() -> Vec<Span> {

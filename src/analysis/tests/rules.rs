@@ -39,25 +39,20 @@ fn budget_reset_when_a_hop_received_more_than_its_caller_forwarded() {
     );
     assert_eq!(a.edges[1].count(FindingKind::BudgetReset), 1);
 
-    // grpc-timeout: 1 ms of rounding on top of the 5.
-    spans[4].budget.source = Some(BudgetSource::GrpcTimeout);
-    spans[4].budget.received_ms = Some(806);
-    assert_eq!(kinds(&analyse(spans.clone())), vec![]);
-    spans[4].budget.received_ms = Some(807);
-    assert_eq!(
-        kinds(&analyse(spans.clone())),
-        vec![(FindingKind::BudgetReset, sid(5))]
-    );
-    // x-request-deadline: the same tolerance (5 ms, 1 of rounding): a clock that is off is
-    // measured (clock_skew past 1 s), never absorbed.
-    spans[4].budget.source = Some(BudgetSource::XRequestDeadline);
-    spans[4].budget.received_ms = Some(806);
-    assert_eq!(kinds(&analyse(spans.clone())), vec![]);
-    spans[4].budget.received_ms = Some(807);
-    assert_eq!(
-        kinds(&analyse(spans.clone())),
-        vec![(FindingKind::BudgetReset, sid(5))]
-    );
+    // grpc-timeout: 1 ms of rounding on top of the 5. x-request-deadline: the same tolerance
+    // (5 ms, 1 of rounding): a clock that is off is measured (clock_skew past 1 s), never
+    // absorbed.
+    for source in [BudgetSource::GrpcTimeout, BudgetSource::XRequestDeadline] {
+        spans[4].budget.source = Some(source);
+        spans[4].budget.received_ms = Some(806);
+        assert_eq!(kinds(&analyse(spans.clone())), vec![], "{source:?}");
+        spans[4].budget.received_ms = Some(807);
+        assert_eq!(
+            kinds(&analyse(spans.clone())),
+            vec![(FindingKind::BudgetReset, sid(5))],
+            "{source:?}"
+        );
+    }
     // 1001 ms more: a clock that far behind, measured and corrected (its spans, recorded on
     // that clock, moved back onto orders').
     spans[4].budget.received_ms = Some(1801);

@@ -14,16 +14,6 @@ fn client(id: u64, parent: u64, service: &str, start: u64, end: u64) -> Span {
     span(id, Some(parent), service, SpanKind::Client, start, end)
 }
 
-/// Each hop's dead work by service.
-fn dead(a: &Analysed) -> Vec<(String, u32)> {
-    a.rows
-        .iter()
-        .zip(&a.row_spans)
-        .filter(|(r, s)| s.kind.is_hop() && r.dead_ms > 0)
-        .map(|(r, s)| (s.service.to_string(), r.dead_ms))
-        .collect()
-}
-
 /// Each edge's (caller, callee, untraced, wasted ms).
 fn edges(a: &ChainAnalysis) -> Vec<(String, String, bool, i64)> {
     a.edges
@@ -55,7 +45,7 @@ fn two_calls_in_parallel_each_count_their_own_callee() {
     let a = analyse(spans);
     // api: 300..810, waiting on one call or the other until 805: its own 5 ms.
     assert_eq!(
-        dead(&a),
+        dead_by_service(&a),
         vec![
             ("api".to_owned(), 5),
             ("stock".to_owned(), 500),
@@ -82,7 +72,7 @@ fn a_wait_on_a_traced_callee_that_itself_waits_counts_nowhere_twice() {
     ];
     let a = analyse(spans);
     assert_eq!(
-        dead(&a),
+        dead_by_service(&a),
         vec![
             ("bff".to_owned(), 10),
             ("orders".to_owned(), 8),
@@ -121,7 +111,7 @@ fn work_beside_an_open_call_is_work() {
     let a = analyse(spans);
     // api: 500..900, waiting 500..800 but working 600..700 meanwhile: 100 + 100.
     assert_eq!(
-        dead(&a),
+        dead_by_service(&a),
         vec![("api".to_owned(), 200), ("worker".to_owned(), 300)]
     );
 }
@@ -150,7 +140,7 @@ fn a_wait_on_an_untraced_callee_is_dead_work_on_its_own_edge_once() {
     let a = analyse(app_and_database(1600));
     // The app only waited on the database after the gateway left: 600 ms, on app ->
     // postgresql; the edge into the app carries its own 5 ms.
-    assert_eq!(dead(&a), vec![("app".to_owned(), 605)]);
+    assert_eq!(dead_by_service(&a), vec![("app".to_owned(), 605)]);
     assert_eq!(a.summary.wasted_ms, 605);
     assert_eq!(
         edges(&a),
@@ -363,7 +353,7 @@ fn a_proxy_hop_with_two_callee_hops_waits_on_both_and_relays_its_504() {
             .all(|f| !matches!(f.kind, FindingKind::ShedExpired | FindingKind::ShedFull))
     );
     assert_eq!(
-        dead(&a),
+        dead_by_service(&a),
         vec![("proxy".to_owned(), 2), ("app".to_owned(), 150)]
     );
     let proxy_row = a.rows.iter().find(|r| r.span == 2).unwrap();

@@ -1,13 +1,17 @@
+use super::proto_form::proto_form;
 use super::*;
 
-const CANONICAL: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"orders"}}]},
+/// A span in canonical OTLP/JSON (camelCase names, enums as numbers, 64-bit integers as
+/// strings); shared with `json_spans`'s tests.
+pub(in crate::ingest) const CANONICAL: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"orders"}}]},
         "scopeSpans":[{"scope":{"name":"s"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708",
         "parentSpanId":"","name":"GET /x","kind":2,"startTimeUnixNano":"1764374400000000000","endTimeUnixNano":"1764374400100000000",
         "attributes":[{"key":"budget.received_ms","value":{"intValue":"800"}},{"key":"d","value":{"doubleValue":1.5}},
         {"key":"b","value":{"bytesValue":"aGk="}},{"key":"a","value":{"arrayValue":{"values":[{"stringValue":"x"}]}}}],
         "status":{"code":2,"message":"boom"}}]}]}]}"#;
 
-const PROTO_NAMES: &str = r#"{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"orders"}}]},
+/// The same span in the proto-name form receivers take too.
+pub(in crate::ingest) const PROTO_NAMES: &str = r#"{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"orders"}}]},
         "scope_spans":[{"scope":{"name":"s"},"spans":[{"trace_id":"0102030405060708090A0B0C0D0E0F10","span_id":"0102030405060708",
         "name":"GET /x","kind":"SPAN_KIND_SERVER","start_time_unix_nano":1764374400000000000,"end_time_unix_nano":1764374400100000000,
         "attributes":[{"key":"budget.received_ms","value":{"int_value":800}},{"key":"d","value":{"double_value":"1.5"}},
@@ -107,50 +111,12 @@ fn the_last_value_field_wins_and_unknown_ones_are_skipped() {
     assert_eq!(attributes[1].key_strindex, 3);
 }
 
-/// The proto-name, enum-name, numbers-for-integers form of canonical OTLP/JSON.
-fn proto_form(value: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    let snake = |key: &str| {
-        let mut out = String::new();
-        for c in key.chars() {
-            if c.is_ascii_uppercase() {
-                out.push('_');
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    };
-    match value {
-        J::Object(map) => J::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        ("kind", J::Number(n)) if n.as_u64().is_some_and(|n| n < 6) => J::String(
-                            [
-                                "SPAN_KIND_UNSPECIFIED",
-                                "SPAN_KIND_INTERNAL",
-                                "SPAN_KIND_SERVER",
-                                "SPAN_KIND_CLIENT",
-                                "SPAN_KIND_PRODUCER",
-                                "SPAN_KIND_CONSUMER",
-                            ][n.as_u64().unwrap_or(0) as usize]
-                                .into(),
-                        ),
-                        ("intValue" | "startTimeUnixNano", J::String(s)) => {
-                            s.parse::<i128>().map_or(v.clone(), |n| {
-                                serde_json::from_str(&n.to_string()).unwrap_or(v.clone())
-                            })
-                        }
-                        _ => proto_form(v),
-                    };
-                    (snake(k), v)
-                })
-                .collect(),
-        ),
-        J::Array(items) => J::Array(items.iter().map(proto_form).collect()),
-        other => other.clone(),
+/// An attribute of `key` holding `value`.
+fn key_value(key: String, value: common::any_value::Value) -> common::KeyValue {
+    common::KeyValue {
+        key,
+        value: Some(common::AnyValue { value: Some(value) }),
+        ..Default::default()
     }
 }
 
@@ -176,14 +142,7 @@ fn any_value() -> impl proptest::strategy::Strategy<Value = common::any_value::V
             }),
             proptest::collection::vec(("[a-z]{0,3}", inner), 0..3).prop_map(|kvs| {
                 Value::KvlistValue(common::KeyValueList {
-                    values: kvs
-                        .into_iter()
-                        .map(|(key, v)| common::KeyValue {
-                            key,
-                            value: Some(common::AnyValue { value: Some(v) }),
-                            ..Default::default()
-                        })
-                        .collect(),
+                    values: kvs.into_iter().map(|(key, v)| key_value(key, v)).collect(),
                 })
             }),
         ]
@@ -221,11 +180,7 @@ proptest::proptest! {
                             start_time_unix_nano: start,
                             attributes: attributes
                                 .into_iter()
-                                .map(|(key, v)| common::KeyValue {
-                                    key,
-                                    value: Some(common::AnyValue { value: Some(v) }),
-                                    ..Default::default()
-                                })
+                                .map(|(key, v)| key_value(key, v))
                                 .collect(),
                             status: status.map(|(message, code)| trace::Status { message, code }),
                             ..Default::default()

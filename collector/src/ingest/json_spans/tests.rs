@@ -1,4 +1,6 @@
 use super::*;
+use crate::ingest::json::proto_form::proto_form;
+use crate::ingest::json::tests::{CANONICAL, PROTO_NAMES};
 use crate::ingest::{decode, json};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1 as common;
@@ -38,20 +40,6 @@ fn same(line: &str) {
 fn left(line: &str) {
     assert_eq!(fast(line), None, "{line}");
 }
-
-const CANONICAL: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"orders"}}]},
-        "scopeSpans":[{"scope":{"name":"s"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708",
-        "parentSpanId":"","name":"GET /x","kind":2,"startTimeUnixNano":"1764374400000000000","endTimeUnixNano":"1764374400100000000",
-        "attributes":[{"key":"budget.received_ms","value":{"intValue":"800"}},{"key":"d","value":{"doubleValue":1.5}},
-        {"key":"b","value":{"bytesValue":"aGk="}},{"key":"a","value":{"arrayValue":{"values":[{"stringValue":"x"}]}}}],
-        "status":{"code":2,"message":"boom"}}]}]}]}"#;
-
-const PROTO_NAMES: &str = r#"{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"orders"}}]},
-        "scope_spans":[{"scope":{"name":"s"},"spans":[{"trace_id":"0102030405060708090A0B0C0D0E0F10","span_id":"0102030405060708",
-        "name":"GET /x","kind":"SPAN_KIND_SERVER","start_time_unix_nano":1764374400000000000,"end_time_unix_nano":1764374400100000000,
-        "attributes":[{"key":"budget.received_ms","value":{"int_value":800}},{"key":"d","value":{"double_value":"1.5"}},
-        {"key":"b","value":{"bytes_value":"aGk"}},{"key":"a","value":{"array_value":{"values":[{"string_value":"x"}]}}}],
-        "status":{"code":"STATUS_CODE_ERROR","message":"boom"}}]}]}]}"#;
 
 /// A span of `budget-demo load` with its attributes, as `record` writes it.
 const DEMO: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"gateway"}},{"key":"telemetry.sdk.language","value":{"stringValue":"rust"}}],"droppedAttributesCount":0,"entityRefs":[]},"scopeSpans":[{"scope":{"name":"budget-demo-load","version":"","attributes":[],"droppedAttributesCount":0},"spans":[{"traceId":"b71d9e42000000000000000000000000","spanId":"0000000000000001","traceState":"","parentSpanId":"","flags":0,"name":"GET /gateway","kind":2,"startTimeUnixNano":"1764547200000000000","endTimeUnixNano":"1764547200048000000","attributes":[{"key":"http.request.method","value":{"stringValue":"GET"}},{"key":"http.response.status_code","value":{"intValue":"200"}},{"key":"budget.outcome","value":{"stringValue":"ok"}},{"key":"budget.remaining_at_start_ms","value":{"intValue":"1200"}},{"key":"budget.source","value":{"stringValue":"default"}},{"key":"budget.default_ms","value":{"intValue":"1200"}}],"droppedAttributesCount":0,"events":[],"droppedEventsCount":0,"links":[],"droppedLinksCount":0,"status":null},{"traceId":"b71d9e42000000000000000000000000","spanId":"0000000000000002","traceState":"","parentSpanId":"0000000000000001","flags":0,"name":"GET bff","kind":3,"startTimeUnixNano":"1764547200005000000","endTimeUnixNano":"1764547200047000000","attributes":[{"key":"server.port","value":{"intValue":"8080"}},{"key":"budget.remaining_ms","value":{"intValue":"1195"}},{"key":"budget.forwarded_ms","value":{"intValue":"1185"}},{"key":"budget.timeout_ms","value":{"intValue":"1185"}},{"key":"budget.sla_ms","value":{"intValue":"2000"}},{"key":"budget.attempt","value":{"intValue":"1"}}],"droppedAttributesCount":0,"events":[],"droppedEventsCount":0,"links":[],"droppedLinksCount":0,"status":null}]}]}]}"#;
@@ -187,49 +175,6 @@ proptest::proptest! {
         {
             proptest::prop_assert_eq!(Some(fast), general(line), "{}", line);
         }
-    }
-}
-
-/// The proto-name form of a request's JSON (snake_case names, enums by name, 64-bit integers
-/// as numbers), which receivers take too.
-fn proto_form(value: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    let snake = |key: &str| {
-        let mut out = String::new();
-        for c in key.chars() {
-            if c.is_ascii_uppercase() {
-                out.push('_');
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    };
-    match value {
-        J::Object(map) => J::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        ("kind", J::Number(n)) if n.as_u64().is_some_and(|n| n < 6) => {
-                            J::String(SPAN_KINDS[n.as_u64().unwrap_or(0) as usize].into())
-                        }
-                        ("code", J::Number(n)) if n.as_u64().is_some_and(|n| n < 3) => {
-                            J::String(STATUS_CODES[n.as_u64().unwrap_or(0) as usize].into())
-                        }
-                        ("intValue" | "startTimeUnixNano" | "endTimeUnixNano", J::String(s)) => {
-                            s.parse::<i128>().map_or(v.clone(), |n| {
-                                serde_json::from_str(&n.to_string()).unwrap_or(v.clone())
-                            })
-                        }
-                        _ => proto_form(v),
-                    };
-                    (snake(k), v)
-                })
-                .collect(),
-        ),
-        J::Array(items) => J::Array(items.iter().map(proto_form).collect()),
-        other => other.clone(),
     }
 }
 

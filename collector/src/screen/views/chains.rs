@@ -1,13 +1,15 @@
 //! The chain list: one row per request chain, newest first (or by the chosen order), with the
-//! edge budget, the time used, the hops and the worst finding coloured by severity.
+//! edge budget, the time used, the hops and the worst finding coloured by severity. Its
+//! columns are one table (`COLUMNS`: head, width, cell), drawn by one loop.
 //!
 //! Only the rows on screen are touched, so the cost of a frame does not grow with the number
 //! of chains held.
 
 use crossterm::event::KeyCode;
-use deadline_budget::analysis::{ChainOutcome, Severity};
+use deadline_budget::analysis::{ChainOutcome, FindingKind, Severity, TraceId};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
+use ratatui::style::Style;
 
 use super::keys::{self, Key};
 use super::theme::Theme;
@@ -15,6 +17,7 @@ use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step, wate
 use crate::present::format::{clock, fit, ms, severity_glyph, unicode_width};
 use crate::screen::{State, View};
 use crate::span_text::for_screen;
+use crate::store::HeldAnalysis;
 
 /// The Chains tab: the chain list, with the selected chain's waterfall below it when there is
 /// room (else its finding in words). Its selection is `ui.selected` (and the preview's row,
@@ -143,18 +146,6 @@ impl Pane for Chains {
     }
 }
 
-struct Columns {
-    start: u16,
-    root: u16,
-    budget: u16,
-    used: u16,
-    hops: u16,
-    wasted: u16,
-    outcome: u16,
-    worst: u16,
-    trace: u16,
-}
-
 /// The OUTCOME column's word for how the request ended for its user.
 pub fn outcome_label(outcome: ChainOutcome) -> &'static str {
     match outcome {
@@ -169,45 +160,13 @@ pub fn outcome_label(outcome: ChainOutcome) -> &'static str {
 }
 
 /// The style of an outcome: failures stand out, in flight is quiet.
-pub fn outcome_style(outcome: ChainOutcome, theme: Theme) -> ratatui::style::Style {
+pub fn outcome_style(outcome: ChainOutcome, theme: Theme) -> Style {
     match outcome {
         ChainOutcome::InFlight | ChainOutcome::Ok => theme.dim(),
         ChainOutcome::Shed | ChainOutcome::Late => theme.severity(Severity::Warning),
         ChainOutcome::DeadlineExceeded | ChainOutcome::Cancelled | ChainOutcome::Error => {
             theme.severity(Severity::Error)
         }
-    }
-}
-
-fn columns(width: u16) -> Columns {
-    let wide = width >= 120;
-    let wider = width >= 160;
-    let wasted = if wide { 9 } else { 0 };
-    let trace = if width >= 190 {
-        33
-    } else if wider {
-        17
-    } else {
-        0
-    };
-    // Narrow screens: the time to the second and tighter figures, so the name keeps room.
-    let (start, figure) = if width >= 100 { (13, 8) } else { (9, 7) };
-    let hops = 5;
-    // Room for the longest kind's name whole ("▲ timeout_inverted").
-    let worst = if wide { 24 } else { 20 };
-    let outcome = 10;
-    let fixed = 2 + start + 2 * figure + hops + outcome + worst + wasted + trace;
-    Columns {
-        start,
-        // Wider than this, the figures drift far from the name they belong to.
-        root: width.saturating_sub(fixed).clamp(8, 60),
-        budget: figure,
-        used: figure,
-        hops,
-        wasted,
-        outcome,
-        worst,
-        trace,
     }
 }
 
@@ -222,50 +181,258 @@ pub fn row_at(state: &State, area: Rect, y: u16) -> Option<usize> {
     (i < state.data.visible.len()).then_some(i)
 }
 
+/// One column of the chain list: its head, its width, where its text stands, and its cell for
+/// a chain. The list is drawn from `COLUMNS` alone (tokio-console's `TableList`).
+struct Column {
+    head: fn(&Heading) -> &'static str,
+    width: Width,
+    align: Align,
+    /// The text and style of a row's cell, its text in at most the room given.
+    cell: fn(&Row, u16) -> (String, Style),
+}
+
+/// What a head depends on: its room, and whether the demo names the lesson's findings.
+struct Heading {
+    room: u16,
+    lesson: bool,
+}
+
+enum Width {
+    /// The cells at a screen's width; 0 leaves the column out at that width.
+    At(fn(u16) -> u16),
+    /// What the other columns leave, within bounds.
+    Rest { min: u16, max: u16 },
+}
+
+/// Where a column's text stands. Its room is its width less one cell, the gap.
+enum Align {
+    /// From the first cell; the gap after it.
+    Left,
+    /// Against the gap at the end: the figures.
+    Right,
+    /// The words after the figures: the gap first, then the text.
+    Spaced,
+}
+
+/// One chain as its cells read it.
+struct Row<'a> {
+    id: TraceId,
+    chain: &'a HeldAnalysis,
+    /// The FINDING column's kind: the lesson's when the chain shows it, else its worst.
+    finding: Option<FindingKind>,
+    selected: bool,
+    theme: Theme,
+    /// The row's style (selected or not).
+    style: Style,
+}
+
+impl Row<'_> {
+    /// `style` on the row's background, so a coloured cell keeps its colour when selected.
+    fn on_row(&self, style: Style) -> Style {
+        style.patch(Style {
+            fg: None,
+            ..self.style
+        })
+    }
+}
+
+/// Narrow screens: the time to the second and tighter figures, so the name keeps room.
+fn figure(width: u16) -> u16 {
+    if width >= 100 { 8 } else { 7 }
+}
+
+static COLUMNS: [Column; 10] = [
+    Column {
+        head: |_| "",
+        width: Width::At(|_| 2),
+        align: Align::Left,
+        cell: |r, _| ((if r.selected { "▶" } else { "" }).into(), r.style),
+    },
+    Column {
+        head: |_| "START",
+        width: Width::At(|w| if w >= 100 { 13 } else { 9 }),
+        align: Align::Left,
+        cell: |r, room| {
+            let mut start = clock(r.chain.summary.start_unix_nano);
+            start.truncate(room as usize);
+            (start, r.theme.dim().patch(r.style))
+        },
+    },
+    Column {
+        // At 80 columns the root column has 19 cells: the head drops ROOT, whose rows say it.
+        head: |h| {
+            ["ROOT SERVICE / OPERATION", "SERVICE / OPERATION"]
+                .into_iter()
+                .find(|t| unicode_width(t) <= h.room as usize)
+                .unwrap_or("SERVICE / OPERATION")
+        },
+        // Wider than this, the figures drift far from the name they belong to.
+        width: Width::Rest { min: 8, max: 60 },
+        align: Align::Left,
+        cell: |r, room| {
+            let s = &r.chain.summary;
+            let root = format!(
+                "{} {}",
+                for_screen(&s.root_service),
+                for_screen(&s.root_name)
+            );
+            (fit(&root, room as usize).into_owned(), r.style)
+        },
+    },
+    Column {
+        head: |_| "BUDGET",
+        width: Width::At(figure),
+        align: Align::Right,
+        cell: |r, _| {
+            let budget = r.chain.summary.edge_budget_ms;
+            (budget.map(ms).unwrap_or_else(|| "none".into()), r.style)
+        },
+    },
+    Column {
+        head: |_| "USED",
+        width: Width::At(figure),
+        align: Align::Right,
+        cell: |r, _| {
+            let s = &r.chain.summary;
+            let over = s.edge_budget_ms.is_some_and(|b| s.duration_ms > b);
+            let style = if over {
+                r.on_row(r.theme.late())
+            } else {
+                r.style
+            };
+            (ms(s.duration_ms), style)
+        },
+    },
+    Column {
+        head: |_| "HOPS",
+        width: Width::At(|_| 5),
+        align: Align::Right,
+        cell: |r, _| (r.chain.summary.hops.to_string(), r.style),
+    },
+    Column {
+        head: |_| "WASTED",
+        width: Width::At(|w| if w >= 120 { 9 } else { 0 }),
+        align: Align::Right,
+        cell: |r, _| {
+            let wasted = r.chain.summary.wasted_ms;
+            let text = if wasted > 0 {
+                ms(wasted)
+            } else {
+                String::new()
+            };
+            (text, r.on_row(r.theme.late()))
+        },
+    },
+    Column {
+        head: |_| "OUTCOME",
+        width: Width::At(|_| 10),
+        align: Align::Spaced,
+        cell: |r, _| {
+            let outcome = r.chain.summary.outcome;
+            let style = r.on_row(outcome_style(outcome, r.theme));
+            (outcome_label(outcome).into(), style)
+        },
+    },
+    Column {
+        // In the demo the column names what the scenario teaches when a chain shows it.
+        head: |h| {
+            if h.lesson { "FINDING" } else { "WORST FINDING" }
+        },
+        // Room for the longest kind's name whole ("▲ timeout_inverted").
+        width: Width::At(|w| if w >= 120 { 24 } else { 20 }),
+        align: Align::Spaced,
+        cell: |r, room| match r.finding {
+            Some(kind) => {
+                let sev = kind.severity();
+                let more = r.chain.findings.len().saturating_sub(1);
+                let name = format!("{} {}", severity_glyph(sev), kind.as_str());
+                // The name stays whole; the count of the other findings only when it fits.
+                let label = match format!("{name} +{more}") {
+                    full if more > 0 && unicode_width(&full) <= room as usize => full,
+                    _ => name,
+                };
+                (label, r.on_row(r.theme.severity(sev)))
+            }
+            // A chain whose root has not arrived (the list holds such chains back for a few
+            // seconds): say why it is in flight.
+            None if r.chain.summary.orphans > 0 => {
+                ("… root missing".into(), r.on_row(r.theme.dim()))
+            }
+            None => (String::new(), r.style),
+        },
+    },
+    Column {
+        head: |_| "TRACE",
+        width: Width::At(|w| {
+            if w >= 190 {
+                33
+            } else if w >= 160 {
+                17
+            } else {
+                0
+            }
+        }),
+        align: Align::Left,
+        cell: |r, _| {
+            let mut trace = r.id.to_string();
+            trace.truncate(16);
+            (trace, r.on_row(r.theme.dim()))
+        },
+    },
+];
+
+/// The columns shown at a screen's `width`, each with its width.
+fn shown(width: u16) -> impl Iterator<Item = (&'static Column, u16)> {
+    let at = |c: &Column| match c.width {
+        Width::At(at) => at(width),
+        Width::Rest { .. } => 0,
+    };
+    let fixed: u16 = COLUMNS.iter().map(at).sum();
+    COLUMNS
+        .iter()
+        .map(move |c| match c.width {
+            Width::At(at) => (c, at(width)),
+            Width::Rest { min, max } => (c, width.saturating_sub(fixed).clamp(min, max)),
+        })
+        .filter(|(_, w)| *w > 0)
+}
+
+impl Column {
+    /// Draws `text` in this column, `width` cells from (x, y); empty text draws nothing.
+    fn draw(&self, buf: &mut Buffer, (x, y): (u16, u16), width: u16, text: &str, style: Style) {
+        if text.is_empty() {
+            return;
+        }
+        let room = width.saturating_sub(1);
+        match self.align {
+            Align::Left => {
+                put(buf, x, y, text, room, style);
+            }
+            Align::Right => put_right(buf, x, y, text, room, style),
+            Align::Spaced => {
+                put(buf, x, y, &format!(" {text}"), width, style);
+            }
+        }
+    }
+}
+
 /// Draw the list into `area` (first row: column heads).
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     if area.height == 0 || area.width < 20 {
         return;
     }
-    let c = columns(area.width);
-    let head = theme.title();
-    let mut x = area.x + 2;
-    let y = area.y;
-    // A head too long for its column ends with `…` rather than a word cut short.
-    let mut col = |buf: &mut Buffer, s: &str, w: u16, right: bool| {
-        let room = w.saturating_sub(1);
-        let s = fit(s, room as usize);
-        if right {
-            put_right(buf, x, y, &s, room, head);
-        } else {
-            put(buf, x, y, &s, room, head);
-        }
-        x += w;
-    };
-    col(buf, "START", c.start, false);
-    // At 80 columns the root column has 19 cells: the head drops ROOT, whose rows say it.
-    let root_head = ["ROOT SERVICE / OPERATION", "SERVICE / OPERATION"]
-        .into_iter()
-        .find(|h| unicode_width(h) < c.root as usize)
-        .unwrap_or("SERVICE / OPERATION");
-    col(buf, root_head, c.root, false);
-    col(buf, "BUDGET", c.budget, true);
-    col(buf, "USED", c.used, true);
-    col(buf, "HOPS", c.hops, true);
-    if c.wasted > 0 {
-        col(buf, "WASTED", c.wasted, true);
-    }
-    col(buf, " OUTCOME", c.outcome, false);
-    // In the demo the column names what the scenario teaches when a chain shows it.
     let focus = state.focus_kinds();
-    let head = if focus.is_empty() {
-        " WORST FINDING"
-    } else {
-        " FINDING"
-    };
-    col(buf, head, c.worst, false);
-    if c.trace > 0 {
-        col(buf, "TRACE", c.trace, false);
+    let mut x = area.x;
+    for (column, width) in shown(area.width) {
+        let room = width.saturating_sub(1);
+        let heading = Heading {
+            room,
+            lesson: !focus.is_empty(),
+        };
+        // A head too long for its column ends with `…` rather than a word cut short.
+        let head = fit((column.head)(&heading), room as usize);
+        column.draw(buf, (x, area.y), width, &head, theme.title());
+        x += width;
     }
 
     let rows = area.height.saturating_sub(1) as usize;
@@ -291,15 +458,14 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
         let Some(chain) = state.data.store.held_analysis(*id) else {
             continue;
         };
-        let s = &chain.summary;
         let y = area.y + 1 + (i - offset) as u16;
         let selected = i == state.ui.selected;
-        let row_style = if selected {
+        let style = if selected {
             theme.selected()
         } else {
             theme.text()
         };
-        buf.set_style(Rect::new(area.x, y, area.width, 1), row_style);
+        buf.set_style(Rect::new(area.x, y, area.width, 1), style);
         let worst = chain
             .findings
             .iter()
@@ -309,112 +475,19 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
             .iter()
             .find(|k| chain.findings.iter().any(|f| f.kind == **k))
             .copied();
-        let worst = lesson.or(worst);
-        let mut x = area.x;
-        let marker = if selected { "▶" } else { " " };
-        put(buf, x, y, marker, 1, row_style);
-        x += 2;
-        let mut start = clock(s.start_unix_nano);
-        if c.start < 13 {
-            start.truncate(8);
-        }
-        put(buf, x, y, &start, c.start, theme.dim().patch(row_style));
-        x += c.start;
-        let root = format!(
-            "{} {}",
-            for_screen(&s.root_service),
-            for_screen(&s.root_name)
-        );
-        let root_w = c.root.saturating_sub(1);
-        put(buf, x, y, &fit(&root, root_w as usize), root_w, row_style);
-        x += c.root;
-        let budget = s.edge_budget_ms.map(ms).unwrap_or_else(|| "none".into());
-        put_right(buf, x, y, &budget, c.budget - 1, row_style);
-        x += c.budget;
-        let over = s.edge_budget_ms.is_some_and(|b| s.duration_ms > b);
-        let used_style = if over {
-            theme.late().patch(bg_of(row_style))
-        } else {
-            row_style
+        let row = Row {
+            id: *id,
+            chain,
+            finding: lesson.or(worst),
+            selected,
+            theme,
+            style,
         };
-        put_right(buf, x, y, &ms(s.duration_ms), c.used - 1, used_style);
-        x += c.used;
-        put_right(buf, x, y, &s.hops.to_string(), c.hops - 1, row_style);
-        x += c.hops;
-        if c.wasted > 0 {
-            let text = if s.wasted_ms > 0 {
-                ms(s.wasted_ms)
-            } else {
-                String::new()
-            };
-            put_right(
-                buf,
-                x,
-                y,
-                &text,
-                c.wasted - 1,
-                theme.late().patch(bg_of(row_style)),
-            );
-            x += c.wasted;
-        }
-        put(
-            buf,
-            x,
-            y,
-            &format!(" {}", outcome_label(s.outcome)),
-            c.outcome,
-            outcome_style(s.outcome, theme).patch(bg_of(row_style)),
-        );
-        x += c.outcome;
-        match worst {
-            Some(kind) => {
-                let sev = kind.severity();
-                let more = chain.findings.len().saturating_sub(1);
-                let name = format!(" {} {}", severity_glyph(sev), kind.as_str());
-                // The name stays whole; the count of the other findings only when it fits.
-                let label = match format!("{name} +{more}") {
-                    full if more > 0 && unicode_width(&full) <= c.worst as usize => full,
-                    _ => name,
-                };
-                put(
-                    buf,
-                    x,
-                    y,
-                    &label,
-                    c.worst,
-                    theme.severity(sev).patch(bg_of(row_style)),
-                );
-            }
-            // A chain whose root has not arrived (the list holds such chains back for a few
-            // seconds): say why it is in flight.
-            None if s.orphans > 0 => {
-                put(
-                    buf,
-                    x,
-                    y,
-                    " … root missing",
-                    c.worst,
-                    theme.dim().patch(bg_of(row_style)),
-                );
-            }
-            None => {}
-        }
-        x += c.worst;
-        if c.trace > 0 {
-            let t = id.to_string();
-            put(
-                buf,
-                x,
-                y,
-                &t[..16.min(t.len())],
-                c.trace,
-                theme.dim().patch(bg_of(row_style)),
-            );
+        let mut x = area.x;
+        for (column, width) in shown(area.width) {
+            let (text, style) = (column.cell)(&row, width.saturating_sub(1));
+            column.draw(buf, (x, y), width, &text, style);
+            x += width;
         }
     }
-}
-
-/// Only the background and modifiers of the selection, so a coloured cell keeps its colour.
-fn bg_of(style: ratatui::style::Style) -> ratatui::style::Style {
-    ratatui::style::Style { fg: None, ..style }
 }

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -31,12 +30,10 @@ import (
 	"sync"
 	"time"
 
+	"budget-top.example/gohttp/service"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -86,22 +83,6 @@ func (l *logbook) set(trace string, f func(*record)) {
 	f(r)
 }
 
-func provider(service, endpoint string) *sdktrace.TracerProvider {
-	exp, err := otlptracegrpc.New(context.Background(),
-		otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
-	must(err)
-	return sdktrace.NewTracerProvider(
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))),
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(200*time.Millisecond)))
-}
-
-func serve(h http.Handler) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	go func() { _ = http.Serve(lis, h) }()
-	return "http://" + lis.Addr().String()
-}
-
 func traceOf(ctx context.Context) string {
 	return trace.SpanContextFromContext(ctx).TraceID().String()
 }
@@ -114,16 +95,16 @@ func main() {
 		os.Exit(2)
 	}
 	requests, err := strconv.Atoi(os.Args[1])
-	must(err)
+	service.Must(err)
 	endpoint := os.Args[2]
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	edgeTP := provider("go-proxy-edge", endpoint)
-	appTP := provider("go-proxy-app", endpoint)
-	apiTP := provider("go-proxy-api", endpoint)
+	edgeTP := service.Provider("go-proxy-edge", endpoint)
+	appTP := service.Provider("go-proxy-app", endpoint)
+	apiTP := service.Provider("go-proxy-api", endpoint)
 	book := &logbook{byTrace: map[string]*record{}}
 	var working sync.WaitGroup
 
-	api := serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := service.Serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		working.Add(1)
 		defer working.Done()
 		start := time.Now().UnixNano()
@@ -138,7 +119,7 @@ func main() {
 	}), "GET /price", otelhttp.WithTracerProvider(apiTP)))
 
 	// No SDK: a service without tracing.
-	legacy := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	legacy := service.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("slow") == "1" {
 			sleepMs(legacySlow)
 		} else {
@@ -151,13 +132,13 @@ func main() {
 		otelhttp.WithTracerProvider(appTP))}
 	get := func(ctx context.Context, target string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		must(err)
+		service.Must(err)
 		resp, err := client.Do(req)
-		must(err)
+		service.Must(err)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 	}
-	app := serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	app := service.Serve(otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		working.Add(1)
 		defer working.Done()
 		// The request's trace, without its cancellation: the app works on when the proxy
@@ -180,7 +161,7 @@ func main() {
 	}), "GET /order", otelhttp.WithTracerProvider(appTP)))
 
 	target, err := url.Parse(app)
-	must(err)
+	service.Must(err)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -199,7 +180,7 @@ func main() {
 		proxy.ServeHTTP(sw, r)
 		book.set(traceOf(r.Context()), func(rec *record) { rec.Status = sw.status })
 	})
-	edge := serve(otelhttp.NewHandler(answered, "GET /order", otelhttp.WithTracerProvider(edgeTP)))
+	edge := service.Serve(otelhttp.NewHandler(answered, "GET /order", otelhttp.WithTracerProvider(edgeTP)))
 
 	seen := map[string]int{}
 	for i := 0; i < requests; i++ {
@@ -208,7 +189,7 @@ func main() {
 			q = "?slow=1"
 		}
 		resp, err := http.Get(edge + "/order" + q)
-		must(err)
+		service.Must(err)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 		seen[strconv.Itoa(resp.StatusCode)]++
@@ -218,14 +199,14 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, tp := range []*sdktrace.TracerProvider{edgeTP, appTP, apiTP} {
-		must(tp.Shutdown(ctx))
+		service.Must(tp.Shutdown(ctx))
 	}
 	out := []*record{}
 	for _, t := range book.order {
 		out = append(out, book.byTrace[t])
 	}
 	b, err := json.Marshal(map[string]any{"client": seen, "requests": out})
-	must(err)
+	service.Must(err)
 	fmt.Println(string(b))
 }
 
@@ -241,10 +222,3 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
