@@ -20,11 +20,12 @@ use tokio::time::Instant;
 
 mod file_input;
 
-use super::listen::{Signals, feed_until, finish, sleep_until};
+use super::listen::{self, Signals};
 use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, IngestCounts};
 use crate::jaeger;
 use crate::otlp_lines::{Reader, RecordingError};
+use crate::pump::sleep_until;
 use crate::report::{Context, html as report_html, text as report_text};
 use crate::store::{Retention, Store};
 
@@ -340,7 +341,7 @@ async fn listen(
     let mut config = args.listen.ingest_config();
     config.carriers = carriers;
     config.keep_attributes = keep_attributes;
-    let mut ingest = ingest::start(config).await?;
+    let ingest = ingest::start(config).await?;
     crate::stderr_line!("listening: {}", ingest.describe());
     for line in ingest.protection_lines() {
         crate::stderr_line!("{line}");
@@ -354,6 +355,9 @@ async fn listen(
             () = signals.recv() => {}
         }
     };
-    feed_until(&mut ingest, store, args.idle, stop).await;
-    Ok(finish(ingest, store).await)
+    let stats = ingest.stats.clone();
+    let mut pump = listen::pump(ingest, store);
+    pump.feed_until(store, args.idle, stop).await?;
+    pump.drain(store).await?;
+    Ok(stats.snapshot())
 }
