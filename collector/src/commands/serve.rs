@@ -17,7 +17,6 @@ use anyhow::Context as _;
 use deadline_budget::analysis::Severity;
 use deadline_budget::carrier::Carriers;
 
-use super::check::{json_report, with_store_counts};
 use super::listen::Signals;
 use crate::api;
 use crate::batch::Batch;
@@ -25,7 +24,7 @@ use crate::cli::ServeArgs;
 use crate::forward::{self, Forwarder};
 use crate::ingest;
 use crate::pump::{self, Intake, Pump, Pumped, Tick};
-use crate::report::{Context, html as report_html};
+use crate::report::{Context, html as report_html, json as report_json};
 use crate::store::{Retention, Store};
 
 /// The exit status of a second signal: the report is not written.
@@ -295,9 +294,13 @@ fn write_reports(
         links: args.links.trace_url.as_ref(),
     };
     if let Some(path) = &args.report {
-        let json = json_report(report, &context, 0)
-            .and_then(|json| with_store_counts(&json, &store.counters()))
-            .and_then(|json| forward::with_forward(&json, forwarded))?;
+        let counters = store.counters();
+        let additions = report_json::Additions {
+            lines_torn: 0,
+            store: Some(&counters),
+            forward: forwarded,
+        };
+        let json = report_json::render(report, &context, additions)?;
         std::fs::write(path, json)
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
         crate::stderr_line!(
