@@ -375,9 +375,9 @@ fn the_worst_chains_of_each_kind_are_kept_whole_for_the_page() {
         store.chain(worst).is_some(),
         "the worst chain is kept whole"
     );
-    let pinned = store.pinned();
+    let pinned = store.worst_chains();
     assert!(pinned.contains(&worst), "{pinned:?}");
-    assert!(pinned.len() <= budget_top::store::PINNED_PER_KIND * 2);
+    assert!(pinned.len() <= budget_top::store::WORST_CHAINS_PER_KIND * 2);
     assert!(store.counters().chains_evicted >= 20);
     let report = store.report();
     assert_eq!(report.summary.traces, 40, "every chain counted once");
