@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod jaeger;
 pub mod otlp_lines;
 pub mod present;
+pub mod pump;
 pub mod report;
 pub mod screen;
 pub mod service_figures;

@@ -1,17 +1,21 @@
 //! The trace store: request chains assembled from spans as they arrive, analysed on demand,
 //! judged once, and counted once in the running totals (`CONVENTIONS.md` section 6).
 //!
-//! One loop owns it (no lock between ingest and render): it feeds [`Store::insert_batch`] with
-//! what ingest sends, calls [`Store::analyse_dirty`] and [`Store::judge_settled`] on its tick,
-//! and the screen and the check report read chain summaries, a chain's analysis, and the
-//! totals. Chains assemble in any order across batches; a chain is marked dirty when a span
-//! joins it and analysed again on the next tick (what the screen shows of it). A chain is
-//! *judged* (its analysis folded into the totals, once) when it has been quiet for `--settle`,
-//! when it must be evicted, or when a report is written; a span for a judged chain still held
-//! judges it again (its contribution replaced), one for an evicted chain is counted
+//! One loop owns it (no lock between ingest and render): its pump ([`crate::pump`]) inserts
+//! what ingest sends ([`Store::insert_batch`]) and judges on its tick ([`Store::judge_settled`]),
+//! and the screen and the reports read chain summaries, a chain's analysis, and the totals.
+//! Chains assemble in any order across batches; a chain is marked dirty when a span joins it
+//! and analysed again on the next tick (what the screen shows of it). A chain is *judged* (its
+//! analysis folded into the totals, once) when it has been quiet for `--settle`, when it must
+//! be evicted, or when a report is written; a span for a judged chain still held judges it
+//! again (its contribution replaced), one for an evicted chain is counted
 //! (`spans_after_verdict`) and not judged. Retention is bounded by `max_spans`: the oldest
 //! chains (by first arrival) are evicted first, so memory stays flat under any load, and
 //! nothing evicted leaves the totals.
+//!
+//! Here: the store, its entries and their readers. Its jobs have rooms of their own: `arrival`
+//! (spans joining chains), `eviction`, `judging` (analysing and judging, `two_threads` for many
+//! at once), `verdicts` (the totals), `worst_chains` (kept whole for the page).
 
 use std::collections::VecDeque;
 
@@ -19,30 +23,32 @@ use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use deadline_budget::analysis::{
-    Chain, ChainAnalysis, ChainSummary, DEFAULT_MAX_FINDINGS, EdgeSample, FindingList, Inserted,
-    LostContext, Options, Span, Totals, TraceId, lost_contexts,
+    Chain, ChainAnalysis, ChainSummary, DEFAULT_MAX_FINDINGS, EdgeSample, FindingList, LostContext,
+    Options, Totals, TraceId,
 };
 
-use crate::batch::{self, Batch, RawAttributes};
+use crate::batch;
 
+mod arrival;
 mod attributes;
-mod bulk;
+mod eviction;
 pub mod exemplars;
-mod held;
-mod pins;
+mod judging;
+mod latest_analysis;
 mod received;
 mod samples;
+mod two_threads;
 mod verdicts;
+mod worst_chains;
 pub use attributes::SpanAttributes;
 use attributes::{ChainAttributes, Dictionary};
-use bulk::ANALYSED_AT_ONCE;
-pub use held::HeldAnalysis;
-use pins::Pins;
+pub use latest_analysis::LatestAnalysis;
 pub use received::{Handoff, JudgedChain, Keep, ReceivedChain};
 use received::{HeldSpans, Holding};
 use samples::EdgeSamples;
 pub use verdicts::RECENT_SECONDS;
 use verdicts::{Fate, HopRows, Judged, Recent, Verdicts};
+use worst_chains::WorstChains;
 
 /// The default for `--max-spans`.
 pub const DEFAULT_MAX_SPANS: usize = 1_000_000;
@@ -80,21 +86,13 @@ impl Retention {
     }
 }
 
-/// The most spans held for which a chain whose root is a call is judged for lost contexts
-/// when it is evicted (a pass over every span held); one that settles first is always judged.
-const LOST_CONTEXT_EVICTION_SPANS: u64 = 200_000;
-
 /// Chains kept whole past their eviction per finding kind, for the HTML page (which draws as
 /// many per kind): the ones with the most dead work (`CONVENTIONS.md` section 6).
-pub const PINNED_PER_KIND: usize = 3;
+pub const WORST_CHAINS_PER_KIND: usize = 3;
 
 /// The share of `--max-spans` that chains kept for the page may hold at most (1/4): they are
 /// counted within it, and the rest of the bound keeps the newest chains.
-const PINNED_SHARE: usize = 4;
-
-/// Trace ids of evicted chains remembered, so that a span arriving for one is counted
-/// (`spans_after_verdict`) rather than judged as a new chain. Older ones are forgotten.
-const EVICTED_REMEMBERED: usize = 1 << 16;
+const WORST_CHAINS_SHARE: usize = 4;
 
 /// One line of the chain list: a chain's latest summary.
 #[derive(Clone, Copy, Debug)]
@@ -169,7 +167,7 @@ struct Entry {
     attribute_seq: u64,
     /// The latest analysis, without its edge samples (held packed in `samples`) and without its
     /// waterfall rows (rebuilt when asked for: [`Store::analysis`]).
-    analysis: Option<Box<HeldAnalysis>>,
+    analysis: Option<Box<LatestAnalysis>>,
     /// The latest analysis's hop rows: what its hop samples are read from.
     hop_rows: HopRows,
     /// The latest analysis's edge samples, packed: they are in the edge aggregates, and are
@@ -186,9 +184,9 @@ struct Entry {
     /// Its calls that lost their context, judged across the chains held when it was judged:
     /// folded into every analysis of it from then on.
     lost: Vec<LostContext>,
-    /// For how many finding kinds it is kept past its eviction ([`Pins`]); out of `order`
+    /// For how many finding kinds it is kept past its eviction ([`WorstChains`]); out of `order`
     /// while above 0.
-    pins: u8,
+    worst_of_kinds: u8,
     /// Where its spans as received are held until it is judged (`serve --forward`:
     /// [`Store::keep_received`]).
     received: HeldSpans,
@@ -255,7 +253,7 @@ pub struct Store {
     /// The time spans inserted now arrive at ([`Store::set_clock`]).
     clock_unix_nano: u64,
     /// The chains kept whole past their eviction for the page.
-    pins: Pins,
+    worst: WorstChains,
     /// The spans as received, when they are kept for forwarding.
     holding: Option<Box<Holding>>,
 }
@@ -296,7 +294,7 @@ impl Store {
                 batch::DEFAULT_MAX_ATTRIBUTE_BYTES / DICTIONARY_SHARE,
             ),
             clock_unix_nano: 0,
-            pins: Pins::default(),
+            worst: WorstChains::default(),
             holding: None,
         }
     }
@@ -384,636 +382,6 @@ impl Store {
         self
     }
 
-    /// Adds a batch from ingest (its spans and, if kept, their raw attributes).
-    pub fn insert_batch(&mut self, mut batch: Batch) {
-        self.insert_batch_from(&mut batch);
-    }
-
-    /// The same, leaving the batch's memory to the caller (its spans taken, their vector
-    /// and the raw attributes left as they were, copied into the store): the screen frees it
-    /// on the thread that decoded it (see `ScreenData::add_batch`).
-    pub fn insert_batch_from(&mut self, batch: &mut Batch) {
-        let mut attributes = batch.attributes.iter();
-        let received = batch.received.take().filter(|_| self.holding.is_some());
-        let Some(received) = received else {
-            for span in batch.spans.drain(..) {
-                let attrs = attributes.next();
-                self.insert_span(span, attrs, None);
-            }
-            return;
-        };
-        let number = match self.holding.as_mut() {
-            Some(holding) => holding.take(received),
-            None => return,
-        };
-        for (i, span) in batch.spans.drain(..).enumerate() {
-            let attrs = attributes.next();
-            self.insert_span(span, attrs, Some((number, i)));
-        }
-        if let Some(holding) = self.holding.as_mut() {
-            holding.inserted(number);
-        }
-    }
-
-    /// Adds spans without raw attributes.
-    pub fn insert_spans(&mut self, spans: impl IntoIterator<Item = Span>) {
-        for span in spans {
-            self.insert_span(span, None, None);
-        }
-    }
-
-    // Inlined into the loops above: a `Span` is 304 bytes, and each call by value copies it.
-    #[inline]
-    fn insert_span(
-        &mut self,
-        span: Span,
-        attributes: Option<&RawAttributes>,
-        received: Option<(u64, usize)>,
-    ) {
-        let trace_id = span.trace_id;
-        let span_id = span.span_id;
-        let max_spans = self.max_spans;
-        // While one more span fits, a span of a chain held needs no eviction first: its entry
-        // is looked up once (most spans: the map is large, and each lookup a cache miss).
-        let room = self.counters.spans_held < max_spans as u64;
-        let (entry, held) = if room && let Some(entry) = self.chains.get_mut(&trace_id) {
-            let held = entry.chain.contains(span_id);
-            if !held && entry.chain.len() >= max_spans {
-                self.counters.spans_over_limit += 1;
-                return;
-            }
-            (entry, held)
-        } else {
-            let known = self
-                .chains
-                .get(&trace_id)
-                .map(|e| (e.chain.contains(span_id), e.chain.len() >= max_spans));
-            match known {
-                None if self.evicted_set.contains(&trace_id) => {
-                    self.counters.spans_after_verdict += 1;
-                    if let (Some(holding), Some((number, i))) = (self.holding.as_mut(), received) {
-                        holding.late(trace_id, number, i);
-                    }
-                    return;
-                }
-                None => self.add_chain(trace_id),
-                // A copy of a span already held replaces it: no room needed.
-                Some((true, _)) => {}
-                Some((false, true)) => {
-                    self.counters.spans_over_limit += 1;
-                    return;
-                }
-                Some((false, false)) => self.make_room_except(1, trace_id),
-            }
-            let Some(entry) = self.chains.get_mut(&trace_id) else {
-                return;
-            };
-            (entry, known.is_some_and(|(held, _)| held))
-        };
-        if entry.samples.is_none() {
-            // Judged at the end of a run, and a span joins after all: its samples made again
-            // first, from the chain as it was judged, to be taken out when it is judged again.
-            entry.samples = Some(EdgeSamples::pack(
-                &entry.edge_samples(&self.options),
-                &entry.chain,
-            ));
-        }
-        if held && let Some(samples) = entry.samples.as_mut().filter(|s| !s.is_empty()) {
-            // The copy may win and bring another service to the position the packed samples
-            // name it by: name them in full until the chain is analysed again.
-            *samples = samples.detach(&entry.chain);
-        }
-        if let Some(judged) = entry.judged.as_mut()
-            && entry.analysis.is_some()
-            && judged.hops.is_none()
-        {
-            // The span may replace a hop: keep what the chain was judged with.
-            judged.hops = Some(entry.hop_rows.samples(&entry.chain).into());
-        }
-        match entry.chain.insert(span) {
-            Inserted::New => {
-                self.counters.spans_held += 1;
-            }
-            Inserted::Replaced => self.counters.spans_duplicate += 1,
-            Inserted::Conflicting => {
-                self.counters.spans_duplicate += 1;
-                self.counters.spans_conflicting += 1;
-            }
-            Inserted::OtherTrace => return,
-        }
-        if let (Some(holding), Some((number, i))) = (self.holding.as_mut(), received) {
-            if entry.judged.is_some() {
-                holding.late(trace_id, number, i);
-            } else {
-                holding.joined(&mut entry.received, number);
-            }
-        }
-        let mut ordered = false;
-        if let Some(attrs) = attributes.filter(|a| !a.is_empty()) {
-            let dictionary_before = self.dictionary.bytes();
-            entry
-                .attributes
-                .insert(&mut self.dictionary, span_id, attrs);
-            let held = entry.attributes.bytes_held();
-            self.counters.attribute_bytes = self.counters.attribute_bytes + held as u64
-                - entry.attribute_bytes as u64
-                + (self.dictionary.bytes() - dictionary_before) as u64;
-            entry.attribute_bytes = held;
-            if entry.attribute_seq == 0 {
-                self.attribute_seq += 1;
-                entry.attribute_seq = self.attribute_seq;
-                self.attribute_order
-                    .push_back((trace_id, self.attribute_seq));
-                ordered = true;
-            }
-        }
-        entry.last_span_unix_nano = self.clock_unix_nano;
-        if !entry.dirty {
-            entry.dirty = true;
-            self.dirty.push(trace_id);
-            // The same for the chains waiting to be analysed (`check` analyses none before it
-            // judges them).
-            if self.dirty.len() > self.chains.len() * 2 + 1024 {
-                let chains = &self.chains;
-                self.dirty
-                    .retain(|id| chains.get(id).is_some_and(|e| e.dirty));
-            }
-        }
-        self.trim_attributes();
-        if ordered {
-            let chains = &self.chains;
-            // Chains leave mostly oldest first: their places at the front go as they do, so the
-            // queue stays about as long as the chains held (with only the sweep below, its
-            // capacity grew to twice that).
-            while self
-                .attribute_order
-                .front()
-                .is_some_and(|(id, seq)| chains.get(id).is_none_or(|e| e.attribute_seq != *seq))
-            {
-                self.attribute_order.pop_front();
-            }
-        }
-        // Chains evicted out of order leave their place behind: sweep now and then, so the
-        // queue stays within a few times the chains held.
-        if self.attribute_order.len() > self.chains.len() * 2 + 1024 {
-            let chains = &self.chains;
-            self.attribute_order
-                .retain(|(id, seq)| chains.get(id).is_some_and(|e| e.attribute_seq == *seq));
-        }
-    }
-
-    /// Drops the raw attributes of the chains that got theirs first until what is held fits
-    /// `max_attribute_bytes`. The spans stay; the detail view says their attributes were
-    /// dropped.
-    fn trim_attributes(&mut self) {
-        while self.counters.attribute_bytes as usize > self.max_attribute_bytes {
-            let Some((oldest, seq)) = self.attribute_order.pop_front() else {
-                return;
-            };
-            let Some(entry) = self
-                .chains
-                .get_mut(&oldest)
-                .filter(|e| e.attribute_seq == seq)
-            else {
-                continue; // evicted since (perhaps a new chain of that trace id took its place)
-            };
-            entry.attribute_seq = 0;
-            if !std::mem::take(&mut entry.attributes).is_empty() {
-                self.counters.attribute_bytes -= entry.attribute_bytes as u64;
-                self.counters.attribute_chains_dropped += 1;
-                entry.attribute_bytes = 0;
-                entry.attributes_dropped_below = entry.chain.len() as u32;
-            }
-        }
-    }
-
-    /// Makes room for one span, then an empty chain for `trace_id`, newest in arrival order.
-    fn add_chain(&mut self, trace_id: TraceId) {
-        self.make_room(1);
-        self.order.push_back(trace_id);
-        self.chains.insert(
-            trace_id,
-            Box::new(Entry {
-                chain: Chain::new(trace_id),
-                attributes: ChainAttributes::default(),
-                attribute_bytes: 0,
-                attributes_dropped_below: 0,
-                attribute_seq: 0,
-                analysis: None,
-                hop_rows: HopRows::default(),
-                samples: Some(EdgeSamples::default()),
-                dirty: false,
-                arrived_unix_nano: self.clock_unix_nano,
-                last_span_unix_nano: self.clock_unix_nano,
-                judged: None,
-                lost: Vec::new(),
-                pins: 0,
-                received: HeldSpans::default(),
-            }),
-        );
-        self.unjudged.push_back(trace_id);
-        // Chains judged or evicted leave mostly oldest first: their places at the front go as
-        // they do (as for `attribute_order`).
-        let chains = &self.chains;
-        while self
-            .unjudged
-            .front()
-            .is_some_and(|id| chains.get(id).is_none_or(|e| e.judged.is_some()))
-        {
-            self.unjudged.pop_front();
-        }
-        self.counters.chains_held += 1;
-        // Chains judged or evicted since leave their place behind: sweep now and then, so the
-        // queue stays within a few times the chains held (`check --input` never waits for a
-        // chain to settle).
-        if self.unjudged.len() > self.chains.len() * 2 + 1024 {
-            let chains = &self.chains;
-            self.unjudged
-                .retain(|id| chains.get(id).is_some_and(|e| e.judged.is_none()));
-        }
-    }
-
-    /// Evicts the oldest chains until `extra` more spans fit.
-    fn make_room(&mut self, extra: usize) {
-        while self.counters.spans_held as usize + extra > self.max_spans {
-            let Some(oldest) = self.order.pop_front() else {
-                return;
-            };
-            self.evict(oldest);
-        }
-    }
-
-    /// As [`Store::make_room`], but never evicts `keep` (the chain being added to).
-    fn make_room_except(&mut self, extra: usize, keep: TraceId) {
-        while self.counters.spans_held as usize + extra > self.max_spans {
-            let Some(i) = self.order.iter().position(|id| *id != keep) else {
-                return;
-            };
-            if let Some(oldest) = self.order.remove(i) {
-                self.evict(oldest);
-            }
-        }
-    }
-
-    fn evict(&mut self, trace_id: TraceId) {
-        let Some(mut entry) = self.chains.remove(&trace_id) else {
-            return;
-        };
-        // Judged now if it was not: nothing leaves the totals with the chain.
-        let lost = if entry.judged.is_none()
-            && entry.chain.roots_in_a_call()
-            && self.counters.spans_held <= LOST_CONTEXT_EVICTION_SPANS
-        {
-            let held = self.chains.values().map(|e| &e.chain);
-            lost_contexts(held.chain([&entry.chain]), &self.options)
-        } else {
-            Vec::new()
-        };
-        let unjudged = entry.judged.is_none();
-        let fresh = Self::judge_entry(
-            &mut entry,
-            None,
-            &self.options,
-            &mut self.counters,
-            &mut self.verdicts,
-            &lost,
-            Fate::Leaving,
-        );
-        if unjudged {
-            Self::hand_on(&mut entry, self.holding.as_deref_mut());
-        }
-        let released = self.pin(trace_id, &mut entry);
-        if entry.pins > 0 {
-            // Kept whole for the page, out of the eviction order: held as any chain analysed.
-            if let Some(edges) = fresh {
-                entry.chain.shrink_to_fit();
-                entry.samples = Some(EdgeSamples::pack(&edges, &entry.chain));
-            }
-            self.chains.insert(trace_id, entry);
-        } else {
-            self.let_go(trace_id, &mut entry);
-        }
-        for id in released {
-            if let Some(mut e) = self.chains.remove(&id) {
-                self.let_go(id, &mut e);
-            }
-        }
-    }
-
-    /// The chain leaves memory (judged already): counted as evicted, remembered so that a span
-    /// arriving for it later is counted and not judged.
-    fn let_go(&mut self, trace_id: TraceId, entry: &mut Entry) {
-        let n = entry.chain.len() as u64;
-        if let Some(holding) = self.holding.as_mut() {
-            holding.release(&mut entry.received);
-        }
-        self.counters.attribute_bytes -= entry.attribute_bytes as u64;
-        self.counters.spans_held -= n;
-        self.counters.chains_held -= 1;
-        self.counters.chains_evicted += 1;
-        self.counters.spans_evicted += n;
-        if !self.evicted_set.contains(&trace_id) {
-            // The oldest forgotten first: the queue never holds more than it remembers (one
-            // more doubled its capacity).
-            if self.evicted.len() >= EVICTED_REMEMBERED
-                && let Some(old) = self.evicted.pop_front()
-            {
-                self.evicted_set.remove(&old);
-            }
-            self.evicted_set.insert(trace_id);
-            self.evicted.push_back(trace_id);
-        }
-    }
-
-    /// Analyses one entry now (what the screen shows of it); a judged chain is judged again:
-    /// its old contribution taken out of the totals, the new one folded in. Returns the fresh
-    /// edge samples, held packed too unless the chain is [`Fate::Leaving`].
-    fn analyse_entry(
-        entry: &mut Entry,
-        options: &Options,
-        counters: &mut StoreCounters,
-        verdicts: &mut Verdicts,
-        fate: Fate,
-    ) -> Vec<EdgeSample> {
-        Self::take_analysis(entry, None, options, counters, verdicts, fate)
-    }
-
-    /// [`Store::analyse_entry`] with the chain's analysis when it was made already (on another
-    /// thread: it is a function of the chain alone).
-    fn take_analysis(
-        entry: &mut Entry,
-        made: Option<ChainAnalysis>,
-        options: &Options,
-        counters: &mut StoreCounters,
-        verdicts: &mut Verdicts,
-        fate: Fate,
-    ) -> Vec<EdgeSample> {
-        entry.dirty = false;
-        if fate == Fate::Staying {
-            entry.chain.shrink_to_fit();
-        }
-        entry.attributes.shrink();
-        let held = entry.attributes.bytes_held();
-        counters.attribute_bytes =
-            counters.attribute_bytes + held as u64 - entry.attribute_bytes as u64;
-        entry.attribute_bytes = held;
-        let mut fresh = made.unwrap_or_else(|| entry.chain.analyse(options));
-        let mut edges = std::mem::take(&mut fresh.edges);
-        if !entry.lost.is_empty() {
-            fresh.fold_lost_contexts(&mut edges, &entry.lost, &entry.chain);
-        }
-        let old_hops = std::mem::replace(&mut entry.hop_rows, HopRows::of(&fresh, &entry.chain));
-        // The rows are rebuilt for the few chains a person opens ([`Store::analysis`]).
-        fresh.rows = Vec::new();
-        let trace_id = entry.chain.trace_id();
-        let old = entry.analysis.as_mut().map(|held| held.lend(trace_id));
-        // The old samples name services by positions of spans that are still there with the
-        // same service (see `insert_span`).
-        let old_edges =
-            (old.is_some() && entry.judged.is_some()).then(|| entry.edge_samples(options));
-        entry.samples = match fate {
-            Fate::Staying => Some(EdgeSamples::pack(&edges, &entry.chain)),
-            Fate::Leaving => Some(EdgeSamples::default()),
-            Fate::Final => None,
-        };
-        if let Some(judged) = entry.judged.take() {
-            if let (Some(old), Some(old_edges)) = (&old, old_edges) {
-                verdicts.unfold(&judged, old, &old_hops, &old_edges, &entry.chain);
-            }
-            counters.chains_rejudged += 1;
-            verdicts.fold(entry, &fresh, &edges);
-        }
-        // Into the old one's place when there is one: no allocation.
-        match entry.analysis.as_mut() {
-            Some(held) => held.put(fresh),
-            None => entry.analysis = Some(Box::new(HeldAnalysis::of(fresh))),
-        }
-        edges
-    }
-
-    /// Judges one entry that is not judged yet: analysed first if a span joined it since, and
-    /// with its calls that lost their context among `lost` (judged across the chains held).
-    /// Returns the samples folded when it was analysed now (held packed unless it is leaving).
-    fn judge_entry(
-        entry: &mut Entry,
-        made: Option<ChainAnalysis>,
-        options: &Options,
-        counters: &mut StoreCounters,
-        verdicts: &mut Verdicts,
-        lost: &[LostContext],
-        fate: Fate,
-    ) -> Option<Vec<EdgeSample>> {
-        if entry.judged.is_some() {
-            return None;
-        }
-        let analysed = entry.dirty || entry.analysis.is_none();
-        let mut edges = if analysed {
-            Self::take_analysis(entry, made, options, counters, verdicts, fate)
-        } else {
-            entry.edge_samples(options)
-        };
-        let trace_id = entry.chain.trace_id();
-        let mine: Vec<LostContext> = lost
-            .iter()
-            .filter(|l| l.finding.trace_id == trace_id)
-            .cloned()
-            .collect();
-        let Some(held) = entry.analysis.as_mut() else {
-            return analysed.then_some(edges);
-        };
-        let mut analysis = held.lend(trace_id);
-        if !mine.is_empty() {
-            analysis.fold_lost_contexts(&mut edges, &mine, &entry.chain);
-            entry.lost = mine;
-            match fate {
-                // Made again with the lost contexts just kept, should anything ask.
-                Fate::Final => entry.samples = None,
-                _ if !analysed || fate == Fate::Staying => {
-                    entry.samples = Some(EdgeSamples::pack(&edges, &entry.chain));
-                }
-                _ => {}
-            }
-        }
-        verdicts.fold(entry, &analysis, &edges);
-        if let Some(held) = entry.analysis.as_mut() {
-            held.put(analysis);
-        }
-        analysed.then_some(edges)
-    }
-
-    /// A chain judged just now, with its spans as received, for [`Store::take_handoffs`] (when
-    /// the store keeps them): handed on once, at its first verdict.
-    fn hand_on(entry: &mut Entry, holding: Option<&mut Holding>) {
-        let (Some(holding), Some(held)) = (holding, entry.analysis.as_deref()) else {
-            return;
-        };
-        if entry.judged.is_none() {
-            return;
-        }
-        let verdict = || {
-            let mut kinds = deadline_budget::analysis::KindSet::default();
-            for finding in &held.findings {
-                kinds.insert(finding.kind);
-            }
-            (kinds, held.summary.wasted_ms)
-        };
-        let trace_id = entry.chain.trace_id();
-        holding.judged(trace_id, &mut entry.received, held.summary.worst, verdict);
-    }
-
-    /// Analyses every chain a span joined since the last call; returns how many.
-    pub fn analyse_dirty(&mut self) -> usize {
-        self.analyse_dirty_within(None)
-    }
-
-    /// As [`Store::analyse_dirty`], but stops once `budget` has passed (checked every few
-    /// chains), leaving the rest, oldest first, for the next call: the screen's loop analyses a
-    /// burst a slice per frame instead of holding up the keys for one long pass.
-    pub fn analyse_dirty_for(&mut self, budget: std::time::Duration) -> usize {
-        self.analyse_dirty_within(Some(std::time::Instant::now() + budget))
-    }
-
-    fn analyse_dirty_within(&mut self, deadline: Option<std::time::Instant>) -> usize {
-        if self.two_threads && deadline.is_none() && self.dirty.len() >= 2 * ANALYSED_AT_ONCE {
-            return self.analyse_dirty_on_two_threads();
-        }
-        let dirty = std::mem::take(&mut self.dirty);
-        let mut analysed: usize = 0;
-        let mut rest = dirty.into_iter();
-        for trace_id in rest.by_ref() {
-            let Some(entry) = self.chains.get_mut(&trace_id) else {
-                continue; // evicted since
-            };
-            if entry.dirty {
-                Self::analyse_entry(
-                    entry,
-                    &self.options,
-                    &mut self.counters,
-                    &mut self.verdicts,
-                    Fate::Staying,
-                );
-                analysed += 1;
-            }
-            if analysed.is_multiple_of(32)
-                && deadline.is_some_and(|d| std::time::Instant::now() >= d)
-            {
-                break;
-            }
-        }
-        // What is left keeps its place ahead of chains that turn dirty later.
-        let mut left: Vec<TraceId> = rest.collect();
-        if !left.is_empty() {
-            left.append(&mut self.dirty);
-            self.dirty = left;
-        }
-        analysed
-    }
-
-    /// Judges every chain that has been quiet for `--settle` by the store's clock
-    /// ([`Store::set_clock`]); returns how many. Looks at most ten times a settle period.
-    pub fn judge_settled(&mut self) -> usize {
-        let now = self.clock_unix_nano;
-        if now
-            < self
-                .settled_at_unix_nano
-                .saturating_add(self.settle_ns / 10)
-        {
-            return 0;
-        }
-        self.settled_at_unix_nano = now;
-        let settle = self.settle_ns;
-        // A chain that arrived less than `settle` ago cannot be quiet for that long yet.
-        let arrived_before = now.saturating_sub(settle).saturating_add(1);
-        self.judge_where(
-            |e| e.last_span_unix_nano.saturating_add(settle) <= now,
-            arrived_before,
-            Fate::Staying,
-        )
-    }
-
-    /// Judges every chain held that is not judged yet (the end of a run, or a report).
-    pub fn judge_all(&mut self) -> usize {
-        self.judge_where(|_| true, u64::MAX, Fate::Staying)
-    }
-
-    /// Judges the chains `due` says are, looking at the unjudged ones in arrival order up to
-    /// the first that arrived at or after `arrived_before` (none after it can be due): a
-    /// listening store's tick then looks at the chains of the last `settle`, not at every one.
-    fn judge_where(
-        &mut self,
-        due: impl Fn(&Entry) -> bool,
-        arrived_before: u64,
-        fate: Fate,
-    ) -> usize {
-        let mut now: Vec<TraceId> = Vec::new();
-        // Of them, those a span joined since their last analysis (counted as they are found:
-        // a second walk of the map was a cache miss a chain).
-        let mut to_analyse = 0;
-        let mut any_root_call = false;
-        // Chains looked at and kept for later are moved to the front, in their order.
-        let (mut kept, mut looked) = (0, 0);
-        while let Some(&trace_id) = self.unjudged.get(looked) {
-            if let Some(entry) = self.chains.get(&trace_id)
-                && entry.judged.is_none()
-            {
-                if entry.arrived_unix_nano >= arrived_before {
-                    break;
-                }
-                if due(entry) {
-                    any_root_call |= entry.chain.roots_in_a_call();
-                    to_analyse += usize::from(entry.dirty);
-                    now.push(trace_id);
-                } else {
-                    self.unjudged[kept] = trace_id;
-                    kept += 1;
-                }
-            }
-            // Else evicted (and judged) or judged since: it leaves the queue.
-            looked += 1;
-        }
-        self.unjudged.drain(kept..looked);
-        // Calls that lost their context, judged across every chain held: one pass for all the
-        // chains judged now, and only when one of them is rooted in a call.
-        let lost = if any_root_call {
-            lost_contexts(self.chains.values().map(|e| &e.chain), &self.options)
-        } else {
-            Vec::new()
-        };
-        // Many to analyse first (the end of a run, a report): their analyses made on two
-        // threads, a slice at a time, each folded with its fresh samples as it is taken in
-        // (not packed, then unpacked again to be folded).
-        let two_threads = self.two_threads && to_analyse >= 2 * ANALYSED_AT_ONCE;
-        let slice = if two_threads {
-            ANALYSED_AT_ONCE
-        } else {
-            now.len().max(1)
-        };
-        for ids in now.chunks(slice) {
-            let made = if two_threads {
-                self.analyses_on_two_threads(ids)
-            } else {
-                Vec::new()
-            };
-            let mut made = made.into_iter();
-            for trace_id in ids {
-                let made = made.next().flatten();
-                if let Some(entry) = self.chains.get_mut(trace_id) {
-                    Self::judge_entry(
-                        entry,
-                        made,
-                        &self.options,
-                        &mut self.counters,
-                        &mut self.verdicts,
-                        &lost,
-                        fate,
-                    );
-                    Self::hand_on(entry, self.holding.as_deref_mut());
-                }
-            }
-        }
-        now.len()
-    }
-
     /// Whether some chain waits for [`Store::analyse_dirty`].
     pub fn has_dirty(&self) -> bool {
         !self.dirty.is_empty()
@@ -1026,7 +394,7 @@ impl Store {
             .iter()
             .rev()
             .copied()
-            .chain(self.pins.chains())
+            .chain(self.worst.chains())
             .filter_map(|id| ChainEntry::of(id, self.chains.get(&id)?))
     }
 
@@ -1068,7 +436,7 @@ impl Store {
     /// The latest analysis of one chain as held: its summary and findings, without the copy
     /// [`Store::analysis`] makes to give back its rows and edge samples. For passes over every
     /// chain.
-    pub fn held_analysis(&self, trace_id: TraceId) -> Option<&HeldAnalysis> {
+    pub fn latest_analysis(&self, trace_id: TraceId) -> Option<&LatestAnalysis> {
         self.chains.get(&trace_id)?.analysis.as_deref()
     }
 

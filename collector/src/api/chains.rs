@@ -28,7 +28,7 @@ pub fn newest(
         if entry.summary.findings.total() == 0 || !store.is_judged(entry.trace_id) {
             continue;
         }
-        let Some(analysis) = store.held_analysis(entry.trace_id) else {
+        let Some(analysis) = store.latest_analysis(entry.trace_id) else {
             continue;
         };
         if !analysis

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::forward::ForwardView;
 use crate::ingest::{self, IngestConfig, IngestStats};
 use crate::present::trace_url::TraceUrl;
-use crate::report::Context;
+use crate::report::{Context, json as report_json};
 use crate::store::Store;
 use metrics::Metrics;
 use routes::{ApiState, Readiness};
@@ -188,15 +188,16 @@ impl Answers {
                     source: None,
                     links: self.links.as_ref(),
                 };
-                let json = crate::commands::check::json_report(&report, &context, 0)
-                    .and_then(|json| {
-                        crate::commands::check::with_store_counts(&json, &store.counters())
-                    })
-                    .and_then(|json| {
-                        let held = store.counters().received_bytes;
-                        let forward = self.forward.as_ref().map(|f| f.json(held));
-                        crate::forward::with_forward(&json, forward)
-                    })
+                let counters = store.counters();
+                let additions = report_json::Additions {
+                    lines_torn: 0,
+                    store: Some(&counters),
+                    forward: self
+                        .forward
+                        .as_ref()
+                        .map(|f| f.json(counters.received_bytes)),
+                };
+                let json = report_json::render(&report, &context, additions)
                     .map_err(|e| format!("cannot write the report: {e:#}"));
                 let _ = reply.send(json);
             }

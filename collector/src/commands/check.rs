@@ -7,24 +7,24 @@
 //! (and with `--html FILE` to a page as well); the exit status says whether a finding reached
 //! `--fail-on`.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use deadline_budget::analysis::{Report, TraceId};
 use deadline_budget::carrier::Carriers;
 use deadline_budget::duration::format_duration;
 use tokio::time::Instant;
 
 mod file_input;
 
-use super::listen::{Signals, feed_until, finish, sleep_until};
+use super::listen::{self, Signals};
 use crate::cli::{CheckArgs, FailOn, Format};
 use crate::ingest::{self, IngestCounts};
 use crate::jaeger;
 use crate::otlp_lines::{Reader, RecordingError};
+use crate::pump::sleep_until;
+use crate::report::json::{self as report_json, Additions};
 use crate::report::{Context, html as report_html, text as report_text};
 use crate::store::{Retention, Store};
 
@@ -168,25 +168,18 @@ pub fn print_report(
     }
     let out = match format {
         Format::Json => {
-            let mut out = json_report(&report, context, lines_torn)?;
-            if counters.spans_after_verdict > 0 || counters.chains_evicted > 0 {
-                out = with_store_counts(&out, &counters)?;
-            }
-            out
+            let store = (counters.spans_after_verdict > 0 || counters.chains_evicted > 0)
+                .then_some(&counters);
+            let additions = Additions {
+                lines_torn,
+                store,
+                forward: None,
+            };
+            report_json::render(&report, context, additions)?
         }
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            // The root of every chain held, for the text report only.
-            let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
-                .chains()
-                .map(|c| {
-                    (
-                        c.trace_id,
-                        (c.summary.root_service.clone(), c.summary.root_name.clone()),
-                    )
-                })
-                .collect();
-            report_text::render(&report, &roots, &store.edges(), context, color)
+            report_text::of_store(store, &report, context, color)
         }
     };
     let mut stdout = std::io::stdout().lock();
@@ -203,74 +196,6 @@ pub fn print_report(
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
     }
     Ok(u8::from(report.fails(fail)))
-}
-
-/// The JSON report of CONVENTIONS section 4; when listening, an extra `ingest` object says
-/// what the receivers accepted, refused and rejected; when a file's last line was cut short,
-/// `ingest.lines_torn` counts it; read from Jaeger, a `source` object says what was asked and
-/// what came back; with a link template, each finding carries its `trace_url`.
-pub fn json_report(
-    report: &Report,
-    context: &Context<'_>,
-    lines_torn: u64,
-) -> anyhow::Result<String> {
-    let mut value = serde_json::to_value(report).context("cannot serialise the report")?;
-    if let Some(object) = value.as_object_mut() {
-        let mut counts = match context.ingest {
-            Some(counts) => serde_json::to_value(counts)?,
-            None => serde_json::json!({}),
-        };
-        if lines_torn > 0
-            && let Some(counts) = counts.as_object_mut()
-        {
-            counts.insert("lines_torn".into(), lines_torn.into());
-        }
-        if counts.as_object().is_some_and(|c| !c.is_empty()) {
-            object.insert("ingest".into(), counts);
-        }
-        if let Some(source) = context.source {
-            object.insert("source".into(), serde_json::to_value(source)?);
-        }
-        if let Some(links) = context.links
-            && let Some(findings) = object.get_mut("findings").and_then(|f| f.as_array_mut())
-        {
-            for (finding, f) in findings.iter_mut().zip(&report.findings) {
-                if let Some(finding) = finding.as_object_mut()
-                    && f.trace_id != TraceId::default()
-                {
-                    finding.insert("trace_url".into(), links.link(f.trace_id).into());
-                }
-            }
-        }
-    }
-    let mut out = serde_json::to_string_pretty(&value)?;
-    out.push('\n');
-    Ok(out)
-}
-
-/// The report with what the store counted beside it: in the `ingest` object,
-/// `spans_after_verdict` (spans for a chain already judged and let go, counted and not judged)
-/// and `chains_evicted` (chains judged and let go to stay under `--max-spans`).
-pub fn with_store_counts(
-    json: &str,
-    counters: &crate::store::StoreCounters,
-) -> anyhow::Result<String> {
-    let mut value: serde_json::Value = serde_json::from_str(json)?;
-    if let Some(object) = value.as_object_mut() {
-        let ingest = object
-            .entry("ingest")
-            .or_insert_with(|| serde_json::json!({}));
-        if let Some(ingest) = ingest.as_object_mut() {
-            ingest.insert(
-                "spans_after_verdict".into(),
-                counters.spans_after_verdict.into(),
-            );
-            ingest.insert("chains_evicted".into(), counters.chains_evicted.into());
-        }
-    }
-    let mut out = serde_json::to_string_pretty(&value)?;
-    out.push('\n');
-    Ok(out)
 }
 
 /// Reads every line of `path` into the store (with each span's attributes when
@@ -340,7 +265,7 @@ async fn listen(
     let mut config = args.listen.ingest_config();
     config.carriers = carriers;
     config.keep_attributes = keep_attributes;
-    let mut ingest = ingest::start(config).await?;
+    let ingest = ingest::start(config).await?;
     crate::stderr_line!("listening: {}", ingest.describe());
     for line in ingest.protection_lines() {
         crate::stderr_line!("{line}");
@@ -354,6 +279,9 @@ async fn listen(
             () = signals.recv() => {}
         }
     };
-    feed_until(&mut ingest, store, args.idle, stop).await;
-    Ok(finish(ingest, store).await)
+    let stats = ingest.stats.clone();
+    let mut pump = listen::pump(ingest, store);
+    pump.feed_until(store, args.idle, stop).await?;
+    pump.drain(store).await?;
+    Ok(stats.snapshot())
 }

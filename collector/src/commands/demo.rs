@@ -97,7 +97,7 @@ async fn headless(
     // Before anything starts: a Ctrl-C from now on ends the load early but still reports.
     let mut signals = Signals::new()?;
     // The HTML page shows each drawn span's attributes: keep them only when it is asked for.
-    let mut ingest = ingest::start(loopback_ingest(args.html.is_some(), carriers)).await?;
+    let ingest = ingest::start(loopback_ingest(args.html.is_some(), carriers)).await?;
     let run_for = args
         .for_
         .or(args.run.requests.is_none().then_some(DEFAULT_CHECK_FOR));
@@ -128,22 +128,25 @@ async fn headless(
     let stop = async {
         tokio::select! {
             () = demo.load_finished() => {}
-            () = listen::sleep_until(give_up_at) => {}
+            () = crate::pump::sleep_until(give_up_at) => {}
             () = signals.recv() => {}
         }
     };
-    listen::feed_until(&mut ingest, &mut store, None, stop).await;
+    let stats = ingest.stats.clone();
+    let mut pump = listen::pump(ingest, &store);
+    pump.feed_until(&mut store, None, stop).await?;
     let counts = demo.load_counts();
     // Stopping flushes every service's exporter into the receivers: keep taking batches.
     let mut stopping = tokio::spawn(demo.shutdown());
     let stopped = async {
         let _ = (&mut stopping).await;
     };
-    listen::feed_until(&mut ingest, &mut store, None, stopped).await;
+    pump.feed_until(&mut store, None, stopped).await?;
     if !stopping.is_finished() {
         let _ = stopping.await;
     }
-    let ingest_counts = listen::finish(ingest, &mut store).await;
+    pump.drain(&mut store).await?;
+    let ingest_counts = stats.snapshot();
     // Every request sent is accounted for: those without an answer when the load stopped
     // were abandoned in flight.
     crate::stderr_line!(

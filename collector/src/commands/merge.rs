@@ -3,16 +3,14 @@
 //! written had it received everything (`CONVENTIONS.md` section 6): counts exact, percentiles
 //! within the sketches' stated error, the findings list capped again at `--max-findings`.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 
 use anyhow::Context as _;
-use deadline_budget::analysis::{EdgeAggregate, Report};
+use deadline_budget::analysis::Report;
 
 use crate::cli::{FailOn, Format, MergeArgs};
-use crate::commands::check::json_report;
-use crate::report::{Context, html as report_html, text as report_text};
+use crate::report::{Context, html as report_html, json as report_json, text as report_text};
 use crate::store::Store;
 
 /// Reads every report, merges them, prints the merged report in `--format` (and writes
@@ -25,26 +23,15 @@ pub fn run(args: &MergeArgs, max_findings: usize) -> anyhow::Result<u8> {
         .map(|path| read(path))
         .collect::<anyhow::Result<Vec<Report>>>()?;
     let report = Report::merge(&reports, max_findings);
-    let edges: Vec<EdgeAggregate> = report
-        .edges
-        .iter()
-        .map(EdgeAggregate::from_report)
-        .collect();
     let context = Context {
         links: args.links.trace_url.as_ref(),
         ..Context::default()
     };
     let out = match args.format {
-        Format::Json => json_report(&report, &context, 0)?,
+        Format::Json => report_json::render(&report, &context, Default::default())?,
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            report_text::render(
-                &report,
-                &HashMap::new(),
-                &edges.iter().collect::<Vec<_>>(),
-                &context,
-                color,
-            )
+            report_text::of_report(&report, &context, color)
         }
     };
     let mut stdout = std::io::stdout().lock();

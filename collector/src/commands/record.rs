@@ -5,9 +5,11 @@
 //! success is lost.
 
 use super::listen::Signals;
+use crate::batch::Batch;
 use crate::cli::RecordArgs;
 use crate::ingest;
-use crate::otlp_lines::{RecordingError, Writer};
+use crate::otlp_lines::Writer;
+use crate::pump::{Intake, Pump, Tick};
 
 /// Runs `record` until Ctrl-C or SIGTERM.
 pub async fn run(
@@ -15,38 +17,31 @@ pub async fn run(
     carriers: std::sync::Arc<deadline_budget::carrier::Carriers>,
 ) -> anyhow::Result<()> {
     let path = &args.output;
-    let mut file = Writer::create(path)?;
+    let file = Writer::create(path)?;
     // Before the receivers start: a SIGTERM right after the first request must be handled.
     let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
     config.keep_raw = true;
     config.keep_attributes = false;
     config.carriers = carriers;
-    let mut ingest = ingest::start(config).await?;
+    let ingest = ingest::start(config).await?;
     crate::stderr_line!("listening: {}", ingest.describe());
     for line in ingest.protection_lines() {
         crate::stderr_line!("{line}");
     }
     crate::stderr_line!("recording to {} (stop with Ctrl-C)", path.display());
-    let mut requests = 0u64;
-    loop {
-        tokio::select! {
-            batch = ingest.receiver.recv() => {
-                let Some(batch) = batch else { break };
-                requests += write_line(&mut file, batch)?;
-            }
-            () = signals.recv() => break,
-        }
-    }
-    ingest.shutdown();
-    ingest.receiver.close();
-    while let Some(batch) = ingest.receiver.recv().await {
-        requests += write_line(&mut file, batch)?;
-    }
-    file.sync()?;
-    let stats = ingest.stats.snapshot();
+    let stats = ingest.stats.clone();
+    let mut recording = Recording { file, requests: 0 };
+    // No judging: the lines are written as they come.
+    let mut pump = Pump::of(ingest);
+    pump.feed_until(&mut recording, None, signals.recv())
+        .await?;
+    pump.drain(&mut recording).await?;
+    recording.file.sync()?;
+    let stats = stats.snapshot();
     crate::stderr_line!(
-        "recorded {requests} request(s), {} span(s) to {}; {} span(s) refused",
+        "recorded {} request(s), {} span(s) to {}; {} span(s) refused",
+        recording.requests,
         stats.spans_accepted,
         path.display(),
         stats.spans_refused
@@ -54,11 +49,23 @@ pub async fn run(
     Ok(())
 }
 
-/// Writes the request a batch came from (kept raw for this); returns the lines written.
-fn write_line(file: &mut Writer, batch: crate::batch::Batch) -> Result<u64, RecordingError> {
-    let Some(raw) = batch.raw else {
-        return Ok(0);
-    };
-    file.write(&raw)?;
-    Ok(1)
+/// The file the pump feeds, and the lines written to it.
+struct Recording {
+    file: Writer,
+    requests: u64,
+}
+
+impl Intake for Recording {
+    /// Writes the request a batch came from (kept raw for this).
+    fn take(&mut self, batch: Batch, _now_unix_nano: u64) -> anyhow::Result<()> {
+        if let Some(raw) = batch.raw {
+            self.file.write(&raw)?;
+            self.requests += 1;
+        }
+        Ok(())
+    }
+
+    fn judge(&mut self, _tick: Tick) -> anyhow::Result<()> {
+        Ok(())
+    }
 }

@@ -12,7 +12,8 @@ use crate::cli::ReplayArgs;
 use crate::ingest::{decode, interner};
 use crate::jaeger;
 use crate::otlp_lines::{Reader, RecordingError, Torn};
-use crate::screen::{Controls, LiveConfig, Mode, run_live, wall_clock};
+use crate::pump::wall_clock;
+use crate::screen::{Controls, LiveConfig, Mode, run_live};
 use crate::store::Retention;
 
 /// `budget-top replay FILE`: play a recording (OTLP/JSON lines, gzip or not) into the same

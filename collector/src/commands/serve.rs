@@ -17,13 +17,14 @@ use anyhow::Context as _;
 use deadline_budget::analysis::Severity;
 use deadline_budget::carrier::Carriers;
 
-use super::check::{json_report, with_store_counts};
 use super::listen::Signals;
 use crate::api;
+use crate::batch::Batch;
 use crate::cli::ServeArgs;
 use crate::forward::{self, Forwarder};
 use crate::ingest;
-use crate::report::{Context, html as report_html};
+use crate::pump::{self, Intake, Pump, Pumped, Tick};
+use crate::report::{Context, html as report_html, json as report_json};
 use crate::store::{Retention, Store};
 
 /// The exit status of a second signal: the report is not written.
@@ -46,7 +47,7 @@ pub async fn run(
         }
     }
     // Every file of --forward read and checked before anything listens.
-    let mut forwarder = args.forward.config().map(forward::start).transpose()?;
+    let forwarder = args.forward.config().map(forward::start).transpose()?;
     // Before the receivers start: a signal right after the first request must be handled.
     let mut signals = Signals::new()?;
     let mut config = args.listen.ingest_config();
@@ -54,7 +55,7 @@ pub async fn run(
     // The page shows each drawn span's attributes: keep them only when it is asked for.
     config.keep_attributes = args.html.is_some();
     config.keep_received = forwarder.is_some();
-    let mut ingest = ingest::start(config.clone()).await?;
+    let ingest = ingest::start(config.clone()).await?;
     let view = forwarder.as_ref().map(Forwarder::view);
     let mut api = match api::start(
         args.api,
@@ -86,31 +87,28 @@ pub async fn run(
         let config = forwarder.config();
         store = store.keep_received(config.held_bytes(), config.policy().keep());
     }
-    let mut judge = tokio::time::interval(judge_period(retention.settle));
-    judge.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Chains a span joined after their verdict are judged again by `analyse_dirty`, once a
-    // settle period: sooner would analyse chains still arriving a second time.
-    let analyse_every = retention.settle.max(Duration::from_millis(100));
-    let mut analysed_at = tokio::time::Instant::now();
+    let stats = ingest.stats.clone();
+    let mut pump = Pump::of(ingest).judging_every(
+        judge_period(retention.settle),
+        tokio::time::MissedTickBehavior::Delay,
+    );
+    let mut served = Served {
+        store,
+        forwarder,
+        // Chains a span joined after their verdict are judged again by `analyse_dirty`, once a
+        // settle period: sooner would analyse chains still arriving a second time.
+        analyse_every: retention.settle.max(Duration::from_millis(100)),
+        analysed_at: tokio::time::Instant::now(),
+    };
     loop {
         tokio::select! {
-            batch = ingest.receiver.recv() => {
-                let Some(batch) = batch else { break };
-                store.set_clock(now_unix_nano());
-                store.insert_batch(batch);
-                hand_on(&mut store, forwarder.as_mut());
-            }
-            Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
-            _ = judge.tick() => {
-                store.set_clock(now_unix_nano());
-                store.judge_settled();
-                if analysed_at.elapsed() >= analyse_every {
-                    store.analyse_dirty();
-                    analysed_at = tokio::time::Instant::now();
-                }
-                hand_on(&mut store, forwarder.as_mut());
-                api.answers.publish(&store);
-            }
+            pumped = pump.step(&mut served) => match pumped? {
+                Pumped::Ended => break,
+                // The totals judged on the tick, to the metrics.
+                Pumped::Tick => api.answers.publish(&served.store),
+                Pumped::Batch => {}
+            },
+            Some(ask) = api.asks.recv() => api.answers.answer(ask, &served.store),
             () = signals.recv() => break,
         }
     }
@@ -123,22 +121,16 @@ pub async fn run(
         crate::stderr_line!("budget-top: a second signal: exiting at once, without the report");
         std::process::exit(EXIT_SECOND_SIGNAL);
     });
-    ingest.shutdown();
-    api.shutdown();
     // Whatever the receivers answered with success is in the channel: take all of it, and
     // answer the API's requests in progress meanwhile.
-    ingest.receiver.close();
+    pump.close();
+    api.shutdown();
     loop {
         tokio::select! {
-            batch = ingest.receiver.recv() => match batch {
-                Some(batch) => {
-                    store.set_clock(now_unix_nano());
-                    store.insert_batch(batch);
-                    hand_on(&mut store, forwarder.as_mut());
-                }
-                None => break,
+            pumped = pump.step(&mut served) => if pumped? == Pumped::Ended {
+                break;
             },
-            Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
+            Some(ask) = api.asks.recv() => api.answers.answer(ask, &served.store),
         }
     }
     let drained = tokio::time::sleep(DRAIN);
@@ -146,12 +138,17 @@ pub async fn run(
     loop {
         tokio::select! {
             _ = &mut api.server => break,
-            Some(ask) = api.asks.recv() => api.answers.answer(ask, &store),
+            Some(ask) = api.asks.recv() => api.answers.answer(ask, &served.store),
             () = &mut drained => break,
         }
     }
-    let counts = ingest.stats.snapshot();
-    store.set_clock(now_unix_nano());
+    let counts = stats.snapshot();
+    let Served {
+        mut store,
+        mut forwarder,
+        ..
+    } = served;
+    store.set_clock(pump::wall_clock());
     let report = store.report();
     // Every chain judged now is handed on, and what is queued sent within the drain's limit.
     let forwarded = match forwarder.take() {
@@ -175,6 +172,34 @@ pub async fn run(
     Ok(0)
 }
 
+/// What `serve`'s pump feeds: the store, and the forwarding stage after its judging (ingest →
+/// store → judge → totals / forward).
+struct Served {
+    store: Store,
+    forwarder: Option<Forwarder>,
+    /// How often the chains a span joined after their verdict are judged again.
+    analyse_every: Duration,
+    analysed_at: tokio::time::Instant,
+}
+
+impl Intake for Served {
+    fn take(&mut self, batch: Batch, now_unix_nano: u64) -> anyhow::Result<()> {
+        self.store.take(batch, now_unix_nano)?;
+        hand_on(&mut self.store, self.forwarder.as_mut());
+        Ok(())
+    }
+
+    fn judge(&mut self, tick: Tick) -> anyhow::Result<()> {
+        self.store.judge(tick)?;
+        if self.analysed_at.elapsed() >= self.analyse_every {
+            self.store.analyse_dirty();
+            self.analysed_at = tokio::time::Instant::now();
+        }
+        hand_on(&mut self.store, self.forwarder.as_mut());
+        Ok(())
+    }
+}
+
 /// What the store handed on since the last call, to the forwarder (when forwarding).
 fn hand_on(store: &mut Store, forwarder: Option<&mut Forwarder>) {
     if let Some(forwarder) = forwarder {
@@ -186,12 +211,6 @@ fn hand_on(store: &mut Store, forwarder: Option<&mut Forwarder>) {
 /// between 10 ms and 1 s.
 fn judge_period(settle: Duration) -> Duration {
     (settle / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
-}
-
-fn now_unix_nano() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Refuses at start a path the report could not be written to at the end: a directory, a
@@ -275,9 +294,13 @@ fn write_reports(
         links: args.links.trace_url.as_ref(),
     };
     if let Some(path) = &args.report {
-        let json = json_report(report, &context, 0)
-            .and_then(|json| with_store_counts(&json, &store.counters()))
-            .and_then(|json| forward::with_forward(&json, forwarded))?;
+        let counters = store.counters();
+        let additions = report_json::Additions {
+            lines_torn: 0,
+            store: Some(&counters),
+            forward: forwarded,
+        };
+        let json = report_json::render(report, &context, additions)?;
         std::fs::write(path, json)
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
         crate::stderr_line!(

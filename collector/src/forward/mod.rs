@@ -354,17 +354,3 @@ fn percent(fraction: f64) -> String {
         format!("{p:.3} %")
     }
 }
-
-/// The report with the `forward` object beside the others, when forwarding.
-pub fn with_forward(json: &str, forward: Option<serde_json::Value>) -> anyhow::Result<String> {
-    let Some(forward) = forward else {
-        return Ok(json.to_owned());
-    };
-    let mut value: serde_json::Value = serde_json::from_str(json)?;
-    if let Some(object) = value.as_object_mut() {
-        object.insert("forward".into(), forward);
-    }
-    let mut out = serde_json::to_string_pretty(&value)?;
-    out.push('\n');
-    Ok(out)
-}

@@ -1,10 +1,12 @@
-//! The reports `check` writes besides JSON: [`text`] for a terminal or a CI log, [`html`] for the
-//! people who were not there. Both read the analysed store and the library's
-//! `deadline_budget::analysis::Report` and judge nothing; their words, glyphs and numbers come
-//! from [`crate::present`], as the screen's do. What every report says beside the analysis
-//! (where the spans came from, the link to a chain's trace) is one [`Context`].
+//! The reports: [`json`] for scripts and merging (`check`, `merge`, `serve`'s `--report` and
+//! `/api/report`), [`text`] for a terminal or a CI log, [`html`] for the people who were not
+//! there. They read the analysed store and the library's `deadline_budget::analysis::Report`
+//! and judge nothing; the text's and the page's words, glyphs and numbers come from
+//! [`crate::present`], as the screen's do. What every report says beside the analysis (where
+//! the spans came from, the link to a chain's trace) is one [`Context`].
 
 pub mod html;
+pub mod json;
 pub mod text;
 
 use crate::ingest::IngestCounts;

@@ -13,6 +13,39 @@ use deadline_budget::analysis::{
 use super::Context;
 use crate::present::format::{grouped, ms_grouped};
 use crate::span_text::for_report;
+use crate::store::Store;
+
+/// Renders the report of what `store` holds: each chain named by its root span, the store's
+/// edge aggregates beside the report's.
+pub fn of_store(store: &Store, report: &Report, context: &Context<'_>, color: bool) -> String {
+    let roots: HashMap<TraceId, (Arc<str>, Arc<str>)> = store
+        .chains()
+        .map(|c| {
+            (
+                c.trace_id,
+                (c.summary.root_service.clone(), c.summary.root_name.clone()),
+            )
+        })
+        .collect();
+    render(report, &roots, &store.edges(), context, color)
+}
+
+/// Renders a report read back rather than made from a store (`merge`): no chain held to name,
+/// the edges' aggregates read from the report's own.
+pub fn of_report(report: &Report, context: &Context<'_>, color: bool) -> String {
+    let edges: Vec<EdgeAggregate> = report
+        .edges
+        .iter()
+        .map(EdgeAggregate::from_report)
+        .collect();
+    render(
+        report,
+        &HashMap::new(),
+        &edges.iter().collect::<Vec<_>>(),
+        context,
+        color,
+    )
+}
 
 /// Renders the report. `roots` names each chain by its root span (service, name); `edges`
 /// are the store's aggregates (budget percentiles and waste per edge); `context` adds where the

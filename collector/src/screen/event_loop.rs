@@ -9,7 +9,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crossterm::event::Event;
 use futures::{Stream, StreamExt};
@@ -20,17 +20,10 @@ use tokio::sync::mpsc;
 
 use super::{DemoControl, Mode, Refused, ScreenData, State, views};
 use crate::batch::Batch;
+use crate::pump::{Clock, Intake, Pump, Tick, wall_clock};
 
 /// How often the loop considers a redraw.
 pub const FRAME: Duration = Duration::from_millis(100);
-
-/// The wall clock in Unix ns.
-pub fn wall_clock() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
 
 /// What the loop needs besides the state.
 pub struct Controls {
@@ -41,7 +34,7 @@ pub struct Controls {
     /// Reads what the receivers refused under load.
     pub refused: Option<Box<dyn Fn() -> Refused + Send>>,
     /// The clock (Unix ns); the wall clock unless a replay drives its own.
-    pub clock: Box<dyn FnMut() -> u64 + Send>,
+    pub clock: Clock,
     /// A line to show in the footer, set by whoever feeds the screen (e.g. a replay's end or
     /// error).
     pub notice: Option<Arc<Mutex<Option<String>>>>,
@@ -73,9 +66,9 @@ impl std::fmt::Debug for Controls {
 pub async fn run<B, E>(
     terminal: &mut Terminal<B>,
     state: &mut State,
-    mut spans: mpsc::Receiver<Batch>,
+    spans: mpsc::Receiver<Batch>,
     events: E,
-    mut controls: Controls,
+    controls: Controls,
 ) -> anyhow::Result<()>
 where
     B: Backend,
@@ -83,98 +76,159 @@ where
     E: Stream<Item = io::Result<Event>> + Unpin,
 {
     let mut events = events.fuse();
-    let mut tick = tokio::time::interval(FRAME);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut spans_open = true;
-    let mut dirty = true;
-    state.now_unix_nano = (controls.clock)();
-    let mut demo_generation = controls.demo.as_ref().map_or(0, |d| d.generation());
-    if let Some(d) = controls.demo.as_ref() {
+    // The frame tick is the screen's judging tick: the chains quiet for --settle are judged
+    // as the frame settles what arrived.
+    let Controls {
+        demo,
+        start_demo,
+        refused,
+        clock,
+        notice,
+    } = controls;
+    let mut pump = Pump::new(spans)
+        .with_clock(clock)
+        .judging_every(FRAME, tokio::time::MissedTickBehavior::Skip);
+    state.now_unix_nano = pump.now();
+    if let Some(d) = demo.as_ref() {
         state.demo = d.status().shown();
     }
+    let mut screen = Screen {
+        demo_generation: demo.as_ref().map_or(0, |d| d.generation()),
+        terminal,
+        state,
+        demo,
+        start_demo,
+        refused,
+        notice,
+        dirty: true,
+    };
     loop {
         let mut input = false;
         tokio::select! {
-            batch = spans.recv(), if spans_open => match batch {
-                Some(batch) => state.add_batch(batch),
-                None => spans_open = false,
-            },
+            pumped = pump.step(&mut screen) => {
+                pumped?;
+            }
             event = events.next() => match event {
-                Some(Ok(Event::Key(key))) => {
-                    input = true;
-                    // A message stays until the next key.
-                    dirty |= state.ui.message.take().is_some();
-                    dirty |= state.on_key(key, &mut controls.demo);
-                    // Scrolling stops at the popup's last row on this screen.
-                    let size = terminal.size()?;
-                    state.clamp_popup_scroll(Rect::new(0, 0, size.width, size.height));
-                    state.clamp_map_pan(Rect::new(0, 0, size.width, size.height));
-                    if state.ui.start_demo_requested
-                        && let Some(mut start) = controls.start_demo.take()
-                    {
-                        start();
-                    }
+                Some(Ok(event)) => {
+                    input = screen.on_event(event)?;
                 }
-                Some(Ok(Event::Mouse(mouse))) => {
-                    input = true;
-                    let size = terminal.size()?;
-                    dirty |= state.on_mouse(mouse, Rect::new(0, 0, size.width, size.height));
-                }
-                Some(Ok(Event::Resize(..))) => {
-                    input = true;
-                    terminal.autoresize()?;
-                    dirty = true;
-                }
-                Some(Ok(_)) => {}
                 // The terminal went away (pty closed): stop, the caller restores what it can.
                 Some(Err(_)) | None => break,
             },
-            _ = tick.tick() => {
-                state.now_unix_nano = (controls.clock)();
-                if let Some(read) = controls.refused.as_ref() {
-                    dirty |= state.set_ingest_refused(read());
-                }
-                // A notice (e.g. "replay finished") waits until the batches sent before it
-                // were taken, so the frame that shows it shows them too.
-                if let Some(notice) = controls.notice.as_ref()
-                    && spans.is_empty()
-                    && let Ok(mut n) = notice.lock()
-                    && let Some(text) = n.take()
-                {
-                    state.ui.message = Some(text);
-                    dirty = true;
-                }
-                if let Some(d) = controls.demo.as_ref() {
-                    if d.generation() != demo_generation {
-                        demo_generation = d.generation();
-                        state.start_over();
-                        dirty = true;
-                    }
-                    dirty |= state.set_demo_status(d.status().shown());
-                }
-                dirty |= state.settle();
-                if dirty {
-                    terminal.draw(|frame| {
-                        let area = frame.area();
-                        views::render(state, area, frame.buffer_mut());
-                    })?;
-                    dirty = false;
-                }
-            }
         }
-        if state.ui.quit {
+        if screen.state.ui.quit {
             break;
         }
         // What a person did shows at once, not at the next tick.
-        if input && dirty {
-            terminal.draw(|frame| {
-                let area = frame.area();
-                views::render(state, area, frame.buffer_mut());
-            })?;
-            dirty = false;
+        if input {
+            screen.draw_if_dirty()?;
         }
     }
     Ok(())
+}
+
+/// The screen as its pump feeds it: batches into the state, and on each frame tick what
+/// arrived settled (the chains judged) and the screen drawn when something changed.
+struct Screen<'a, B: Backend> {
+    terminal: &'a mut Terminal<B>,
+    state: &'a mut State,
+    /// [`Controls`], but the clock (the pump's).
+    demo: Option<Box<dyn DemoControl>>,
+    start_demo: Option<Box<dyn FnMut() + Send>>,
+    refused: Option<Box<dyn Fn() -> Refused + Send>>,
+    notice: Option<Arc<Mutex<Option<String>>>>,
+    /// Something changed since the last frame drawn.
+    dirty: bool,
+    demo_generation: u64,
+}
+
+impl<B> Screen<'_, B>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    /// A key, the mouse or a resize; returns whether it was one (it shows at once).
+    fn on_event(&mut self, event: Event) -> anyhow::Result<bool> {
+        let state = &mut *self.state;
+        match event {
+            Event::Key(key) => {
+                // A message stays until the next key.
+                self.dirty |= state.ui.message.take().is_some();
+                self.dirty |= state.on_key(key, &mut self.demo);
+                // Scrolling stops at the popup's last row on this screen.
+                let size = self.terminal.size()?;
+                state.clamp_popup_scroll(Rect::new(0, 0, size.width, size.height));
+                state.clamp_map_pan(Rect::new(0, 0, size.width, size.height));
+                if state.ui.start_demo_requested
+                    && let Some(mut start) = self.start_demo.take()
+                {
+                    start();
+                }
+            }
+            Event::Mouse(mouse) => {
+                let size = self.terminal.size()?;
+                self.dirty |= state.on_mouse(mouse, Rect::new(0, 0, size.width, size.height));
+            }
+            Event::Resize(..) => {
+                self.terminal.autoresize()?;
+                self.dirty = true;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn draw_if_dirty(&mut self) -> anyhow::Result<()> {
+        if self.dirty {
+            let state = &*self.state;
+            self.terminal.draw(|frame| {
+                let area = frame.area();
+                views::render(state, area, frame.buffer_mut());
+            })?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
+impl<B> Intake for Screen<'_, B>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    /// A batch arrives at the frame's clock (the state's `now`), held back while paused.
+    fn take(&mut self, batch: Batch, _now_unix_nano: u64) -> anyhow::Result<()> {
+        self.state.add_batch(batch);
+        Ok(())
+    }
+
+    fn judge(&mut self, tick: Tick) -> anyhow::Result<()> {
+        let state = &mut *self.state;
+        state.now_unix_nano = tick.now_unix_nano;
+        if let Some(read) = self.refused.as_ref() {
+            self.dirty |= state.set_ingest_refused(read());
+        }
+        // A notice (e.g. "replay finished") waits until the batches sent before it were
+        // taken, so the frame that shows it shows them too.
+        if let Some(notice) = self.notice.as_ref()
+            && !tick.batches_waiting
+            && let Ok(mut n) = notice.lock()
+            && let Some(text) = n.take()
+        {
+            state.ui.message = Some(text);
+            self.dirty = true;
+        }
+        if let Some(d) = self.demo.as_ref() {
+            if d.generation() != self.demo_generation {
+                self.demo_generation = d.generation();
+                state.start_over();
+                self.dirty = true;
+            }
+            self.dirty |= state.set_demo_status(d.status().shown());
+        }
+        self.dirty |= state.settle();
+        self.draw_if_dirty()
+    }
 }
 
 /// How the real screen starts.

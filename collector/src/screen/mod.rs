@@ -17,7 +17,7 @@ pub mod term;
 mod views;
 
 pub use data::{ChainView, Filter, ListQuery, ROOTLESS_GRACE_NS, ScreenData, SortBy, Through};
-pub use event_loop::{Controls, FRAME, LiveConfig, run, run_live, wall_clock};
+pub use event_loop::{Controls, FRAME, LiveConfig, run, run_live};
 pub use state::{
     DemoControl, DemoStatus, EXPORT_FILE, MAX_HELD_SPANS, MapPick, Mode, Overlay, Refused, State,
     Ui, View, color_allowed,

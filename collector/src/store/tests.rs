@@ -1,7 +1,11 @@
 //! The store's own unit tests.
 
+use super::two_threads::ANALYSED_AT_ONCE;
 use super::*;
-use deadline_budget::analysis::{BudgetFacts, FindingKind, Severity, SpanId, SpanKind, SpanStatus};
+use crate::batch::{Batch, RawAttributes};
+use deadline_budget::analysis::{
+    BudgetFacts, FindingKind, Severity, Span, SpanId, SpanKind, SpanStatus,
+};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 
 fn span(t: u32) -> Span {

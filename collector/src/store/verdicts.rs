@@ -263,7 +263,7 @@ impl Store {
     pub fn report(&mut self) -> Report {
         // The chains judged already that a span joined since are judged again first, as
         // `analyse_dirty` does; then every other chain is analysed as it is judged (many at
-        // once on two threads: store/bulk.rs), its fresh samples folded as they are and not
+        // once on two threads: store/two_threads.rs), its fresh samples folded as they are and not
         // kept: the run ends (`Fate::Final`).
         let chains = &self.chains;
         self.dirty

@@ -375,9 +375,9 @@ fn the_worst_chains_of_each_kind_are_kept_whole_for_the_page() {
         store.chain(worst).is_some(),
         "the worst chain is kept whole"
     );
-    let pinned = store.pinned();
+    let pinned = store.worst_chains();
     assert!(pinned.contains(&worst), "{pinned:?}");
-    assert!(pinned.len() <= budget_top::store::PINNED_PER_KIND * 2);
+    assert!(pinned.len() <= budget_top::store::WORST_CHAINS_PER_KIND * 2);
     assert!(store.counters().chains_evicted >= 20);
     let report = store.report();
     assert_eq!(report.summary.traces, 40, "every chain counted once");
@@ -395,30 +395,25 @@ fn the_worst_chains_of_each_kind_are_kept_whole_for_the_page() {
 /// memory follow section 6), on tokio's clock: paused here.
 #[tokio::test(start_paused = true)]
 async fn a_listening_check_judges_chains_once_quiet_for_settle() {
-    use budget_top::commands::listen::feed_until;
+    use budget_top::pump::{self, Pump};
     use std::time::Duration;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let mut ingest = budget_top::ingest::Ingest {
-        grpc_addr: None,
-        http_addr: None,
-        receiver: rx,
-        stats: Default::default(),
-        shutdown_token: Default::default(),
-        token_required: false,
-        tls: false,
-        client_ca: false,
-        allow_remote: false,
-        token_warning: None,
-    };
     let mut store = budget_top::store::Retention {
         settle: Duration::from_secs(5),
         ..Default::default()
     }
     .store();
+    // What `listen::pump` makes of the receivers: tokio's clock, a judging tick.
+    let mut pump = Pump::new(rx)
+        .with_clock(pump::tokio_clock(store.clock()))
+        .judging_every(
+            budget_top::commands::listen::JUDGE_TICK,
+            tokio::time::MissedTickBehavior::Delay,
+        );
     // Listening for 3 s, as a check with --for 3s does.
-    async fn three_seconds(ingest: &mut budget_top::ingest::Ingest, store: &mut Store) {
+    async fn three_seconds(pump: &mut Pump, store: &mut Store) {
         let stop = tokio::time::sleep(Duration::from_secs(3));
-        feed_until(ingest, store, None, stop).await;
+        pump.feed_until(store, None, stop).await.unwrap();
     }
     let batch = |t| budget_top::batch::Batch {
         spans: spans(t),
@@ -427,17 +422,17 @@ async fn a_listening_check_judges_chains_once_quiet_for_settle() {
         received: None,
     };
     tx.send(batch(1)).await.unwrap();
-    three_seconds(&mut ingest, &mut store).await;
+    three_seconds(&mut pump, &mut store).await;
     assert_eq!(
         store.totals().traces,
         0,
         "quiet for 3 s of 5: not judged yet"
     );
     tx.send(batch(2)).await.unwrap();
-    three_seconds(&mut ingest, &mut store).await;
+    three_seconds(&mut pump, &mut store).await;
     assert_eq!(store.totals().traces, 1, "chain 1 quiet for 6 s: judged");
     assert_eq!(store.totals().findings.total(), 1);
-    three_seconds(&mut ingest, &mut store).await;
+    three_seconds(&mut pump, &mut store).await;
     assert_eq!(store.totals().traces, 2, "chain 2 too, 6 s after it came");
     drop(tx);
 }

@@ -45,7 +45,7 @@ use rank::{rank, report_findings};
 use waterfall::{MAX_INDENT, ROW_PX, legend_sample};
 
 /// Chains drawn for each finding kind: the worst ones.
-pub const CHAINS_PER_KIND: usize = crate::store::PINNED_PER_KIND;
+pub const CHAINS_PER_KIND: usize = crate::store::WORST_CHAINS_PER_KIND;
 /// Rows drawn of one chain (rows with findings or work for nobody first, with the rows above
 /// them).
 pub const ROWS_PER_CHAIN: usize = 40;

@@ -455,7 +455,7 @@ pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {
     }
     let offset = scroll_offset(state.ui.selected, visible.len(), rows);
     for (i, id) in visible.iter().enumerate().skip(offset).take(rows) {
-        let Some(chain) = state.data.store.held_analysis(*id) else {
+        let Some(chain) = state.data.store.latest_analysis(*id) else {
             continue;
         };
         let y = area.y + 1 + (i - offset) as u16;

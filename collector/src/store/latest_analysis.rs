@@ -1,14 +1,14 @@
-//! A held chain's latest analysis as the store keeps it: what the chain list, the totals, the
-//! findings list and the page's pins read of it (its summary, findings and the services whose
-//! budget is not known), and nothing else.
+//! A chain's latest analysis as the store keeps it: what the chain list, the totals, the
+//! findings list and the worst chains kept for the page read of it (its summary, findings and
+//! the services whose budget is not known), and nothing else.
 //!
 //! A [`ChainAnalysis`] also has the waterfall rows and the edge samples (empty once held: the
 //! rows are rebuilt for the chain a person opens, the samples are packed beside it) and the
 //! trace id (the chain's): held as one, every chain paid ~100 bytes for three empty vectors,
 //! a trace id and an `Arc`'s counts. The analysis is lent out again, without an allocation, for
 //! the few steps that take a whole one (folding it into the totals, adding the calls that lost
-//! their context): [`HeldAnalysis::lend`] moves its parts into one, [`HeldAnalysis::put`] moves
-//! them back.
+//! their context): [`LatestAnalysis::lend`] moves its parts into one, [`LatestAnalysis::put`]
+//! moves them back.
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use deadline_budget::analysis::{ChainAnalysis, ChainSummary, Finding, TraceId};
 /// A held chain's latest analysis without its rows and edge samples. See the module
 /// documentation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HeldAnalysis {
+pub struct LatestAnalysis {
     /// The chain at a glance.
     pub summary: ChainSummary,
     /// Every finding, as the analysis ordered them.
@@ -26,10 +26,10 @@ pub struct HeldAnalysis {
     pub services_without_budget: Box<[Arc<str>]>,
 }
 
-impl HeldAnalysis {
+impl LatestAnalysis {
     /// What is held of `analysis` (its rows and edge samples dropped).
     pub(super) fn of(analysis: ChainAnalysis) -> Self {
-        HeldAnalysis {
+        LatestAnalysis {
             summary: analysis.summary,
             findings: analysis.findings.into_boxed_slice(),
             services_without_budget: analysis.services_without_budget.into_boxed_slice(),
@@ -37,7 +37,7 @@ impl HeldAnalysis {
     }
 
     /// The analysis of `trace_id` with these parts moved into it (rows and edge samples empty),
-    /// this one left empty until [`HeldAnalysis::put`] gives them back.
+    /// this one left empty until [`LatestAnalysis::put`] gives them back.
     pub(super) fn lend(&mut self, trace_id: TraceId) -> ChainAnalysis {
         ChainAnalysis {
             trace_id,
@@ -49,9 +49,9 @@ impl HeldAnalysis {
         }
     }
 
-    /// Takes back the parts [`HeldAnalysis::lend`] moved out (perhaps changed).
+    /// Takes back the parts [`LatestAnalysis::lend`] moved out (perhaps changed).
     pub(super) fn put(&mut self, analysis: ChainAnalysis) {
-        *self = HeldAnalysis::of(analysis);
+        *self = LatestAnalysis::of(analysis);
     }
 
     /// The whole analysis of `trace_id` again, a copy, with these rows and edge samples.

@@ -3,27 +3,27 @@
 
 use deadline_budget::analysis::{FindingKind, TraceId};
 
-use super::{Entry, PINNED_PER_KIND, PINNED_SHARE, Store};
+use super::{Entry, Store, WORST_CHAINS_PER_KIND, WORST_CHAINS_SHARE};
 
 /// The chains kept whole past their eviction for the HTML page: per finding kind, at most
-/// [`PINNED_PER_KIND`], the ones whose findings of the kind explain the most dead work (then the
-/// chain's own); all of them together within a quarter of `--max-spans`.
+/// [`WORST_CHAINS_PER_KIND`], the ones whose findings of the kind explain the most dead work
+/// (then the chain's own); all of them together within a quarter of `--max-spans`.
 #[derive(Debug)]
-pub(super) struct Pins {
+pub(super) struct WorstChains {
     /// Per kind: (its findings' largest wasted ms, the chain's wasted ms, the chain).
     pub(super) per_kind: Vec<Vec<(i64, i64, TraceId)>>,
 }
 
-impl Default for Pins {
+impl Default for WorstChains {
     fn default() -> Self {
-        Pins {
+        WorstChains {
             per_kind: vec![Vec::new(); FindingKind::COUNT],
         }
     }
 }
 
-impl Pins {
-    /// The chains pinned, each once.
+impl WorstChains {
+    /// The chains kept, each once.
     pub(super) fn chains(&self) -> Vec<TraceId> {
         let mut all: Vec<TraceId> = self.per_kind.iter().flatten().map(|p| p.2).collect();
         all.sort_unstable();
@@ -33,10 +33,10 @@ impl Pins {
 }
 
 impl Store {
-    /// Pins a chain being evicted for each of its finding kinds it is among the worst of,
-    /// within [`PINNED_SHARE`] of the bound; returns the pinned chains no kind keeps any
-    /// longer (to be let go).
-    pub(super) fn pin(&mut self, trace_id: TraceId, entry: &mut Entry) -> Vec<TraceId> {
+    /// Keeps a chain being evicted for each of its finding kinds it is among the worst of,
+    /// within [`WORST_CHAINS_SHARE`] of the bound; returns the chains kept before that no kind
+    /// keeps any longer (to be let go).
+    pub(super) fn keep_if_worst(&mut self, trace_id: TraceId, entry: &mut Entry) -> Vec<TraceId> {
         let Some(analysis) = entry.analysis.as_ref() else {
             return Vec::new();
         };
@@ -54,12 +54,12 @@ impl Store {
         let mut wins: Vec<(usize, Option<usize>)> = Vec::new();
         for (kind, w) in worst.iter().enumerate() {
             let Some(w) = *w else { continue };
-            let pinned = &self.pins.per_kind[kind];
-            if pinned.len() < PINNED_PER_KIND {
+            let kept = &self.worst.per_kind[kind];
+            if kept.len() < WORST_CHAINS_PER_KIND {
                 wins.push((kind, None));
                 continue;
             }
-            let least = pinned
+            let least = kept
                 .iter()
                 .enumerate()
                 .min_by_key(|(_, p)| (p.0, p.1))
@@ -71,37 +71,37 @@ impl Store {
         if wins.is_empty() {
             return Vec::new();
         }
-        let pinned_spans: usize = self
-            .pins
+        let kept_spans: usize = self
+            .worst
             .chains()
             .iter()
             .filter_map(|id| self.chains.get(id))
             .map(|e| e.chain.len())
             .sum();
-        if pinned_spans + entry.chain.len() > self.max_spans / PINNED_SHARE {
+        if kept_spans + entry.chain.len() > self.max_spans / WORST_CHAINS_SHARE {
             return Vec::new();
         }
         let mut released = Vec::new();
         for (kind, displaced) in wins {
             let Some(w) = worst[kind] else { continue };
-            let pinned = &mut self.pins.per_kind[kind];
+            let kept = &mut self.worst.per_kind[kind];
             if let Some(i) = displaced {
-                let (_, _, gone) = pinned.swap_remove(i);
+                let (_, _, gone) = kept.swap_remove(i);
                 if let Some(e) = self.chains.get_mut(&gone) {
-                    e.pins = e.pins.saturating_sub(1);
-                    if e.pins == 0 {
+                    e.worst_of_kinds = e.worst_of_kinds.saturating_sub(1);
+                    if e.worst_of_kinds == 0 {
                         released.push(gone);
                     }
                 }
             }
-            pinned.push((w, chain_wasted, trace_id));
-            entry.pins += 1;
+            kept.push((w, chain_wasted, trace_id));
+            entry.worst_of_kinds += 1;
         }
         released
     }
 
     /// The chains kept whole past their eviction for the page (a few per finding kind).
-    pub fn pinned(&self) -> Vec<TraceId> {
-        self.pins.chains()
+    pub fn worst_chains(&self) -> Vec<TraceId> {
+        self.worst.chains()
     }
 }
