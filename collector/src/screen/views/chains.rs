@@ -17,7 +17,7 @@ use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step, wate
 use crate::present::format::{clock, fit, ms, severity_glyph, unicode_width};
 use crate::screen::{State, View};
 use crate::span_text::for_screen;
-use crate::store::HeldAnalysis;
+use crate::store::LatestAnalysis;
 
 /// The Chains tab: the chain list, with the selected chain's waterfall below it when there is
 /// room (else its finding in words). Its selection is `ui.selected` (and the preview's row,
@@ -217,7 +217,7 @@ enum Align {
 /// One chain as its cells read it.
 struct Row<'a> {
     id: TraceId,
-    chain: &'a HeldAnalysis,
+    chain: &'a LatestAnalysis,
     /// The FINDING column's kind: the lesson's when the chain shows it, else its worst.
     finding: Option<FindingKind>,
     selected: bool,
