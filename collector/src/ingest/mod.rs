@@ -19,19 +19,12 @@
 pub mod auth;
 mod body_bytes;
 pub mod decode;
-pub mod decoded;
 mod error;
-pub mod facts;
 mod grpc;
 pub mod gzip;
 mod http;
-pub mod interner;
-pub mod json;
-pub mod json_spans;
 mod limit;
-mod protobuf;
 pub mod tls;
-pub mod utf8;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -274,7 +267,7 @@ pub struct Ingest {
     pub grpc_addr: Option<SocketAddr>,
     /// The bound HTTP address, when enabled.
     pub http_addr: Option<SocketAddr>,
-    /// Decoded batches, for the loop that owns the store.
+    /// DecodedRequest batches, for the loop that owns the store.
     pub receiver: mpsc::Receiver<Batch>,
     /// Shared counters.
     pub stats: Arc<IngestStats>,
@@ -376,7 +369,11 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
         body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
         stats: stats.clone(),
         interners: (0..interners())
-            .map(|_| Mutex::new(interner::Interner::with_carriers(config.carriers.clone())))
+            .map(|_| {
+                Mutex::new(decode::interner::Interner::with_carriers(
+                    config.carriers.clone(),
+                ))
+            })
             .collect(),
         keep_attributes: config.keep_attributes,
         keep_raw: config.keep_raw,
@@ -502,7 +499,7 @@ struct Shared {
     body_bytes: body_bytes::BodyBytes,
     stats: Arc<IngestStats>,
     /// Name interners (see [`interners`]): a request is decoded with whichever is free.
-    interners: Vec<Mutex<interner::Interner>>,
+    interners: Vec<Mutex<decode::interner::Interner>>,
     keep_attributes: bool,
     keep_raw: bool,
     keep_received: bool,
@@ -697,7 +694,7 @@ impl Shared {
     fn admit(
         &self,
         mut request: ExportTraceServiceRequest,
-        repaired: utf8::Utf8Repairs,
+        repaired: decode::utf8::Utf8Repairs,
     ) -> Admission {
         let total = decode::count_spans(&request);
         let keep = decode::Keep {
@@ -712,8 +709,8 @@ impl Shared {
     /// An OTLP/JSON body: invalid UTF-8 repaired, then read as the Collector reads it.
     /// The error is a message for the client.
     fn admit_json(&self, body: &[u8]) -> Result<Admission, String> {
-        let (body, repaired) = utf8::repair_json(body);
-        json::parse_request(&body)
+        let (body, repaired) = decode::utf8::repair_json(body);
+        decode::otlp_json::parse_request(&body)
             .map(|request| self.admit(request, repaired))
             .map_err(|e| format!("invalid OTLP/JSON ExportTraceServiceRequest: {e}"))
     }
@@ -727,18 +724,19 @@ impl Shared {
             let invalid =
                 |e: prost::DecodeError| format!("invalid protobuf ExportTraceServiceRequest: {e}");
             return match ExportTraceServiceRequest::decode(body.as_ref()) {
-                Ok(request) => Ok(self.admit(request, utf8::Utf8Repairs::default())),
+                Ok(request) => Ok(self.admit(request, decode::utf8::Utf8Repairs::default())),
                 // prost refuses invalid UTF-8: repair the strings, as the in-place path reads
                 // them, and try again.
                 Err(error) => {
                     let Some(repaired) =
-                        utf8::repair(body.as_ref(), utf8::Message::Request).filter(|r| r.count > 0)
+                        decode::utf8::repair(body.as_ref(), decode::utf8::Message::Request)
+                            .filter(|r| r.count > 0)
                     else {
                         return Err(invalid(error));
                     };
                     let request = ExportTraceServiceRequest::decode(repaired.bytes.as_slice())
                         .map_err(invalid)?;
-                    let mut repairs = utf8::Utf8Repairs::default();
+                    let mut repairs = decode::utf8::Utf8Repairs::default();
                     for _ in 0..repaired.count {
                         repairs
                             .add(|| "a string of the request (record repairs every field)".into());
@@ -765,7 +763,7 @@ impl Shared {
     /// A free interner for one request's decoding, or the first one once it is free: the
     /// runtime's workers decode requests side by side (one interner held by each request
     /// for its whole decoding made the other worker sleep on it, and wake again).
-    fn interner(&self) -> std::sync::MutexGuard<'_, interner::Interner> {
+    fn interner(&self) -> std::sync::MutexGuard<'_, decode::interner::Interner> {
         for interner in &self.interners {
             match interner.try_lock() {
                 Ok(guard) => return guard,
@@ -781,7 +779,7 @@ impl Shared {
 
     fn offer(
         &self,
-        decoded: decoded::Decoded,
+        decoded: decode::decoded_request::DecodedRequest,
         raw: Option<ExportTraceServiceRequest>,
         total: u64,
     ) -> Admission {
