@@ -16,15 +16,9 @@
 //! retries (HTTP 400/413/415, gRPC `INVALID_ARGUMENT`). The gates, in order, and why they count
 //! what they count: `docs/architecture.md`, "Ingest's admission control".
 
-pub mod auth;
-mod body_bytes;
 pub mod decode;
 mod error;
-mod grpc;
-pub mod gzip;
-mod http;
-mod limit;
-pub mod tls;
+pub mod receive;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -33,13 +27,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use deadline_budget::carrier::Carriers;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::Batch;
+use receive::{auth, body_bytes, tls};
+pub use receive::{serve_app, start};
 
 /// The default OTLP/gRPC address.
 pub const DEFAULT_GRPC: &str = "127.0.0.1:4317";
@@ -332,155 +327,6 @@ pub fn open_to_network(allow_remote: bool, tls: bool, token: bool) -> Option<&'s
         "ANYONE ON THE NETWORK CAN SEND SPANS: --allow-remote with neither TLS nor a bearer \
          token (add --bearer-token-file FILE)",
     )
-}
-
-/// Binds the receivers and starts serving. Must run inside a tokio runtime. A port already in
-/// use gives an error naming the address and the flag that changes it.
-pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
-    let mut token_warning = None;
-    let bearer = match &config.bearer_token_file {
-        Some(path) => {
-            let loaded = auth::BearerToken::load(path)?;
-            token_warning = loaded
-                .readable_by_others
-                .map(|mode| auth::open_file_warning(path, mode));
-            Some(loaded.token)
-        }
-        None => None,
-    };
-    let token_required = bearer.is_some();
-    let tls = config.tls.as_ref().map(tls::Tls::load).transpose()?;
-    let (tx, receiver) = mpsc::channel(config.channel_capacity.max(1));
-    let stats = Arc::new(IngestStats::default());
-    let shared = Arc::new(Shared {
-        queue: Mutex::new(Queue {
-            tx,
-            waiting: VecDeque::new(),
-            spans: 0,
-            attribute_bytes: 0,
-            last: 0,
-            last_bytes: 0,
-        }),
-        max_queued_spans: config.max_queued_spans as u64,
-        max_queued_bytes: config.max_queued_bytes,
-        max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
-        inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
-        room: tokio::sync::Mutex::new(()),
-        body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
-        stats: stats.clone(),
-        interners: (0..interners())
-            .map(|_| {
-                Mutex::new(decode::interner::Interner::with_carriers(
-                    config.carriers.clone(),
-                ))
-            })
-            .collect(),
-        keep_attributes: config.keep_attributes,
-        keep_raw: config.keep_raw,
-        keep_received: config.keep_received,
-        bearer,
-    });
-    let token = CancellationToken::new();
-    for (addr, flag) in [(config.grpc, "--grpc"), (config.http, "--http")] {
-        if let Some(addr) = addr {
-            check_loopback(addr, flag, config.allow_remote)?;
-        }
-    }
-    let grpc_listener = match config.grpc {
-        Some(addr) => Some(bind(addr, "--grpc").await?),
-        None => None,
-    };
-    let http_listener = match config.http {
-        Some(addr) => Some(bind(addr, "--http").await?),
-        None => None,
-    };
-    let limits = limit::Limits {
-        max: config.max_connections,
-        header: config.header_timeout,
-        idle: config.idle_timeout,
-        idle_near_cap: config.idle_timeout_near_cap,
-    };
-    let mut grpc_addr = None;
-    if let Some(listener) = grpc_listener {
-        grpc_addr = Some(listener.local_addr()?);
-        grpc::spawn(
-            tls::Listener::new(
-                limit::LimitedListener::new(listener, limits, stats.clone()),
-                tls.as_ref().map(|t| t.grpc.clone()),
-                config.header_timeout,
-                token.clone(),
-            )?,
-            shared.clone(),
-            config.max_body,
-            config.body_timeout,
-            token.clone(),
-        );
-    }
-    let mut http_addr = None;
-    if let Some(listener) = http_listener {
-        http_addr = Some(listener.local_addr()?);
-        http::spawn(
-            tls::Listener::new(
-                limit::LimitedListener::new(listener, limits, stats.clone()),
-                tls.as_ref().map(|t| t.http.clone()),
-                config.header_timeout,
-                token.clone(),
-            )?,
-            shared.clone(),
-            config.max_body,
-            config.body_timeout,
-            token.clone(),
-        );
-    }
-    Ok(Ingest {
-        grpc_addr,
-        http_addr,
-        receiver,
-        stats,
-        shutdown_token: token,
-        token_required,
-        tls: tls.is_some(),
-        client_ca: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
-        allow_remote: config.allow_remote,
-        token_warning,
-    })
-}
-
-/// Serves another HTTP app of budget-top (`serve`'s API, on `addr`, given by `flag`) as the
-/// receivers are served: loopback unless `config.allow_remote`, the receivers' connection cap
-/// and timeouts (its connections counted apart from theirs), and TLS with the same files. The
-/// server stops accepting once `shutdown` is cancelled; its task ends when the requests in
-/// progress are answered. Returns the bound address and that task.
-pub async fn serve_app(
-    app: axum::Router,
-    addr: SocketAddr,
-    flag: &str,
-    config: &IngestConfig,
-    shutdown: CancellationToken,
-) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    check_loopback(addr, flag, config.allow_remote)?;
-    let tls = config.tls.as_ref().map(tls::Tls::load).transpose()?;
-    let listener = bind(addr, flag).await?;
-    let local = listener.local_addr()?;
-    let limits = limit::Limits {
-        max: config.max_connections,
-        header: config.header_timeout,
-        idle: config.idle_timeout,
-        idle_near_cap: config.idle_timeout_near_cap,
-    };
-    let listener = tls::Listener::new(
-        limit::LimitedListener::new(listener, limits, Arc::new(IngestStats::default())),
-        tls.map(|t| t.http),
-        config.header_timeout,
-        shutdown.clone(),
-    )?;
-    Ok((local, http::spawn_app(listener, app, shutdown)))
-}
-
-async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen on {addr} (change it with {flag} ADDR, port 0 picks a free one)")
-    })
 }
 
 /// What the receivers share: the queue to the owner loop, the admission limits, the counters
@@ -827,16 +673,4 @@ impl Shared {
     fn ignore_request(&self) {
         self.stats.requests_ignored.fetch_add(1, Ordering::Relaxed);
     }
-}
-
-/// Receivers listen on loopback unless the user asked for more on purpose: spans from other
-/// machines are then accepted, which is a choice, never a default.
-fn check_loopback(addr: SocketAddr, flag: &str, allow_remote: bool) -> anyhow::Result<()> {
-    if addr.ip().is_loopback() || allow_remote {
-        return Ok(());
-    }
-    anyhow::bail!(
-        "refusing to listen on {addr} ({flag}): it is not a loopback address, so other machines \
-         could send spans; pass --allow-remote to listen there on purpose"
-    )
 }
