@@ -31,8 +31,8 @@ use tonic::codec::{
 use tonic::{Code, Request, Response, Status};
 
 use super::connections::ConnectionTag;
+use crate::ingest::admission::{Admission, Shared};
 use crate::ingest::error::IngestError;
-use crate::ingest::{Admission, Shared};
 
 /// The gRPC service name of OTLP trace export.
 const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::connections::ConnectionTag;
 use super::gzip::{self, GunzipError};
+use crate::ingest::admission::{Admission, Shared};
 use crate::ingest::error::IngestError;
-use crate::ingest::{Admission, Shared};
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";

@@ -15,16 +15,14 @@ pub mod gzip;
 mod http;
 pub mod tls;
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{Ingest, IngestConfig, IngestStats, Queue, Shared, interners};
-use crate::ingest::decode::interner;
+use super::admission::Shared;
+use super::{Ingest, IngestConfig, IngestStats};
 
 /// Binds the receivers and starts serving. Must run inside a tokio runtime. A port already in
 /// use gives an error naming the address and the flag that changes it.
@@ -42,32 +40,9 @@ pub async fn start(config: IngestConfig) -> anyhow::Result<Ingest> {
     };
     let token_required = bearer.is_some();
     let tls = config.tls.as_ref().map(tls::Tls::load).transpose()?;
-    let (tx, receiver) = mpsc::channel(config.channel_capacity.max(1));
     let stats = Arc::new(IngestStats::default());
-    let shared = Arc::new(Shared {
-        queue: Mutex::new(Queue {
-            tx,
-            waiting: VecDeque::new(),
-            spans: 0,
-            attribute_bytes: 0,
-            last: 0,
-            last_bytes: 0,
-        }),
-        max_queued_spans: config.max_queued_spans as u64,
-        max_queued_bytes: config.max_queued_bytes,
-        max_queued_attribute_bytes: config.max_queued_attribute_bytes as u64,
-        inflight: Arc::new(Semaphore::new(config.max_inflight.max(1))),
-        room: tokio::sync::Mutex::new(()),
-        body_bytes: body_bytes::BodyBytes::new(config.max_inflight_bytes, config.max_body),
-        stats: stats.clone(),
-        interners: (0..interners())
-            .map(|_| Mutex::new(interner::Interner::with_carriers(config.carriers.clone())))
-            .collect(),
-        keep_attributes: config.keep_attributes,
-        keep_raw: config.keep_raw,
-        keep_received: config.keep_received,
-        bearer,
-    });
+    let (shared, receiver) = Shared::new(&config, bearer, stats.clone());
+    let shared = Arc::new(shared);
     let token = CancellationToken::new();
     for (addr, flag) in [(config.grpc, "--grpc"), (config.http, "--http")] {
         if let Some(addr) = addr {
