@@ -4,7 +4,7 @@
 //! stack: a cap on open connections and their timeouts (`connections`), TLS when asked
 //! (`tls`), the bearer token (`auth`), the bytes of bodies being read bounded (`body_bytes`)
 //! and their content encodings (`gzip`). A body read whole goes to admission
-//! (`ingest::admission`); a refusal is an [`IngestError`](super::error::IngestError), answered
+//! (`ingest::admission`); a refusal is an `IngestError` (`ingest/error.rs`), answered
 //! in the transport's own terms. [`serve_app`] serves `serve`'s API through the same stack.
 
 pub mod auth;
