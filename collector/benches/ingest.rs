@@ -8,8 +8,8 @@
 use std::hint::black_box;
 
 use budget_demo::otlp_load::Template;
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::ingest::decode::{decode_protobuf, decode_request};
-use budget_top::ingest::interner::Interner;
 use budget_top::store::Store;
 use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};

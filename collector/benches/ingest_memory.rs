@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use budget_demo::otlp_load::Template;
 use budget_top::batch::Batch;
 use budget_top::ingest::decode::decode_protobuf;
-use budget_top::ingest::interner::Interner;
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::store::Store;
 
 fn main() {

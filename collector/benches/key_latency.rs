@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use budget_demo::otlp_load::Template;
 use budget_top::batch::Batch;
 use budget_top::ingest::decode::decode_protobuf;
-use budget_top::ingest::interner::Interner;
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::store::Store;
 use crossterm::event::{Event, KeyCode, KeyEvent};
 use futures::StreamExt as _;

@@ -11,7 +11,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use prost::Message as _;
 
-use crate::wire;
+use crate::ingest::decode::protobuf_wire;
 
 mod received;
 pub use received::{Received, ReceivedSpan, Scope};
@@ -74,7 +74,7 @@ impl RawAttributes {
     /// The same attributes with none kept (all counted as not kept): what a span keeps when
     /// the screen's attribute budget has no room for it.
     pub fn without_values(&self) -> Self {
-        let held = wire::fields(&self.bytes).count();
+        let held = protobuf_wire::fields(&self.bytes).count();
         RawAttributes {
             bytes: Box::default(),
             cut: 0,
@@ -107,8 +107,8 @@ impl RawAttributes {
 
     /// Each kept attribute's protobuf encoding (a `KeyValue` message), in order.
     pub fn key_values(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        wire::fields(&self.bytes).map_while(|field| match field {
-            Ok((1, wire::Field::Len(kv))) => Some(kv),
+        protobuf_wire::fields(&self.bytes).map_while(|field| match field {
+            Ok((1, protobuf_wire::Field::Len(kv))) => Some(kv),
             _ => None,
         })
     }
@@ -117,8 +117,8 @@ impl RawAttributes {
     /// receivers kept: they were checked) give the attributes before them.
     pub fn decode(&self) -> Vec<KeyValue> {
         let mut out = Vec::new();
-        for field in wire::fields(&self.bytes) {
-            let Ok((1, wire::Field::Len(kv))) = field else {
+        for field in protobuf_wire::fields(&self.bytes) {
+            let Ok((1, protobuf_wire::Field::Len(kv))) = field else {
                 break;
             };
             match KeyValue::decode(kv) {

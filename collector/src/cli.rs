@@ -307,7 +307,7 @@ impl Listen {
             allow_remote: self.allow_remote,
             bearer_token_file: self.bearer_token_file.clone(),
             tls: match (&self.tls_cert, &self.tls_key) {
-                (Some(cert), Some(key)) => Some(ingest::tls::TlsFiles {
+                (Some(cert), Some(key)) => Some(ingest::receive::tls::TlsFiles {
                     cert: cert.clone(),
                     key: key.clone(),
                     client_ca: self.client_ca.clone(),

@@ -27,4 +27,3 @@ pub mod service_figures;
 pub mod span_text;
 pub mod stderr;
 pub mod store;
-pub mod wire;

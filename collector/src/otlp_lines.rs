@@ -375,7 +375,7 @@ pub fn line_text(bytes: Vec<u8>) -> (String, Option<String>) {
     match String::from_utf8(bytes) {
         Ok(text) => (text, None),
         Err(invalid) => {
-            let (text, repairs) = ingest::utf8::repair_json(invalid.as_bytes());
+            let (text, repairs) = ingest::decode::utf8::repair_json(invalid.as_bytes());
             (
                 String::from_utf8_lossy(&text).into_owned(),
                 repairs.message(),
@@ -403,7 +403,7 @@ pub fn parse_line(
     if json.is_empty() {
         return Ok(None);
     }
-    ingest::json::parse_request_str(json)
+    ingest::decode::otlp_json::parse_request_str(json)
         .map(Some)
         .map_err(|e| {
             // The column in the file's line, counted in characters from 1.

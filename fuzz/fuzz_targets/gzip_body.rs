@@ -1,5 +1,5 @@
 //! gzip request bodies (OTLP/HTTP `Content-Encoding: gzip`) through
-//! `budget_top::ingest::gzip::gunzip_capped`, the cap that stops a gzip bomb.
+//! `budget_top::ingest::receive::gzip::gunzip_capped`, the cap that stops a gzip bomb.
 //!
 //! The first byte picks the cap (0 to 64 KiB, or exactly the payload's length) and the mode:
 //! the rest as a raw body (anything at all, bombs included), or the rest compressed here, as
@@ -10,7 +10,7 @@
 
 use std::io::{Read as _, Write as _};
 
-use budget_top::ingest::gzip::{GunzipError, gunzip_capped};
+use budget_top::ingest::receive::gzip::{GunzipError, gunzip_capped};
 use libfuzzer_sys::fuzz_target;
 
 /// What a decoder with no cap reads (the input is at most `-max_len` bytes, so this is bounded too).

@@ -13,9 +13,9 @@ use budget_top_fuzz as otlp;
 fuzz_target!(|data: &[u8]| {
     // The HTTP receiver's decode: invalid UTF-8 repaired, then read as the Collector reads it
     // (proto field names, enum names, integers as numbers or strings).
-    let (body, repairs) = budget_top::ingest::utf8::repair_json(data);
+    let (body, repairs) = budget_top::ingest::decode::utf8::repair_json(data);
     assert_eq!(repairs.count == 0, std::str::from_utf8(data).is_ok());
-    let ours = budget_top::ingest::json::parse_request(&body);
+    let ours = budget_top::ingest::decode::otlp_json::parse_request(&body);
     // Differential: whatever opentelemetry-proto's reader reads, ours reads the same.
     if let Ok(theirs) = serde_json::from_slice::<ExportTraceServiceRequest>(data) {
         let ours = ours

@@ -6,8 +6,8 @@
 
 use budget_top::batch::RawAttributes;
 use budget_top::ingest::decode::{decode_protobuf, decode_request};
-use budget_top::ingest::interner::Interner;
-use budget_top::ingest::utf8;
+use budget_top::ingest::decode::interner::Interner;
+use budget_top::ingest::decode::utf8;
 use libfuzzer_sys::fuzz_target;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;

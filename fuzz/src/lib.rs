@@ -4,7 +4,7 @@
 
 use budget_top::batch::Batch;
 use budget_top::ingest::decode::{count_spans, decode_request};
-use budget_top::ingest::interner::Interner;
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::store::Store;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 

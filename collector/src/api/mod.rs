@@ -89,7 +89,7 @@ pub async fn start(
     forward: Option<ForwardView>,
 ) -> anyhow::Result<Api> {
     let token = match &config.bearer_token_file {
-        Some(path) => Some(ingest::auth::BearerToken::load(path)?.token),
+        Some(path) => Some(ingest::receive::auth::BearerToken::load(path)?.token),
         None => None,
     };
     let metrics = Arc::new(Metrics::with_forwarding(max_series, forward.is_some()));

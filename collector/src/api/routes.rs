@@ -21,7 +21,7 @@ use super::Ask;
 use super::encoding::accepts_gzip;
 use super::metrics::{Metrics, wants_openmetrics};
 use crate::ingest::IngestStats;
-use crate::ingest::auth::BearerToken;
+use crate::ingest::receive::auth::BearerToken;
 
 /// `limit` of `/api/chains` when none is given.
 pub const DEFAULT_CHAINS_LIMIT: usize = 100;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use crate::wire::{self, ProtobufError};
+use crate::ingest::decode::protobuf_wire::{self, ProtobufError};
 
 /// What one request's valid spans were, as received.
 #[derive(Clone, Debug, Default)]
@@ -108,8 +108,8 @@ impl ReceivedBuilder {
 /// another wire type there is not in OTLP and is left out).
 pub(crate) fn fields_but(message: &[u8], but: u32) -> Result<Vec<u8>, ProtobufError> {
     let mut out = Vec::new();
-    for field in wire::fields(message) {
-        if let (number, wire::Field::Len(bytes)) = field?
+    for field in protobuf_wire::fields(message) {
+        if let (number, protobuf_wire::Field::Len(bytes)) = field?
             && number != but
         {
             encode_key(number, WireType::LengthDelimited, &mut out);

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::Batch;
 use crate::cli::ReplayArgs;
-use crate::ingest::{decode, interner};
+use crate::ingest::decode::{self, interner};
 use crate::jaeger;
 use crate::otlp_lines::{Reader, RecordingError, Torn};
 use crate::pump::wall_clock;

@@ -12,8 +12,10 @@ use anyhow::Context as _;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{PrivateKeyDer, ServerName};
 
-use crate::ingest::auth::BearerToken;
-use crate::ingest::tls::{certificates, check_validity, client_roots, pem_error, provider};
+use crate::ingest::receive::auth::BearerToken;
+use crate::ingest::receive::tls::{
+    certificates, check_validity, client_roots, pem_error, provider,
+};
 
 /// The OTLP transport of the endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +200,7 @@ impl Security {
                     .authorization()
                     .context("the token of --forward-token-file cannot be sent in a header")?;
                 let warning = loaded.readable_by_others.map(|mode| {
-                    crate::ingest::auth::open_file_warning(path, mode)
+                    crate::ingest::receive::auth::open_file_warning(path, mode)
                         .replace("the bearer token file", "the --forward-token-file")
                 });
                 (Some(value), warning)
@@ -214,7 +216,7 @@ impl Security {
 
     /// "TLS, token", "mTLS, no token", "plain, no token"... for the start-up line.
     pub fn describe(&self, files: &ForwardFiles) -> &'static str {
-        crate::ingest::auth::protection(
+        crate::ingest::receive::auth::protection(
             self.tls.is_some(),
             files.cert.is_some(),
             self.authorization.is_some(),

@@ -22,9 +22,9 @@ use prost::Message as _;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
 use crate::batch::Scope;
-use crate::ingest::utf8;
+use crate::ingest::decode::protobuf_wire::{self, Field};
+use crate::ingest::decode::utf8;
 use crate::store::ReceivedChain;
-use crate::wire::{self, Field};
 
 /// The attribute naming the kinds of the chain's findings.
 pub const FINDINGS: &str = "budget_top.findings";
@@ -50,7 +50,7 @@ struct Place {
 
 fn place(span: &[u8]) -> Place {
     let mut out = Place::default();
-    for field in wire::fields(span) {
+    for field in protobuf_wire::fields(span) {
         match field {
             Ok((2, Field::Len(id))) => {
                 if let Ok(id) = <[u8; 8]>::try_from(id) {

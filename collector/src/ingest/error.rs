@@ -45,7 +45,7 @@ pub(super) enum IngestError {
     /// A content encoding [`super::gzip::decode_capped`] does not know.
     #[error(
         "unsupported content encoding {encoding:?}: send {}",
-        super::gzip::ACCEPTED
+        crate::ingest::receive::gzip::ACCEPTED
     )]
     UnsupportedEncoding { encoding: String },
     /// The body did not arrive in time.

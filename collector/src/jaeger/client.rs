@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 
 use super::JaegerError;
-use crate::ingest::auth::BearerToken;
+use crate::ingest::receive::auth::BearerToken;
 
 /// How long a connection may take to open (TCP and TLS).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -127,7 +127,7 @@ impl Client {
             None => None,
         };
         let tls = if base.tls {
-            let roots = crate::ingest::tls::client_roots(
+            let roots = crate::ingest::receive::tls::client_roots(
                 ca,
                 "--jaeger-ca",
                 "an https:// --jaeger URL",

@@ -137,8 +137,8 @@ fn trace_of(span: &[u8]) -> Option<[u8; 16]> {
     {
         return Some(*id);
     }
-    crate::wire::fields(span).find_map(|field| match field {
-        Ok((1, crate::wire::Field::Len(id))) => id.try_into().ok(),
+    crate::ingest::decode::protobuf_wire::fields(span).find_map(|field| match field {
+        Ok((1, crate::ingest::decode::protobuf_wire::Field::Len(id))) => id.try_into().ok(),
         _ => None,
     })
 }

@@ -3,7 +3,7 @@
 
 use budget_top::chain_export::write_chain;
 use budget_top::ingest::decode::decode_request;
-use budget_top::ingest::interner::Interner;
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::store::Store;
 use deadline_budget::analysis::TraceId;
 

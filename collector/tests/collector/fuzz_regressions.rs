@@ -1,8 +1,8 @@
 //! Inputs found by the cargo-fuzz targets in `fuzz/`, kept as regression tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::ingest::decode::{decode_protobuf, decode_request};
-use budget_top::ingest::interner::Interner;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::resource::v1::Resource;

@@ -2,7 +2,7 @@
 //! (as `check` and the screen configure them, and as `record` does), `check --input`, and the
 //! text report. Plus issue 13's OTLP/JSON as the Collector reads it.
 
-use budget_top::ingest::json::proto_form::proto_form;
+use budget_top::ingest::decode::otlp_json::proto_form::proto_form;
 use budget_top::ingest::{Ingest, IngestConfig};
 use prost::Message as _;
 use serde_json::Value as Json;

@@ -3,7 +3,7 @@
 //! that stay exact over what was evicted.
 
 use budget_top::ingest::decode::decode_request;
-use budget_top::ingest::interner::Interner;
+use budget_top::ingest::decode::interner::Interner;
 use budget_top::store::Store;
 use deadline_budget::analysis::{Span, TraceId};
 

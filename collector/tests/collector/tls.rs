@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use budget_top::ingest::tls::TlsFiles;
+use budget_top::ingest::receive::tls::TlsFiles;
 use budget_top::ingest::{self, Ingest, IngestConfig};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message as _;

@@ -23,7 +23,9 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use deadline_budget::carrier::Carriers;
 
 use crate::batch::Batch;
-use crate::ingest::{decode, decoded, interner::Interner, json_spans};
+use crate::ingest::decode::{
+    self, decoded_request::DecodedRequest, interner::Interner, json_lines,
+};
 use crate::otlp_lines::{self, Reader, RecordingError, Torn};
 use crate::store::Store;
 
@@ -172,7 +174,7 @@ fn read_lines(mut reader: Reader, decoders: &[SyncSender<Line>], spare: &Receive
 
 /// A decoder: each line checked as UTF-8 (repaired, with a warning, when it is not), parsed and
 /// decoded into a batch, in the order received, its buffer then given back to the reader. A
-/// line is read straight into spans (`json_spans`) when it can be; else (and for `--html`,
+/// line is read straight into spans (`json_lines`) when it can be; else (and for `--html`,
 /// which keeps each span's attributes) through the general OTLP/JSON reader, which names the
 /// field in an error.
 fn decode_lines(
@@ -202,7 +204,7 @@ fn decode_lines(
                 let fast = if keep_attributes || json.is_empty() {
                     None
                 } else {
-                    json_spans::decode_line(json, &mut interner)
+                    json_lines::decode_line(json, &mut interner)
                 };
                 let out = match fast {
                     Some(out) => batch(number, out, warnings),
@@ -260,7 +262,7 @@ fn decode_line(
 }
 
 /// A line's spans for the store, with a warning when some were skipped.
-fn batch(number: usize, out: decoded::Decoded, mut warnings: Vec<String>) -> Decoded {
+fn batch(number: usize, out: DecodedRequest, mut warnings: Vec<String>) -> Decoded {
     if out.rejected > 0 {
         warnings.push(format!(
             "line {number}: {} span(s) skipped: {}",

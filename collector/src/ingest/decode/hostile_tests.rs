@@ -1,6 +1,6 @@
 use super::*;
 use crate::batch::{MAX_KEPT_ATTRIBUTES, MAX_SPAN_ATTRIBUTE_BYTES, MAX_VALUE_BYTES};
-use crate::ingest::interner::MAX_NAME_BYTES;
+use crate::ingest::decode::interner::MAX_NAME_BYTES;
 use deadline_budget::analysis::BudgetSource;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
 use prost::Message as _;
@@ -156,8 +156,7 @@ fn invalid_utf8_is_kept_with_replacement_characters_and_counted_on_every_path() 
                 "{message}"
             );
             // record's path: repair, then prost, then the same spans.
-            let repaired =
-                super::super::utf8::repair(&body, super::super::utf8::Message::Request).unwrap();
+            let repaired = super::utf8::repair(&body, super::utf8::Message::Request).unwrap();
             assert_eq!(repaired.count, 1);
             let mut request = ExportTraceServiceRequest::decode(repaired.bytes.as_slice()).unwrap();
             let slow = decode_request(&mut request, &mut Interner::default(), keep);

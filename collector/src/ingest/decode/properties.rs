@@ -1,6 +1,6 @@
 use super::*;
 use crate::batch::MAX_KEPT_ATTRIBUTES;
-use crate::ingest::interner::MAX_NAME_BYTES;
+use crate::ingest::decode::interner::MAX_NAME_BYTES;
 use deadline_budget::analysis::SpanId;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
 use proptest::prelude::*;

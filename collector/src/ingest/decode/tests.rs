@@ -1,5 +1,5 @@
 use super::*;
-use crate::ingest::facts::budget_facts;
+use crate::ingest::decode::facts::budget_facts;
 use deadline_budget::analysis::{BudgetFacts, BudgetSource, SpanKind};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value};
 use prost::Message as _;
@@ -307,7 +307,7 @@ fn facts_on_every_path(span: otlp::Span) -> BudgetFacts {
     let line = serde_json::to_string(&request).unwrap();
     let slow = decode_request(&mut request, &mut Interner::default(), false);
     let fast = decode_protobuf(&body, &mut Interner::default(), false).unwrap();
-    let json = crate::ingest::json_spans::decode_line(&line, &mut Interner::default())
+    let json = crate::ingest::decode::json_lines::decode_line(&line, &mut Interner::default())
         .expect("read in place");
     assert_eq!(fast.spans, slow.spans);
     assert_eq!(json.spans, slow.spans, "{line}");

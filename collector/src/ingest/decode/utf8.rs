@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::wire::{Field, fields};
+use super::protobuf_wire::{Field, fields};
 
 /// Strings of a request that were not valid UTF-8. The rule, the same for every command and
 /// both protocols: the string is kept with U+FFFD (the replacement character) in place of each

@@ -2,7 +2,7 @@
 //! retry info); `MetricsService/Export` and `LogsService/Export` answered OK and dropped.
 //!
 //! The request message is taken as bytes (a pass-through codec) and read in place by
-//! [`decode::decode_protobuf`](super::decode::decode_protobuf): building prost's request tree
+//! [`decode_protobuf`](crate::ingest::decode::decode_protobuf): building prost's request tree
 //! (a `String` per attribute key and value) cost more than everything else ingest does.
 //!
 //! A request that can never succeed gets `INVALID_ARGUMENT`, which no SDK retries, and is
@@ -30,9 +30,9 @@ use tonic::codec::{
 };
 use tonic::{Code, Request, Response, Status};
 
-use super::error::IngestError;
-use super::limit::ConnectionTag;
-use super::{Admission, Shared};
+use super::connections::ConnectionTag;
+use crate::ingest::admission::{Admission, Shared};
+use crate::ingest::error::IngestError;
 
 /// The gRPC service name of OTLP trace export.
 const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";

@@ -15,10 +15,10 @@ use axum::routing::post;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
-use super::error::IngestError;
+use super::connections::ConnectionTag;
 use super::gzip::{self, GunzipError};
-use super::limit::ConnectionTag;
-use super::{Admission, Shared};
+use crate::ingest::admission::{Admission, Shared};
+use crate::ingest::error::IngestError;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";

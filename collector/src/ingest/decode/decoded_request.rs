@@ -1,10 +1,11 @@
-//! What one export request decodes to ([`Decoded`]), and the building of each span from the
-//! fields either decoding path read (`SpanParts`), so both give the same spans, rejections
-//! and reasons.
+//! What one export request decodes to ([`DecodedRequest`]), and the building of each span from
+//! the fields any decoding path read (`SpanParts`), so all give the same spans, rejections and
+//! reasons.
 //!
-//! Enters: one span's fields and facts, from `decode` (prost's request) or `protobuf` (the
-//! bytes in place). Leaves: an [`analysis::Span`](deadline_budget::analysis::Span), or why the
-//! span was rejected, counted in [`Decoded`].
+//! Enters: one span's fields and facts, from prost's request (`decode`'s entry points), the
+//! protobuf bytes in place (`protobuf`) or a recording's line (`json_lines`). Leaves: an
+//! [`analysis::Span`](deadline_budget::analysis::Span), or why the span was rejected, counted in
+//! [`DecodedRequest`].
 
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use crate::batch::{RawAttributes, Received, truncate};
 
 /// What one request decoded to.
 #[derive(Debug, Default)]
-pub struct Decoded {
+pub struct DecodedRequest {
     /// The valid spans, in request order.
     pub spans: Vec<Span>,
     /// The raw attributes of each span (same index as `spans`), when asked for.
@@ -33,7 +34,7 @@ pub struct Decoded {
     pub repaired: Utf8Repairs,
 }
 
-impl Decoded {
+impl DecodedRequest {
     /// Spans in the request, valid or not.
     pub fn total(&self) -> u64 {
         self.spans.len() as u64 + self.rejected

@@ -2,7 +2,7 @@
 //! hot path (no allocation per attribute, no copy of a string the analysis does not keep).
 //!
 //! Enters: one `ResourceSpans`' or span's bytes, from `decode::decode_protobuf`. Leaves: the
-//! span's fields and facts, built into `Decoded` as the prost path builds them, and each span's
+//! span's fields and facts, built into `DecodedRequest` as the prost path builds them, and each span's
 //! attributes (their bytes on the wire) kept within the caps of [`RawAttributes`].
 
 use std::sync::Arc;
@@ -12,11 +12,11 @@ use deadline_budget::semconv;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use prost::Message as _;
 
-use super::decoded::{Decoded, SpanParts};
+use super::decoded_request::{DecodedRequest, SpanParts};
 use super::facts::{Fact, FactsReader, ValueRef};
 use super::interner::Interner;
+use super::protobuf_wire::{self, ProtobufError};
 use crate::batch::{MAX_KEPT_ATTRIBUTES, RawAttributes, RawAttributesBuilder, truncate};
-use crate::wire::{self, ProtobufError};
 
 /// One span's attributes (their bytes on the wire) kept within the caps. Each is checked now,
 /// as prost would, so the detail view never meets bad bytes; one with invalid UTF-8 is kept
@@ -48,7 +48,7 @@ pub(super) fn keep(kept: &[&[u8]], scratch: &mut KeyValue) -> Result<RawAttribut
 /// (as prost merges repeated `resource` fields: their attributes in order), as bytes: it is
 /// checked for UTF-8 by the caller.
 pub(super) fn service_name(resource_spans: &[u8]) -> Result<Option<&[u8]>, ProtobufError> {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     for field in fields(resource_spans) {
         let (1, Field::Len(resource)) = field? else {
             continue;
@@ -76,9 +76,9 @@ pub(super) fn decode_span_bytes<'a>(
     interner: &mut Interner,
     carriers: &'a Carriers,
     mut kept: Option<&mut Vec<&'a [u8]>>,
-    out: &mut Decoded,
+    out: &mut DecodedRequest,
 ) -> Result<bool, ProtobufError> {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     let mut parts = SpanParts::default();
     let mut facts = FactsReader::new(carriers);
     let mut lossy_name: Option<String> = None;
@@ -203,7 +203,9 @@ pub(super) fn decode_span_bytes<'a>(
 fn read_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError>, bool) {
     // The shapes nearly every value has (one field: a short string, or an int), read without
     // the general walk below, which gives the same for them.
-    if let Some((s, [])) = wire::short_len_field(any, wire::tag(1, wire::LEN)) {
+    if let Some((s, [])) =
+        protobuf_wire::short_len_field(any, protobuf_wire::tag(1, protobuf_wire::LEN))
+    {
         let value = if want {
             ValueRef::Str(s)
         } else {
@@ -212,8 +214,8 @@ fn read_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError
         return (Ok(value), super::utf8::is_valid(s));
     }
     if let Some((&key, int)) = any.split_first()
-        && key == wire::tag(3, wire::VARINT)
-        && let Some(v) = wire::whole_varint(int)
+        && key == protobuf_wire::tag(3, protobuf_wire::VARINT)
+        && let Some(v) = protobuf_wire::whole_varint(int)
     {
         let value = if want {
             ValueRef::Int(v as i64)
@@ -227,7 +229,7 @@ fn read_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError
 
 /// [`read_any_value`] for any shape, field by field.
 fn walk_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError>, bool) {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     let mut value = Ok(ValueRef::Other);
     let mut last_str = None;
     for field in fields(any) {
@@ -251,7 +253,7 @@ fn walk_any_value(any: &[u8], want: bool) -> (Result<ValueRef<'_>, ProtobufError
 /// Whether the string of every `value` field of a `KeyValue` (repeated, which is rare) is
 /// valid UTF-8, as [`read_any_value`] checks one.
 fn strings_are_utf8(kv: &[u8]) -> bool {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     fields(kv).all(|field| match field {
         Ok((2, Field::Len(any))) => read_any_value(any, false).1,
         _ => true,
@@ -271,8 +273,10 @@ enum ValueBytes<'a> {
 fn key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), ProtobufError> {
     // The shape every encoder writes (the key, then one value, both shorter than 128 bytes),
     // read without the general walk below, which gives the same for it.
-    if let Some((key, rest)) = wire::short_len_field(kv, wire::tag(1, wire::LEN))
-        && let Some((any, [])) = wire::short_len_field(rest, wire::tag(2, wire::LEN))
+    if let Some((key, rest)) =
+        protobuf_wire::short_len_field(kv, protobuf_wire::tag(1, protobuf_wire::LEN))
+        && let Some((any, [])) =
+            protobuf_wire::short_len_field(rest, protobuf_wire::tag(2, protobuf_wire::LEN))
     {
         return Ok((key, ValueBytes::One(any)));
     }
@@ -281,7 +285,7 @@ fn key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), ProtobufErr
 
 /// [`key_and_value_bytes`] for any shape, field by field.
 fn walk_key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), ProtobufError> {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     let mut key: &[u8] = &[];
     let mut value = ValueBytes::None;
     for field in fields(kv) {
@@ -302,7 +306,7 @@ fn walk_key_and_value_bytes(kv: &[u8]) -> Result<(&[u8], ValueBytes<'_>), Protob
 
 /// A `KeyValue`'s key and value (repeated `value` fields merge, as prost merges them).
 fn key_value(kv: &[u8]) -> Result<(&[u8], ValueRef<'_>), ProtobufError> {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     let mut key: &[u8] = &[];
     let mut value = ValueRef::Other;
     for field in fields(kv) {
@@ -318,7 +322,7 @@ fn key_value(kv: &[u8]) -> Result<(&[u8], ValueRef<'_>), ProtobufError> {
 
 /// An `AnyValue` merged into `value` (the last oneof field wins; arrays append).
 fn any_value<'a>(any: &'a [u8], mut value: ValueRef<'a>) -> Result<ValueRef<'a>, ProtobufError> {
-    for field in wire::fields(any) {
+    for field in protobuf_wire::fields(any) {
         let (number, field) = field?;
         value = merge_any_field(value, number, field)?;
     }
@@ -330,9 +334,9 @@ fn any_value<'a>(any: &'a [u8], mut value: ValueRef<'a>) -> Result<ValueRef<'a>,
 fn merge_any_field<'a>(
     value: ValueRef<'a>,
     number: u32,
-    field: wire::Field<'a>,
+    field: protobuf_wire::Field<'a>,
 ) -> Result<ValueRef<'a>, ProtobufError> {
-    use wire::{Field, fields};
+    use protobuf_wire::{Field, fields};
     Ok(match (number, field) {
         (1, Field::Len(s)) => ValueRef::Str(s),
         (2, Field::Varint(_)) | (6 | 7, Field::Len(_)) => ValueRef::Other,
@@ -390,10 +394,10 @@ mod tests {
     proptest! {
         #[test]
         fn the_fast_paths_read_what_the_general_walk_reads(
-            string in field_like(wire::tag(1, wire::LEN)),
-            int in field_like(wire::tag(3, wire::VARINT)),
-            key in field_like(wire::tag(1, wire::LEN)),
-            value in field_like(wire::tag(2, wire::LEN)),
+            string in field_like(protobuf_wire::tag(1, protobuf_wire::LEN)),
+            int in field_like(protobuf_wire::tag(3, protobuf_wire::VARINT)),
+            key in field_like(protobuf_wire::tag(1, protobuf_wire::LEN)),
+            value in field_like(protobuf_wire::tag(2, protobuf_wire::LEN)),
             want in any::<bool>(),
         ) {
             for any in [&string, &int] {

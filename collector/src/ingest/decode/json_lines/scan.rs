@@ -296,7 +296,7 @@ impl<'a> Scan<'a> {
     }
 
     /// An integer in `min..=max` as a number or a decimal string (`null`: 0), as
-    /// `json::Integer` reads one; at most 20 digits, no sign but `-`, no spaces.
+    /// `otlp_json::Integer` reads one; at most 20 digits, no sign but `-`, no spaces.
     #[inline]
     pub(super) fn int(&mut self, min: i128, max: i128) -> Option<i128> {
         let digits = match self.peek()? {
@@ -364,7 +364,7 @@ impl<'a> Scan<'a> {
     }
 
     /// A double: a number, a numeric string, or `"NaN"`, `"Infinity"`, `"-Infinity"`, read as
-    /// `json::some_double` reads it.
+    /// `otlp_json::some_double` reads it.
     pub(super) fn double(&mut self) -> Option<f64> {
         if self.peek()? == b'"' {
             let Text::Plain(s) = self.text()? else {

@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::limit::{ConnectionTag, LimitedListener, LimitedStream};
+use super::connections::{ConnectionTag, LimitedListener, LimitedStream};
 
 /// The TLS files of the command line.
 #[derive(Clone, Debug)]

@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::IngestStats;
+use crate::ingest::IngestStats;
 
 /// How far ahead a waiting read looks at most: the timeouts that apply can shorten (the cap
 /// came near), and a read that sleeps this long rechecks them.

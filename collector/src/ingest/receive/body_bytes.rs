@@ -11,7 +11,7 @@
 //! and its request gets OTLP's throttling answer, counted as refused unread: its spans were
 //! never seen. The bound is never below `max_body`, so a request alone always fits.
 //!
-//! [`IngestConfig::max_inflight_bytes`]: super::IngestConfig::max_inflight_bytes
+//! [`IngestConfig::max_inflight_bytes`]: crate::ingest::IngestConfig::max_inflight_bytes
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +24,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The bound on body bytes held, shared by every request.
 #[derive(Debug, Clone)]
-pub(super) struct BodyBytes(Arc<Semaphore>);
+pub(in crate::ingest) struct BodyBytes(Arc<Semaphore>);
 
 impl BodyBytes {
     /// At most `max` bytes held at once (at least `max_body`: a request alone always fits).
-    pub(super) fn new(max: usize, max_body: usize) -> Self {
+    pub(in crate::ingest) fn new(max: usize, max_body: usize) -> Self {
         Self(Arc::new(Semaphore::new(
             max.max(max_body).clamp(1, Semaphore::MAX_PERMITS),
         )))
@@ -41,7 +41,7 @@ impl BodyBytes {
     }
 
     /// `body`, counted against the bound as its data arrives; `Held` says what became of it.
-    pub(super) fn meter<B>(&self, body: B) -> (Metered<B>, Held) {
+    pub(in crate::ingest) fn meter<B>(&self, body: B) -> (Metered<B>, Held) {
         let held = Held::default();
         let metered = Metered {
             body: Box::pin(body),
@@ -56,7 +56,7 @@ impl BodyBytes {
 /// the bytes go back when both are gone, so a body read whole still counts while it is
 /// decoded.
 #[derive(Debug, Default, Clone)]
-pub(super) struct Held(Arc<HeldInner>);
+pub(in crate::ingest) struct Held(Arc<HeldInner>);
 
 #[derive(Debug, Default)]
 struct HeldInner {
@@ -66,7 +66,7 @@ struct HeldInner {
 
 impl Held {
     /// True when the body was cut off because the bound was reached.
-    pub(super) fn over(&self) -> bool {
+    pub(in crate::ingest) fn over(&self) -> bool {
         self.0.over.load(Ordering::Relaxed)
     }
 
@@ -106,10 +106,10 @@ impl Held {
 /// The error a cut-off body ends with (its request is answered as throttled).
 #[derive(Debug, thiserror::Error)]
 #[error("budget-top is reading as many request bytes as it holds (--max-inflight-bytes)")]
-pub(super) struct OverBound;
+pub(in crate::ingest) struct OverBound;
 
 /// A request body whose data frames are counted against [`BodyBytes`].
-pub(super) struct Metered<B> {
+pub(in crate::ingest) struct Metered<B> {
     body: Pin<Box<B>>,
     bytes: BodyBytes,
     held: Held,

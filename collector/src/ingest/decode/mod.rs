@@ -1,12 +1,28 @@
-//! OTLP spans -> [`Span`]: the compact record the store and the analysis read.
+//! Decoding: OTLP export requests -> [`Span`], the compact record the store and the analysis
+//! read.
 //!
 //! Enters: an `ExportTraceServiceRequest`, either already decoded by prost (a file line, or
 //! when the whole request is kept for `record`) or as its protobuf bytes straight off the wire
 //! ([`decode_protobuf`]: the receivers' hot path, which reads the bytes in place and allocates
-//! nothing per attribute, see `protobuf`). Leaves: spans with their budget facts decoded, the
-//! raw attributes when the screen wants them, and a count of spans rejected with the reason for
-//! the first one (for `partial_success`). Both paths share `SpanParts` and the facts reader
-//! (`facts`), so they give the same spans for the same request.
+//! nothing per attribute, see `protobuf`). Leaves: a [`DecodedRequest`]: spans with their budget
+//! facts decoded, the raw attributes when the screen wants them, and a count of spans rejected
+//! with the reason for the first one (for `partial_success`). Both paths share `SpanParts` and
+//! the facts reader (`facts`), so they give the same spans for the same request.
+//!
+//! The room: this file the entry points; `protobuf` a request read in place, over
+//! `protobuf_wire` (just enough of the wire format to walk a message); `otlp_json` OTLP/JSON
+//! read as the Collector reads it; `json_lines` a recording's lines read in place straight into
+//! spans; `facts` the contract's reading of a span; `decoded_request` what a request decodes
+//! to; `utf8` invalid UTF-8 repaired; `interner` the names shared.
+
+pub mod decoded_request;
+pub mod facts;
+pub mod interner;
+pub mod json_lines;
+pub mod otlp_json;
+mod protobuf;
+pub mod protobuf_wire;
+pub mod utf8;
 
 use std::sync::Arc;
 
@@ -17,29 +33,28 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1 as otlp;
 
-use super::decoded::{Decoded, SpanParts};
-use super::facts::{FactsReader, value_ref};
-use super::interner::Interner;
-use super::protobuf;
 use crate::batch::{self, RawAttributes, Received, ReceivedBuilder, Scope, truncate};
-use crate::wire::{self, ProtobufError};
+use decoded_request::{DecodedRequest, SpanParts};
+use facts::{FactsReader, value_ref};
+use interner::Interner;
+use protobuf_wire::ProtobufError;
 
 /// What to keep of each valid span beside the span itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Keep {
-    /// Its raw attributes ([`Decoded::attributes`]), for the detail view.
+    /// Its raw attributes ([`DecodedRequest::attributes`]), for the detail view.
     pub attributes: bool,
-    /// The span as received ([`Decoded::received`]), for `serve --forward`.
+    /// The span as received ([`DecodedRequest::received`]), for `serve --forward`.
     pub received: bool,
 }
 
 /// Decodes every span of `request`. With `keep_attributes`, each valid span's attributes are
-/// kept in [`Decoded::attributes`].
+/// kept in [`DecodedRequest::attributes`].
 pub fn decode_request(
     request: &mut ExportTraceServiceRequest,
     interner: &mut Interner,
     keep_attributes: bool,
-) -> Decoded {
+) -> DecodedRequest {
     let keep = Keep {
         attributes: keep_attributes,
         received: false,
@@ -52,8 +67,8 @@ pub fn decode_request_keeping(
     request: &mut ExportTraceServiceRequest,
     interner: &mut Interner,
     keep: Keep,
-) -> Decoded {
-    let mut out = Decoded::default();
+) -> DecodedRequest {
+    let mut out = DecodedRequest::default();
     let mut received = keep.received.then(ReceivedBuilder::default);
     let carriers = interner.carriers().clone();
     for resource_spans in &mut request.resource_spans {
@@ -158,7 +173,7 @@ fn find_str<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
 /// (no allocation per attribute, no copy of a string the analysis does not keep). With
 /// `keep_attributes`, only each valid span's attributes are decoded into `KeyValue`s.
 ///
-/// Strings are read as [`Utf8Repairs`](super::utf8::Utf8Repairs) says: the service name, the span name and every
+/// Strings are read as [`Utf8Repairs`](utf8::Utf8Repairs) says: the service name, the span name and every
 /// attribute's key and (top-level) string value are checked, and a string that is not UTF-8 is
 /// kept with U+FFFD in place of its bad bytes, and counted. Fields the analysis skips (event
 /// names, links, status messages) are not checked (prost would reject invalid UTF-8 there);
@@ -167,7 +182,7 @@ pub fn decode_protobuf(
     body: &[u8],
     interner: &mut Interner,
     keep_attributes: bool,
-) -> Result<Decoded, ProtobufError> {
+) -> Result<DecodedRequest, ProtobufError> {
     let keep = Keep {
         attributes: keep_attributes,
         received: false,
@@ -176,19 +191,19 @@ pub fn decode_protobuf(
 }
 
 /// [`decode_protobuf`], keeping what `keep` says: each span as received is a slice of `body`
-/// ([`Decoded::received`]'s bytes are left empty: the caller puts the body there).
+/// ([`DecodedRequest::received`]'s bytes are left empty: the caller puts the body there).
 pub fn decode_protobuf_keeping(
     body: &[u8],
     interner: &mut Interner,
     keep: Keep,
-) -> Result<Decoded, ProtobufError> {
-    use wire::{Field, fields};
+) -> Result<DecodedRequest, ProtobufError> {
+    use protobuf_wire::{Field, fields};
     let keep_attributes = keep.attributes;
     let mut received = keep.received.then(Received::default);
     // ~300 bytes a span on the wire is typical: one allocation instead of a doubling series.
-    let mut out = Decoded {
+    let mut out = DecodedRequest {
         spans: Vec::with_capacity(body.len() / 256),
-        ..Decoded::default()
+        ..DecodedRequest::default()
     };
     let mut kept: Vec<&[u8]> = Vec::new();
     let mut scratch = KeyValue::default();

@@ -1,7 +1,7 @@
 //! Who may send (CONVENTIONS §7): `--bearer-token-file`. Every OTLP request must carry
 //! `Authorization: Bearer <token>` (the scheme in any case, the token exact); otherwise it is
 //! answered HTTP 401 / gRPC `UNAUTHENTICATED` before its body is read, never retried, and
-//! counted in [`IngestStats::requests_unauthenticated`](super::IngestStats).
+//! counted in [`IngestStats::requests_unauthenticated`](crate::ingest::IngestStats).
 
 use std::path::Path;
 

@@ -1,8 +1,8 @@
 //! OTLP/JSON read straight into spans, in place: `check --input`'s fast lane.
 //!
-//! Enters: one line of a recording (text, trimmed). Leaves: the same [`Decoded`] as
-//! [`json::parse_request_str`](super::json::parse_request_str) followed by
-//! [`decode::decode_request`](super::decode::decode_request) give, without building the request:
+//! Enters: one line of a recording (text, trimmed). Leaves: the same [`DecodedRequest`] as
+//! [`otlp_json::parse_request_str`](super::otlp_json::parse_request_str) followed by
+//! [`decode::decode_request`](super::decode_request) give, without building the request:
 //! no `String` per key and value, ids decoded on the stack, names interned, only the contract's
 //! attributes looked at. Every form the general reader takes is taken here too (camelCase and
 //! snake_case names, enums as numbers or names, 64-bit integers as strings or numbers, `null`
@@ -14,17 +14,17 @@
 //! in a value the analysis does not read is checked and skipped), a number written with an
 //! exponent or a fraction where an integer is wanted, an integer past 18 digits, a string with
 //! a lone surrogate escape, nesting past [`MAX_DEPTH`]. So whatever this reader accepts, the
-//! general reader accepts too, and reads alike (`tests`: the same `Decoded` for both).
+//! general reader accepts too, and reads alike (`tests`: the same `DecodedRequest` for both).
 
 use std::sync::Arc;
 
 use deadline_budget::carrier::Carriers;
 use deadline_budget::semconv;
 
-use super::decoded::{Decoded, SpanParts};
+use super::decoded_request::{DecodedRequest, SpanParts};
 use super::facts::{Fact, FactsReader, ValueRef};
 use super::interner::Interner;
-use super::json::{SPAN_KINDS, STATUS_CODES};
+use super::otlp_json::{SPAN_KINDS, STATUS_CODES};
 
 mod scan;
 use scan::{Id, Scan, Seen, Text, skip_plain};
@@ -34,7 +34,7 @@ const MAX_DEPTH: u32 = 100;
 
 /// The spans of one OTLP/JSON `ExportTraceServiceRequest` (`json`: no leading byte-order mark),
 /// decoded as the general path decodes them; `None` when the line is for the general reader.
-pub fn decode_line(json: &str, interner: &mut Interner) -> Option<Decoded> {
+pub fn decode_line(json: &str, interner: &mut Interner) -> Option<DecodedRequest> {
     let carriers = interner.carriers().clone();
     let mut scan = Scan {
         text: json,
@@ -43,9 +43,9 @@ pub fn decode_line(json: &str, interner: &mut Interner) -> Option<Decoded> {
         depth: 0,
     };
     // ~940 bytes a span in what `record` writes: one allocation instead of a doubling series.
-    let mut out = Decoded {
+    let mut out = DecodedRequest {
         spans: Vec::with_capacity(json.len() / 768),
-        ..Decoded::default()
+        ..DecodedRequest::default()
     };
     let mut seen = Seen::default();
     let mut line = Line {
@@ -69,7 +69,7 @@ pub fn decode_line(json: &str, interner: &mut Interner) -> Option<Decoded> {
 struct Line<'a> {
     interner: &'a mut Interner,
     carriers: &'a Carriers,
-    out: &'a mut Decoded,
+    out: &'a mut DecodedRequest,
 }
 
 /// One `ResourceSpans`. Its service is known once its resource is read; spans read before it
@@ -517,7 +517,7 @@ fn after(bytes: &[u8], prefix: &[u8]) -> Option<usize> {
 }
 
 /// An `AnyValue`: the last value field that is not `null` wins; unknown fields are skipped
-/// (as `json::AnyValue` reads it).
+/// (as `otlp_json::AnyValue` reads it).
 fn any_value<'a>(scan: &mut Scan<'a>) -> Option<Value<'a>> {
     let mut value = Value::Read(ValueRef::Other);
     scan.object(|scan, key| {
@@ -578,7 +578,7 @@ fn any_value<'a>(scan: &mut Scan<'a>) -> Option<Value<'a>> {
                 let Text::Plain(s) = scan.text()? else {
                     return None;
                 };
-                super::json::base64(s)?;
+                super::otlp_json::base64(s)?;
                 Value::Read(ValueRef::Other)
             }
         };

@@ -1,6 +1,6 @@
 //! Just enough of the protobuf wire format to walk a message's fields in place, without
 //! building the message: the receivers read export requests straight off the wire with it
-//! (`ingest::protobuf`), and [`RawAttributes`](crate::batch::RawAttributes) holds a span's
+//! (`ingest::decode::protobuf`), and [`RawAttributes`](crate::batch::RawAttributes) holds a span's
 //! attributes as their encoding and walks them when the detail view opens the span.
 //!
 //! Enters: the bytes of a message. Leaves: its fields in order, `(field number, payload)`, or

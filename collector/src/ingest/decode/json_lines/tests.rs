@@ -1,7 +1,7 @@
 use super::*;
-use crate::ingest::json::proto_form::proto_form;
-use crate::ingest::json::tests::{CANONICAL, PROTO_NAMES};
-use crate::ingest::{decode, json};
+use crate::ingest::decode::otlp_json::proto_form::proto_form;
+use crate::ingest::decode::otlp_json::tests::{CANONICAL, PROTO_NAMES};
+use crate::ingest::decode::{self, otlp_json};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1 as common;
 use opentelemetry_proto::tonic::resource::v1 as resource;
@@ -9,7 +9,7 @@ use opentelemetry_proto::tonic::trace::v1 as trace;
 
 /// What the general path reads from `line`: parsed, then decoded.
 fn general(line: &str) -> Option<String> {
-    let mut request = json::parse_request_str(line).ok()?;
+    let mut request = otlp_json::parse_request_str(line).ok()?;
     let mut interner = Interner::default();
     Some(shown(&decode::decode_request(
         &mut request,
@@ -23,7 +23,7 @@ fn fast(line: &str) -> Option<String> {
     decode_line(line, &mut Interner::default()).map(|out| shown(&out))
 }
 
-fn shown(out: &Decoded) -> String {
+fn shown(out: &DecodedRequest) -> String {
     format!("{:?} {} {:?}", out.spans, out.rejected, out.first_error)
 }
 

@@ -2,7 +2,7 @@ use super::proto_form::proto_form;
 use super::*;
 
 /// A span in canonical OTLP/JSON (camelCase names, enums as numbers, 64-bit integers as
-/// strings); shared with `json_spans`'s tests.
+/// strings); shared with `json_lines`'s tests.
 pub(in crate::ingest) const CANONICAL: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"orders"}}]},
         "scopeSpans":[{"scope":{"name":"s"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708",
         "parentSpanId":"","name":"GET /x","kind":2,"startTimeUnixNano":"1764374400000000000","endTimeUnixNano":"1764374400100000000",
