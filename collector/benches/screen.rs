@@ -13,8 +13,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-use budget_top::present::map::ServiceMap;
 use budget_top::screen::fixtures::{ChainBuilder, NOW_NS, many_services_state};
+use budget_top::view_model::map::ServiceMap;
 use screen::{Mode, ScreenData, State, View};
 
 const CHAINS: u64 = 100_000;

@@ -16,8 +16,8 @@ use crate::batch;
 use crate::forward;
 use crate::ingest;
 use crate::jaeger;
-use crate::present::trace_url::TraceUrl;
 use crate::store;
+use crate::view_model::trace_url::TraceUrl;
 
 /// A live terminal view of deadline budgets flowing through a chain of services.
 #[derive(Debug, Parser)]

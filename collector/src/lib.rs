@@ -3,12 +3,12 @@
 //! Data flows one way: [`ingest`] (OTLP/gRPC + OTLP/HTTP) decodes export requests into
 //! [`batch::Batch`]es (the one message between ingest and the store) on a bounded channel -> one
 //! loop owns a [`store::Store`] -> the library's analysis -> the [`screen`] or the `check`
-//! report (text, JSON, or the [`report::html`] page), both drawing through [`present`] (the words,
-//! glyphs, numbers and waterfall marks they share). [`commands`] holds one file per subcommand
-//! (`live`, `check`, `record`, `replay`, `demo`); [`otlp_lines`] is the file format `record`
-//! writes and `check --input` and `replay` read, and [`chain_export`] writes one chain in it. The
-//! binary (`main.rs`) only parses the command line and dispatches to [`commands`]; the tests
-//! and benches use the same modules.
+//! report (text, JSON, or the [`report::html`] page), both drawing from [`view_model`] (the
+//! words, glyphs, numbers and waterfall marks they share). [`commands`] holds one file per
+//! subcommand (`live`, `check`, `record`, `replay`, `demo`); [`otlp_lines`] is the file format
+//! `record` writes and `check --input` and `replay` read, and [`chain_export`] writes one chain in
+//! it. The binary (`main.rs`) only parses the command line and dispatches to [`commands`]; the
+//! tests and benches use the same modules.
 
 pub mod api;
 pub mod batch;
@@ -19,7 +19,6 @@ pub mod forward;
 pub mod ingest;
 pub mod jaeger;
 pub mod otlp_lines;
-pub mod present;
 pub mod pump;
 pub mod report;
 pub mod screen;
@@ -27,3 +26,4 @@ pub mod service_figures;
 pub mod span_text;
 pub mod stderr;
 pub mod store;
+pub mod view_model;

@@ -9,8 +9,8 @@
 use deadline_budget::analysis::FindingKind;
 
 use crate::chain_export::chain_request;
-use crate::present::trace_url::TraceUrl;
 use crate::store::Store;
+use crate::view_model::trace_url::TraceUrl;
 
 /// At most `limit` lines, newest chain first, each with its `trace_url` when `links`.
 pub fn newest(

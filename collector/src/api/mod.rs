@@ -29,9 +29,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::forward::ForwardView;
 use crate::ingest::{self, IngestConfig, IngestStats};
-use crate::present::trace_url::TraceUrl;
 use crate::report::{Context, json as report_json};
 use crate::store::Store;
+use crate::view_model::trace_url::TraceUrl;
 use metrics::Metrics;
 use routes::{ApiState, Readiness};
 

@@ -7,9 +7,9 @@ use deadline_budget::carrier::Carriers;
 
 use crate::cli::Listen;
 use crate::ingest;
-use crate::present::trace_url::TraceUrl;
 use crate::screen::{Controls, LiveConfig, Mode, Refused, run_live};
 use crate::store::Retention;
+use crate::view_model::trace_url::TraceUrl;
 
 /// Plain `budget-top`: starts the receivers and hands their batches and refusal count to the
 /// screen; `d` on the empty screen starts the demo services exporting to these receivers.

@@ -26,7 +26,7 @@ use deadline_budget::analysis::TraceId;
 use serde::Serialize;
 
 use crate::otlp_lines::Reader;
-use crate::present::format::{count, counted};
+use crate::view_model::format::{count, counted};
 pub use client::Base;
 use client::Client;
 

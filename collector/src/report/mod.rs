@@ -2,7 +2,7 @@
 //! `/api/report`), [`text`] for a terminal or a CI log, [`html`] for the people who were not
 //! there. They read the analysed store and the library's `deadline_budget::analysis::Report`
 //! and judge nothing; the text's and the page's words, glyphs and numbers come from
-//! [`crate::present`], as the screen's do. What every report says beside the analysis (where
+//! [`crate::view_model`], as the screen's do. What every report says beside the analysis (where
 //! the spans came from, the link to a chain's trace) is one [`Context`].
 
 pub mod html;
@@ -11,7 +11,7 @@ pub mod text;
 
 use crate::ingest::IngestCounts;
 use crate::jaeger;
-use crate::present::trace_url::TraceUrl;
+use crate::view_model::trace_url::TraceUrl;
 
 /// What a report says beside the analysis.
 #[derive(Clone, Copy, Debug, Default)]

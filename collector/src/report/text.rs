@@ -11,9 +11,9 @@ use deadline_budget::analysis::{
 };
 
 use super::Context;
-use crate::present::format::{grouped, ms_grouped};
 use crate::span_text::for_report;
 use crate::store::Store;
+use crate::view_model::format::{grouped, ms_grouped};
 
 /// Renders the report of what `store` holds: each chain named by its root span, the store's
 /// edge aggregates beside the report's.

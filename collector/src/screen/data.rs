@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batch::Batch;
-use crate::present::map::ServiceMap;
 use crate::store::Store;
+use crate::view_model::map::ServiceMap;
 use deadline_budget::analysis::{Chain, ChainAnalysis, Row, Span, Totals, TraceId};
 
 /// How many seconds the header's rate windows (spans/s, wasted ms/s) cover.

@@ -251,7 +251,7 @@ pub struct LiveConfig {
     /// the store's default.
     pub max_attribute_bytes: usize,
     /// `--trace-url`: the link from a chain to its trace.
-    pub links: Option<crate::present::trace_url::TraceUrl>,
+    pub links: Option<crate::view_model::trace_url::TraceUrl>,
 }
 
 /// Take over the terminal, run the screen on span batches from `spans`, and restore the

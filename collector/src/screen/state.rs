@@ -201,7 +201,7 @@ pub struct State {
     pub max_attribute_bytes: usize,
     /// `--trace-url`: the link from the chain on screen to its trace (the waterfall's title,
     /// the detail).
-    pub links: Option<crate::present::trace_url::TraceUrl>,
+    pub links: Option<crate::view_model::trace_url::TraceUrl>,
     /// Whether the terminal takes OSC 8 hyperlinks: set once at start ([`super::term`]), so
     /// drawing reads no environment.
     pub hyperlinks: bool,

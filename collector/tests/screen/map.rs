@@ -101,7 +101,7 @@ fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
     key(&mut state, KeyCode::Enter);
     assert_eq!(state.ui.view, View::Edges);
     let mut rows = state.data.table_totals().edges.sorted();
-    budget_top::present::edges::worst_first(&mut rows);
+    budget_top::view_model::edges::worst_first(&mut rows);
     let row = rows[state.ui.edge_row];
     assert_eq!((&row.caller, &row.callee), (&caller, &callee));
     let text = screen_text(&draw(&state, 200, 60));

@@ -7,12 +7,12 @@
 use std::fmt::Write as _;
 
 use super::{Esc, Page, TABLE_ROWS};
-use crate::present::edges::worst_first;
-use crate::present::format::count;
-use crate::present::layout::Pointing;
-use crate::present::legend::MAP_MARKS;
-use crate::present::map::{MAX_BOXES, ServiceMap};
 use crate::service_figures::service_stats;
+use crate::view_model::edges::worst_first;
+use crate::view_model::format::count;
+use crate::view_model::layout::Pointing;
+use crate::view_model::legend::MAP_MARKS;
+use crate::view_model::map::{MAX_BOXES, ServiceMap};
 
 /// One cell of the layout, in CSS pixels (about a character of the map's 11.5 px monospace).
 const CELL_W: u32 = 7;

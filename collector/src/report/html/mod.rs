@@ -28,10 +28,12 @@ use deadline_budget::analysis::{
 use foldhash::{HashMap, HashMapExt as _};
 
 use super::Context;
-use crate::present::format::{count, counted, grouped, ms_grouped, opt_ms_grouped, severity_glyph};
-use crate::present::legend::{self, MARKS};
 use crate::span_text::for_report;
 use crate::store::Store;
+use crate::view_model::format::{
+    count, counted, grouped, ms_grouped, opt_ms_grouped, severity_glyph,
+};
+use crate::view_model::legend::{self, MARKS};
 
 mod assets;
 mod map;
@@ -100,7 +102,7 @@ struct Page<'a> {
     /// Where the chain being written starts in `out`.
     article_start: usize,
     /// The link from a chain to its trace.
-    links: Option<&'a crate::present::trace_url::TraceUrl>,
+    links: Option<&'a crate::view_model::trace_url::TraceUrl>,
 }
 
 /// Text for the page: escaped for an element or a quoted attribute.

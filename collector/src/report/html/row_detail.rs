@@ -8,8 +8,8 @@ use deadline_budget::analysis::{ChainAnalysis, Finding, Row, Span, SpanKind};
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
 use super::{ATTRIBUTE_BYTES_PER_SPAN, Esc, FINDINGS_PER_ROW, Page, SpanText};
-use crate::present::format::{ValueLimits, any_value, counted, ms_grouped, severity_glyph};
-use crate::present::legend;
+use crate::view_model::format::{ValueLimits, any_value, counted, ms_grouped, severity_glyph};
+use crate::view_model::legend;
 
 impl Page<'_> {
     /// A row's detail, shown when it is opened: the span, its budget facts, its attributes as

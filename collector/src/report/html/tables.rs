@@ -7,10 +7,10 @@ use std::sync::Arc;
 use deadline_budget::analysis::{FindingKind, Severity};
 
 use super::{Esc, Page, TABLE_ROWS, TableName, sort_value};
-use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
-use crate::present::format::{count, ms_grouped, opt_ms_grouped, severity_glyph};
 use crate::service_figures::{ServiceStats, service_stats};
 use crate::span_text::for_report;
+use crate::view_model::edges::{TimeoutMark, late, of_severity, worst_first};
+use crate::view_model::format::{count, ms_grouped, opt_ms_grouped, severity_glyph};
 
 impl Page<'_> {
     pub(super) fn edges(&mut self) {

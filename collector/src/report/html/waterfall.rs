@@ -10,12 +10,12 @@ use deadline_budget::analysis::{
 };
 
 use super::{CHAIN_BYTES, Esc, Page, ROWS_PER_CHAIN};
-use crate::present::format::{
+use crate::span_text::for_report;
+use crate::view_model::format::{
     axis_step, count, counted, ms, ms_grouped, opt_ms_grouped, severity_glyph,
 };
-use crate::present::legend::MarkRole;
-use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
-use crate::span_text::for_report;
+use crate::view_model::legend::MarkRole;
+use crate::view_model::row_marks::{ChainScale, RowKind, RowMarks, Tone};
 
 /// Width of a waterfall's timeline, in CSS pixels.
 const TIMELINE_PX: f64 = 600.0;

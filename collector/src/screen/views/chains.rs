@@ -14,10 +14,10 @@ use ratatui::style::Style;
 use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, put_right, scroll_offset, step, waterfall};
-use crate::present::format::{clock, fit, ms, severity_glyph, unicode_width};
 use crate::screen::{State, View};
 use crate::span_text::for_screen;
 use crate::store::LatestAnalysis;
+use crate::view_model::format::{clock, fit, ms, severity_glyph, unicode_width};
 
 /// The Chains tab: the chain list, with the selected chain's waterfall below it when there is
 /// room (else its finding in words). Its selection is `ui.selected` (and the preview's row,

@@ -8,10 +8,10 @@ use ratatui::text::{Line, Span as TextSpan};
 use super::popup::{fitted, hanging, scrolled};
 use super::theme::Theme;
 use super::{boxed, hyperlink, unicode_width};
-use crate::present::format::{ValueLimits, any_value, ms, severity_glyph};
-use crate::present::legend::facts;
 use crate::screen::State;
 use crate::span_text::for_screen;
+use crate::view_model::format::{ValueLimits, any_value, ms, severity_glyph};
+use crate::view_model::legend::facts;
 
 /// The detail popup's widest box.
 pub(super) const DETAIL_WIDTH: u16 = 90;

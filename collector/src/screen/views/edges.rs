@@ -9,10 +9,10 @@ use super::keys::Key;
 use super::table::{self, Table, first_width, fitting_note};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, step};
-use crate::present::edges::{TimeoutMark, late, of_severity, worst_first};
-use crate::present::format::{count, ms, opt_ms};
 use crate::screen::State;
 use crate::span_text::for_screen;
+use crate::view_model::edges::{TimeoutMark, late, of_severity, worst_first};
+use crate::view_model::format::{count, ms, opt_ms};
 
 /// The Edges tab: caller → callee links, worst first. Its selection is `ui.edge_row`.
 #[derive(Debug)]

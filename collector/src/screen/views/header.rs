@@ -10,9 +10,9 @@ use std::borrow::Cow;
 
 use super::theme::Theme;
 use super::{put, unicode_width};
-use crate::present::format::{count, fit, ms, rate, severity_glyph};
 use crate::screen::{Mode, State, View};
 use crate::span_text::for_screen;
+use crate::view_model::format::{count, fit, ms, rate, severity_glyph};
 
 /// Draw the header: line 1 receivers and mode, line 2 live figures, line 3 the view tabs.
 pub fn render(state: &State, theme: Theme, area: Rect, buf: &mut Buffer) {

@@ -1,5 +1,5 @@
 //! The legend (`?`): every mark of the waterfall, every finding kind, the figures beside each
-//! row, the chain list's columns and the keys, in plain words (from [`crate::present::legend`],
+//! row, the chain list's columns and the keys, in plain words (from [`crate::view_model::legend`],
 //! which the HTML page reads too).
 
 use deadline_budget::analysis::FindingKind;
@@ -10,8 +10,8 @@ use ratatui::text::{Line, Span as TextSpan};
 use super::boxed;
 use super::popup::{fitted, hanging, scrolled};
 use super::theme::Theme;
-use crate::present::format::severity_glyph;
-use crate::present::legend::{MAP_MARKS, MARKS, MarkRole, ROW_FIGURES};
+use crate::view_model::format::severity_glyph;
+use crate::view_model::legend::{MAP_MARKS, MARKS, MarkRole, ROW_FIGURES};
 
 /// The legend's widest box.
 pub(super) const LEGEND_WIDTH: u16 = 100;

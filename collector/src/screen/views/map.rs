@@ -1,7 +1,7 @@
 //! The Map: services as boxes in layers (callers on the left), the calls between them as lines
 //! with arrowheads and labels, the worst finding's glyph on each edge and the cross-hatch on
 //! every box that works for nobody; drawn from the [`ServiceMap`] the data side built from the
-//! Edges and Services totals (`present::map`), which the page draws too.
+//! Edges and Services totals (`view_model::map`), which the page draws too.
 //!
 //! Its selection (`ui.map_pick`) is a box or an edge, by name: the arrows move it from box to
 //! box along the edges; `h`/`j`/`k`/`l`, the wheel and a drag pan (`ui.map_pan`, from where the
@@ -21,9 +21,9 @@ use super::keys::{self, Key};
 use super::table::MINUTE;
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, edges, services};
-use crate::present::map::ServiceMap;
 use crate::screen::state::MapPick;
 use crate::screen::{State, View};
+use crate::view_model::map::ServiceMap;
 
 mod draw;
 mod frame;
@@ -317,7 +317,7 @@ fn select(state: &mut State, step: Step) -> bool {
                         .collect();
                     let (mut siblings, end): (
                         Vec<usize>,
-                        fn(&crate::present::map::MapEdge) -> usize,
+                        fn(&crate::view_model::map::MapEdge) -> usize,
                     ) = if same_caller.len() > 1 {
                         (same_caller, |e| e.to)
                     } else {

@@ -150,7 +150,7 @@ pub fn lesson_lines(state: &State, width: u16) -> Vec<String> {
     state.demo.as_ref().map_or_else(Vec::new, |demo| {
         // A number and its unit stay on one line ("~600 ms", not "~600" then "ms").
         let lesson = crate::span_text::for_screen(&demo.lesson).replace(" ms", "\u{a0}ms");
-        let mut lines = crate::present::format::wrap(&lesson, width as usize, LESSON_ROWS);
+        let mut lines = crate::view_model::format::wrap(&lesson, width as usize, LESSON_ROWS);
         for line in &mut lines {
             *line = line.replace('\u{a0}', " ");
         }
@@ -303,10 +303,10 @@ pub fn put_right(
     put(buf, x + width - w, y, s, w, style);
 }
 
-pub use crate::present::format::unicode_width;
+pub use crate::view_model::format::unicode_width;
 
 /// Makes the `width` cells at (x, y), as drawn, one OSC 8 hyperlink to `uri` (from
-/// [`crate::present::trace_url`]: the template's text and a hex id, nothing a span sent): the
+/// [`crate::view_model::trace_url`]: the template's text and a hex id, nothing a span sent): the
 /// first cell holds the sequence and the text of all of them, told to take `width` columns, and
 /// the others are skipped, so ratatui's accounting of columns stays that of the text. `id`
 /// joins the pieces of one link cut over several rows.
@@ -324,7 +324,7 @@ pub fn hyperlink(buf: &mut Buffer, (x, y): (u16, u16), width: u16, uri: &str, id
     for dx in 0..width {
         text.push_str(buf[(x + dx, y)].symbol());
     }
-    let uri = crate::present::trace_url::osc8_uri(uri);
+    let uri = crate::view_model::trace_url::osc8_uri(uri);
     let first = &mut buf[(x, y)];
     first.set_symbol(&format!("\x1b]8;id={id};{uri}\x1b\\{text}\x1b]8;;\x1b\\"));
     first.set_diff_option(CellDiffOption::ForcedWidth(columns));

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span as TextSpan};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::Theme;
-use crate::present::format::{unicode_width, wrap};
+use crate::view_model::format::{unicode_width, wrap};
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);

@@ -13,11 +13,11 @@ use super::keys::Key;
 use super::table::{self, Table, first_width, fitting_note};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, put, step};
-use crate::present::format::{count, opt_ms, rate};
-use crate::present::map::NOBODY_SHARE;
 use crate::screen::State;
 use crate::service_figures::ServiceStats;
 use crate::span_text::for_screen;
+use crate::view_model::format::{count, opt_ms, rate};
+use crate::view_model::map::NOBODY_SHARE;
 
 /// The Services tab: per-service Little's law and dead work. Its selection is `ui.service_row`.
 #[derive(Debug)]

@@ -9,8 +9,8 @@ use ratatui::layout::{Position, Rect};
 use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{ScreenLayout, put, put_right, scroll_offset, unicode_width};
-use crate::present::format::fit;
 use crate::screen::{State, View};
+use crate::view_model::format::fit;
 
 /// `m`: both tables over the last minute, or since start again.
 pub(super) const MINUTE: Key = Key {

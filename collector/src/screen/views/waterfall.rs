@@ -21,12 +21,12 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::keys::{self, Key};
 use super::theme::Theme;
 use super::{Needs, Pane, ScreenLayout, hyperlink, put, put_right, scroll_offset, step};
-use crate::present::format::{
-    axis_step, counted, fit, ms, ms_grouped, severity_glyph, unicode_width,
-};
-use crate::present::row_marks::{ChainScale, RowKind, RowMarks, Tone};
 use crate::screen::{ChainView, Overlay, State};
 use crate::span_text::for_screen;
+use crate::view_model::format::{
+    axis_step, counted, fit, ms, ms_grouped, severity_glyph, unicode_width,
+};
+use crate::view_model::row_marks::{ChainScale, RowKind, RowMarks, Tone};
 
 struct Geometry {
     label_w: u16,

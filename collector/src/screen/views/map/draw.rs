@@ -10,10 +10,10 @@ use super::super::put;
 use super::super::theme::Theme;
 use super::frame::Frame;
 use super::{Picked, map_area, picked};
-use crate::present::format::{fit, ms_grouped, unicode_width};
-use crate::present::layout::{Placed, Pointing};
-use crate::present::map::{MapBox, ServiceMap};
 use crate::screen::State;
+use crate::view_model::format::{fit, ms_grouped, unicode_width};
+use crate::view_model::layout::{Placed, Pointing};
+use crate::view_model::map::{MapBox, ServiceMap};
 
 const UP: u8 = 1;
 

@@ -3,9 +3,9 @@
 use ratatui::layout::{Position, Rect};
 
 use super::{Picked, map_area, picked};
-use crate::present::layout::Placed;
-use crate::present::map::ServiceMap;
 use crate::screen::State;
+use crate::view_model::layout::Placed;
+use crate::view_model::map::ServiceMap;
 
 /// What one frame of the map shows: the placed layout and the part of it in view.
 pub(super) struct Frame<'a> {
