@@ -134,7 +134,7 @@ impl ChainView<'_> {
 
 pub use crate::service_figures::ServiceStats;
 
-/// What a chain must go through for the Map's `c`: an edge's calls, or one of some services.
+/// What a chain must go through for the Map's `o`: an edge's calls, or one of some services.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Through {
     /// Calls from the first service to the second.

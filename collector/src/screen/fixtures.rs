@@ -453,6 +453,5 @@ pub fn many_services_state(services: usize) -> State {
     state.ui.view = crate::screen::View::Map;
     state.data.map_wanted = true;
     state.data.refresh_tables();
-    crate::screen::views::map::keep_pick(&mut state);
     state
 }

@@ -559,7 +559,7 @@ impl State {
             .unwrap_or(0)
     }
 
-    /// Open chain `trace` in its waterfall (the Map's `c`), selected in the list (which shows
+    /// Open chain `trace` in its waterfall (the Map's `o`), selected in the list (which shows
     /// every chain again when its filter or search hid it), on the row where it goes
     /// `through` (else the row its preview would show).
     pub(crate) fn open_chain(&mut self, trace: TraceId, through: &Through) {

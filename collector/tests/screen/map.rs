@@ -82,7 +82,7 @@ fn the_map_draws_who_calls_whom_with_the_reset_marked() {
 
 /// The Map's keys: it opens on the worst edge; Enter opens that edge's Edges row (its advice
 /// under the table); the arrows go along the edges to the callee, whose Enter is its Services
-/// row; `c` opens the worst chain through the selection on the call it went through; `h j k l`,
+/// row; `o` opens the worst chain through the selection on the call it went through; `h j k l`,
 /// the wheel and a drag pan, within the map; a click selects.
 #[test]
 fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
@@ -93,9 +93,13 @@ fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
     let map = state.data.map.clone().unwrap();
     let worst = map.worst_edge().unwrap();
     let (caller, callee) = map.edges[worst].row.clone();
-    assert_eq!(
-        state.ui.map_pick,
-        Some(MapPick::Edge(caller.clone(), callee.clone()))
+    // Nothing chosen yet: the selection is the worst edge, said in words under the map.
+    assert_eq!(state.ui.map_pick, None);
+    let text = screen_text(&draw(&state, 200, 60));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!(" {caller} → {callee}  "))),
+        "the worst edge selected:\n{text}"
     );
     // Enter: the edge's row in Edges.
     key(&mut state, KeyCode::Enter);
@@ -132,8 +136,8 @@ fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
         panic!("{:?}", state.ui.map_pick);
     };
     assert_eq!(caller, from);
-    // c on the edge: the worst chain through it, on the call.
-    key(&mut state, KeyCode::Char('c'));
+    // o on the edge: the worst chain through it, on the call.
+    key(&mut state, KeyCode::Char('o'));
     assert_eq!(state.ui.view, View::Waterfall);
     let chain = state.selected_chain().unwrap();
     assert!(

@@ -3,10 +3,10 @@
 //! every box that works for nobody; drawn from the [`ServiceMap`] the data side built from the
 //! Edges and Services totals (`view_model::map`), which the page draws too.
 //!
-//! Its selection (`ui.map_pick`) is a box or an edge, by name: the arrows move it from box to
-//! box along the edges; `h`/`j`/`k`/`l`, the wheel and a drag pan (`ui.map_pan`, from where the
+//! Its selection (`ui.map_pick`) is a box or an edge, by name, once the user picks one (until
+//! then the map's worst edge, as it is now): the arrows move it from box to box along the edges; `h`/`j`/`k`/`l`, the wheel and a drag pan (`ui.map_pan`, from where the
 //! selection puts the view). Enter opens the selected edge's Edges row or the box's Services
-//! row; `c` the worst chain through it, in its waterfall.
+//! row; `o` opens the worst chain through it, in its waterfall.
 //!
 //! This file: the pane, its keys and its selection; `frame`: the part of the map in view;
 //! `draw`: the boxes, lines and words.
@@ -88,9 +88,9 @@ const KEYS: [Key; 12] = [
         answer: open_row,
     },
     Key {
-        codes: &[KeyCode::Char('c')],
-        long: "c",
-        short: "c",
+        codes: &[KeyCode::Char('o')],
+        long: "o",
+        short: "o",
         does: "worst chain",
         shown: 3,
         answer: worst_chain,
@@ -125,7 +125,6 @@ impl Pane for Map {
         state.data.map_wanted = true;
         state.data.refresh_tables();
         state.ui.map_pan = (0, 0);
-        keep_pick(state);
     }
 
     fn render(&self, state: &State, theme: Theme, layout: &ScreenLayout, buf: &mut Buffer) {
@@ -200,17 +199,6 @@ impl Pane for Map {
         state.ui.map_pan.1 = state.ui.map_pan.1.saturating_add(dy);
         state.ui.map_drag = Some((pos.x, pos.y));
         true
-    }
-}
-
-/// Keeps the selection on the map: where it was (back from the row Enter opened), else, when
-/// it is not on the map (none yet, or gone from it), on the map's worst edge.
-pub(crate) fn keep_pick(state: &mut State) {
-    let Some(map) = state.data.map.as_ref() else {
-        return;
-    };
-    if chosen(state.ui.map_pick.as_ref(), map).is_none() {
-        state.ui.map_pick = default_pick(map);
     }
 }
 
@@ -390,7 +378,7 @@ fn open_row(state: &mut State, _key: KeyCode) -> bool {
     true
 }
 
-/// `c`: the worst chain held through the selection (an edge's calls, or a box's service), in
+/// `o`: the worst chain held through the selection (an edge's calls, or a box's service), in
 /// its waterfall, on the row of the call it went through.
 fn worst_chain(state: &mut State, _key: KeyCode) -> bool {
     let Some(map) = state.data.map.as_ref() else {
