@@ -138,11 +138,17 @@ fn attr_str(key: &str, v: &str) -> serde_json::Value {
 
 /// One chain: orders forwards 3000 ms with 700 ms left (a reset), inventory keeps working.
 fn export_request() -> String {
+    export_request_ago(Duration::from_secs(2))
+}
+
+/// The same chain, `age` ago.
+fn export_request_ago(age: Duration) -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
-    let t = |ms: u64| (now - 2_000_000_000 + ms * 1_000_000).to_string();
+    let at = now - age.as_nanos() as u64;
+    let t = |ms: u64| (at + ms * 1_000_000).to_string();
     let trace = "5b8efff798038103d269b633813fc60c";
     let span = |id: &str,
                 parent: Option<&str>,
@@ -447,16 +453,18 @@ fn a_panic_restores_the_terminal_and_its_message_is_readable() {
     );
 }
 
-/// `budget-top replay FILE` plays a recording into the same screen.
+/// `budget-top replay FILE` plays a recording into the same screen, on the recording's clock:
+/// a recording made long ago is judged into the header's totals once quiet for `--settle`.
 #[test]
 fn replay_plays_a_recording_into_the_screen() {
     if no_tmux() {
         return;
     }
     let file = std::env::temp_dir().join(format!("budget-top-replay-{}.jsonl", std::process::id()));
-    std::fs::write(&file, format!("{}\n", export_request())).unwrap();
+    let a_year_ago = Duration::from_secs(400 * 24 * 3600);
+    std::fs::write(&file, format!("{}\n", export_request_ago(a_year_ago))).unwrap();
     let cmd = format!(
-        "{} replay {}; echo SCREEN-EXITED $?; sleep 60",
+        "{} replay --settle 1s {}; echo SCREEN-EXITED $?; sleep 60",
         env!("CARGO_BIN_EXE_budget-top"),
         file.display()
     );
@@ -468,6 +476,9 @@ fn replay_plays_a_recording_into_the_screen() {
     );
     assert!(pane.contains("orders POST /orders"), "{pane}");
     assert!(pane.contains("budget_reset"), "{pane}");
+    // Judged into the totals, as `check` of the same file judges it: the reset and the work
+    // for nobody below it (the screen's clock went back a year and judged nothing before).
+    session.wait_for("✖ 2 error");
     session.keys("q");
     session.wait_for("SCREEN-EXITED 0");
     let _ = std::fs::remove_file(&file);
