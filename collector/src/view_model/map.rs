@@ -473,7 +473,9 @@ fn labels(
     let glyph = worst.map_or(String::new(), |s| format!("{} ", severity_glyph(s)));
     let (budget, bare) = match (e.forwarded.p50(), e.remaining.p50()) {
         (None, _) => ("no budget".to_string(), "none".to_string()),
-        (Some(f), Some(r)) if reset => (
+        // The medians read as a reset only when most calls reset: else `968>990` would say
+        // that a call forwarded less than remained broke its budget.
+        (Some(f), Some(r)) if reset && f > r => (
             format!("fwd {}>{}", ms_digits(f), ms_digits(r)),
             format!("{}>{}", ms_digits(f), ms_digits(r)),
         ),

@@ -79,6 +79,36 @@ fn fixed_timeout() -> Totals {
     )
 }
 
+/// An edge where a few calls reset among many that forwarded what remained: its medians are
+/// the fine calls', so the label gives the budget forwarded, the reset's mark beside it.
+#[test]
+fn an_edge_with_a_few_resets_reads_its_median_budget_not_a_reset() {
+    let t = totals(
+        &[("gateway", 20, 0), ("bff", 20, 120)],
+        &[
+            ("gateway", "bff", 18, Some((968, 990))),
+            ("gateway", "bff", 2, Some((3000, 938))),
+        ],
+    );
+    let map = ServiceMap::of_totals(&t);
+    let edge = map
+        .edge_between(
+            map.box_named("gateway").unwrap(),
+            map.box_named("bff").unwrap(),
+        )
+        .unwrap();
+    assert_eq!(map.edges[edge].glyph(), Some("✖"));
+    let label = map.label(edge, 200);
+    assert!(
+        label.contains("fwd 9"),
+        "the median forwarded, ~968: {label}"
+    );
+    assert!(
+        !label.contains('>'),
+        "no reset read from the medians: {label}"
+    );
+}
+
 #[test]
 fn a_reset_edge_reads_fwd_over_what_remained_and_shortens_to_fit() {
     let map = ServiceMap::of_totals(&fixed_timeout());
