@@ -149,6 +149,22 @@ fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
     let (_, span) = chain.row(state.ui.span_row).unwrap();
     assert!(span.kind.is_call() && span.service == caller, "{span:?}");
     assert!(!state.ui.follow, "the chain stays selected");
+    // c does what o does where no demo runs; in a demo it is left to the demo (its cure).
+    let opened = state.selected_chain().unwrap().trace_id;
+    state.ui.view = View::Map;
+    key(&mut state, KeyCode::Char('c'));
+    assert_eq!(state.ui.view, View::Waterfall);
+    assert_eq!(state.selected_chain().unwrap().trace_id, opened);
+    state.ui.view = View::Map;
+    state.demo = Some(screen::DemoStatus {
+        scenario: "3/12 fixed-timeout".into(),
+        lesson: String::new(),
+        keys: "c cure".into(),
+        focus: None,
+    });
+    assert!(!key(&mut state, KeyCode::Char('c')), "the demo's c");
+    assert_eq!(state.ui.view, View::Map);
+    state.demo = None;
     // Up and Down in a layer, panning, a click.
     state.ui.view = View::Map;
     let area = ratatui::layout::Rect::new(0, 0, 80, 24);

@@ -99,7 +99,7 @@ pub(super) fn lines(theme: Theme, width: u16) -> Vec<Line<'static>> {
         "f filter: all, only chains with findings, only failed chains · s sort (newest, longest, most waste) · space pause · q quit",
         "e append the selected chain to budget-top-export.jsonl (check --input and replay read it)",
         "m in Edges, Services and Map: the tables and the map over the chains judged in the last minute, or since start",
-        "Map: ←→↑↓ select, box to box along the edges · h j k l, the wheel or a drag pan · Enter the edge's Edges row (its advice) or the box's Services row · o opens the worst chain through it, in its waterfall",
+        "Map: ←→↑↓ select, box to box along the edges · h j k l, the wheel or a drag pan · Enter the edge's Edges row (its advice) or the box's Services row · o (c outside the demo) opens the worst chain through it, in its waterfall",
         "mouse: a click selects a row (a second click opens it), the wheel scrolls",
         "in a popup like this one: ↑↓ PgUp PgDn and the wheel scroll, Esc closes",
         "budget-top demo: 1-9 0 ! @ scenario · c cure it (run it with its mistake fixed) · [ ] pick a service · +/- its latency · w next workshop step",

@@ -6,7 +6,8 @@
 //! Its selection (`ui.map_pick`) is a box or an edge, by name, once the user picks one (until
 //! then the map's worst edge, as it is now): the arrows move it from box to box along the edges; `h`/`j`/`k`/`l`, the wheel and a drag pan (`ui.map_pan`, from where the
 //! selection puts the view). Enter opens the selected edge's Edges row or the box's Services
-//! row; `o` opens the worst chain through it, in its waterfall.
+//! row; `o` opens the worst chain through it, in its waterfall (`c` too, where no demo runs:
+//! there `c` cures).
 //!
 //! This file: the pane, its keys and its selection; `frame`: the part of the map in view;
 //! `draw`: the boxes, lines and words.
@@ -154,6 +155,14 @@ impl Pane for Map {
         let delta = delta.clamp(-10_000, 10_000) as i32;
         state.ui.map_pan.0 = state.ui.map_pan.0.saturating_add(delta);
         true
+    }
+
+    /// `c`, as `o`, where no demo runs: in the demo `c` cures, in every view.
+    fn on_key(&self, state: &mut State, key: KeyCode) -> Option<bool> {
+        if key == KeyCode::Char('c') && state.demo.is_none() {
+            return Some(worst_chain(state, key));
+        }
+        keys::answer(self.keys(), state, key)
     }
 
     fn click(&self, state: &mut State, layout: &ScreenLayout, pos: Position) -> bool {
