@@ -290,4 +290,10 @@ impl KindCounts {
             .map(|&k| (k, self.get(k)))
             .filter(|&(_, n)| n > 0)
     }
+    /// The worst severity among the kinds counted, as [`KindSet::worst`]. (Not a search of
+    /// `[Error, Warning, Info]` for one the kinds have: at opt-level 3 LLVM's loop passes all
+    /// but never end on that, docs/performance.md, "A release build".)
+    pub fn worst(&self) -> Option<Severity> {
+        self.iter().map(|(k, _)| k.severity()).max()
+    }
 }

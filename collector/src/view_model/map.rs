@@ -416,10 +416,7 @@ fn edge(from: usize, to: usize, group: &mut [&EdgeAggregate], window_s: f64) -> 
             *n += k;
         }
     }
-    // Severity orders Info < Warning < Error. Not `[Error, Warning, Info].into_iter().find()`
-    // over the kinds: at opt-level 3 LLVM's loop passes all but never end on that loop
-    // (docs/performance.md, "A release build").
-    let worst = findings.iter().map(|(k, _)| k.severity()).max();
+    let worst = findings.worst();
     let busiest = group
         .iter()
         .max_by(|a, b| a.calls.cmp(&b.calls).then(b.callee.cmp(&a.callee)))

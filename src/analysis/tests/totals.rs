@@ -286,3 +286,15 @@ fn edges_and_services_past_the_cap_are_counted_as_other() {
         .sum();
     assert_eq!(m.summary.edge_calls_folded, calls(&full) - apart);
 }
+
+#[test]
+fn counts_of_kinds_read_their_worst_severity() {
+    let mut counts = KindCounts::default();
+    assert_eq!(counts.worst(), None);
+    counts.bump(FindingKind::ShedFull);
+    assert_eq!(counts.worst(), Some(Severity::Info));
+    counts.bump(FindingKind::RetryAmplified);
+    assert_eq!(counts.worst(), Some(Severity::Warning));
+    counts.bump(FindingKind::OrphanedWork);
+    assert_eq!(counts.worst(), Some(Severity::Error));
+}
