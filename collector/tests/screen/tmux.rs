@@ -11,6 +11,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use budget_demo::Scenario;
 
+/// Inside a check given to `Session::expect`: fails the check with the message unless `cond`.
+macro_rules! ensure {
+    ($cond:expr, $($why:tt)+) => {
+        if !$cond {
+            return Err(format!($($why)+));
+        }
+    };
+}
+
 // The Map on the real demo.
 mod map;
 
@@ -86,6 +95,25 @@ impl Session {
                 Instant::now() < deadline,
                 "{what:?} never appeared; the pane shows:\n{pane}"
             );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Polls the pane until `check` passes on one capture (at most `WAIT`), then returns it; on
+    /// time out, fails with the check's last reason. A capture can catch a frame half drawn, so
+    /// every claim about a frame is checked on the same capture and retried, never read once.
+    #[track_caller]
+    fn expect(&self, what: &str, check: impl Fn(&str) -> Result<(), String>) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let pane = self.capture();
+            match check(&pane) {
+                Ok(()) => return pane,
+                Err(why) => assert!(
+                    Instant::now() < deadline,
+                    "{what}: {why}; the pane shows:\n{pane}"
+                ),
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -252,12 +280,15 @@ fn the_real_screen_shows_a_chain_and_gives_the_terminal_back() {
     session.wait_for("No spans yet");
     let answer = post(http, &export_request());
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let pane = session.wait_for("budget_reset");
-    assert!(pane.contains("orders POST /orders"), "{pane}");
-    assert!(
-        pane.contains("forwarded 3000 ms with only 700 ms left"),
-        "{pane}"
-    );
+    session.expect("the chain and its reset, explained", |pane| {
+        ensure!(pane.contains("budget_reset"), "no finding");
+        ensure!(pane.contains("orders POST /orders"), "no chain row");
+        ensure!(
+            pane.contains("forwarded 3000 ms with only 700 ms left"),
+            "no explanation"
+        );
+        Ok(())
+    });
     session.keys("q");
     let pane = session.wait_for("SCREEN-EXITED 0");
     assert!(
@@ -281,24 +312,24 @@ fn the_real_demo_shows_a_finding_and_the_lesson_then_q_gives_the_shell_back() {
     let session = Session::start("demo", 120, 40, &cmd);
     // A chain row whose worst finding is the reset (the glyph tells it from the lesson's own
     // mention of budget_reset).
-    let pane = session.wait_for("✖ budget_reset");
-    assert!(
-        pane.contains("budget-top demo"),
-        "the header says demo: {pane}"
-    );
-    assert!(pane.contains("gateway"), "the chain's root service: {pane}");
-    assert!(
-        pane.contains("3/12 fixed-timeout"),
-        "the scenario line: {pane}"
-    );
-    assert!(
-        pane.contains("bff forwards a fixed 3 s instead of what remains"),
-        "the lesson: {pane}"
-    );
-    assert!(
-        pane.contains("after the gateway gave up") && pane.contains("(budget_reset)."),
-        "the whole lesson, wrapped: {pane}"
-    );
+    let pane = session.expect("the reset and its lesson", |pane| {
+        ensure!(
+            pane.contains("✖ budget_reset"),
+            "no chain row with the reset"
+        );
+        ensure!(pane.contains("budget-top demo"), "the header says demo");
+        ensure!(pane.contains("gateway"), "the chain's root service");
+        ensure!(pane.contains("3/12 fixed-timeout"), "the scenario line");
+        ensure!(
+            pane.contains("bff forwards a fixed 3 s instead of what remains"),
+            "the lesson"
+        );
+        ensure!(
+            pane.contains("after the gateway gave up") && pane.contains("(budget_reset)."),
+            "the whole lesson, wrapped"
+        );
+        Ok(())
+    });
     let ports: Vec<u16> = pane
         .lines()
         .next()
@@ -346,33 +377,41 @@ fn the_real_demo_never_calls_a_failed_chain_ok_and_counts_dead_work_at_every_dep
         let t = line.trim_start_matches(['▶', ' ']);
         t.len() > 8 && t.as_bytes()[2] == b':' && t.as_bytes()[5] == b':'
     };
-    let pane = session.wait_until("three chain rows that ended in a 504", |pane| {
-        pane.lines()
-            .filter(|l| is_row(l) && l.contains(" 504 "))
-            .count()
-            >= 3
-    });
-    for line in pane.lines().filter(|l| is_row(l)) {
-        assert!(
-            line.contains(" 504 ") || line.contains(" in flight ") || line.contains(" cancelled "),
-            "a chain of fixed-timeout that reads as fine:\n{line}\n{pane}"
-        );
-        assert!(!line.contains(" ok "), "{line}\n{pane}");
-    }
+    session.expect(
+        "three chain rows that ended in a 504, and none fine",
+        |pane| {
+            let rows = pane.lines().filter(|l| is_row(l));
+            ensure!(
+                rows.clone().filter(|l| l.contains(" 504 ")).count() >= 3,
+                "fewer than three 504 rows"
+            );
+            for line in rows {
+                ensure!(
+                    (line.contains(" 504 ")
+                        || line.contains(" in flight ")
+                        || line.contains(" cancelled "))
+                        && !line.contains(" ok "),
+                    "a chain of fixed-timeout that reads as fine: {line}"
+                );
+            }
+            Ok(())
+        },
+    );
     // Services (Shift-Tab past the Map): inventory's dead work share, though no finding is
     // inventory's own.
     session.keys("BTab");
     session.keys("BTab");
-    let pane = session.wait_until("inventory's dead work above 30 %", |pane| {
-        pane.lines()
-            .find(|l| l.trim_start_matches(['▶', ' ']).starts_with("inventory"))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_suffix('%').and_then(|n| n.parse::<u32>().ok()))
-            })
-            .is_some_and(|share| share > 30)
+    session.wait_until("inventory's dead work above 30 %", |pane| {
+        pane.contains("DEAD WORK")
+            && pane
+                .lines()
+                .find(|l| l.trim_start_matches(['▶', ' ']).starts_with("inventory"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .find_map(|w| w.strip_suffix('%').and_then(|n| n.parse::<u32>().ok()))
+                })
+                .is_some_and(|share| share > 30)
     });
-    assert!(pane.contains("DEAD WORK"), "{pane}");
 }
 
 /// SIGTERM (a supervisor, `kill`) also gives the terminal back: cooked mode, main screen.
@@ -469,13 +508,13 @@ fn replay_plays_a_recording_into_the_screen() {
         file.display()
     );
     let session = Session::start("replay", 120, 40, &cmd);
-    let pane = session.wait_for("replay finished: 3 spans");
-    assert!(
-        pane.contains("replay /"),
-        "the header names the recording: {pane}"
-    );
-    assert!(pane.contains("orders POST /orders"), "{pane}");
-    assert!(pane.contains("budget_reset"), "{pane}");
+    session.expect("the recording played", |pane| {
+        ensure!(pane.contains("replay finished: 3 spans"), "not finished");
+        ensure!(pane.contains("replay /"), "the header names the recording");
+        ensure!(pane.contains("orders POST /orders"), "no chain row");
+        ensure!(pane.contains("budget_reset"), "no finding");
+        Ok(())
+    });
     // Judged into the totals, as `check` of the same file judges it: the reset and the work
     // for nobody below it (the screen's clock went back a year and judged nothing before).
     session.wait_for("✖ 2 error");
@@ -661,16 +700,15 @@ fn the_first_run_shows_a_finding_and_its_explanation_without_a_key() {
         eprintln!("{what}: the finding and its explanation after {took:.1?}");
     }
     for (what, session, ..) in &sessions {
-        let pane = session.capture();
-        assert!(
-            pane.contains("step 4/13 fixed-timeout"),
-            "{what}: the workshop, at its first broken step:\n{pane}"
-        );
-        assert!(
-            pane.contains("w next"),
-            "{what}: says how to go on:\n{pane}"
-        );
-        assert!(pane.contains("q quit"), "{what}:\n{pane}");
+        session.expect(what, |pane| {
+            ensure!(
+                pane.contains("step 4/13 fixed-timeout"),
+                "the workshop, at its first broken step"
+            );
+            ensure!(pane.contains("w next"), "says how to go on");
+            ensure!(pane.contains("q quit"), "says how to leave");
+            Ok(())
+        });
     }
 }
 
@@ -740,42 +778,58 @@ fn the_trace_url_is_on_the_waterfall_and_in_the_detail_as_a_hyperlink() {
         session.wait_for("replay finished: 3 spans");
         // The waterfall (Enter on the list), then the detail of its row (Enter again).
         session.keys("Enter");
-        let pane = session.wait_for("HOP / CALL");
-        let title = pane
-            .lines()
-            .find(|l| l.starts_with("─ orders POST /orders"))
-            .unwrap_or_else(|| panic!("no waterfall title: {pane}"));
-        if width == 200 {
-            assert!(title.contains(&format!(" {link} ─")), "{title}");
-        } else {
-            assert!(
-                !title.contains("http://"),
-                "the link fits only whole: {title}"
+        session.expect("the waterfall's title", |pane| {
+            ensure!(pane.contains("HOP / CALL"), "no waterfall");
+            let title = pane
+                .lines()
+                .find(|l| l.starts_with("─ orders POST /orders"))
+                .ok_or("no waterfall title")?;
+            if width == 200 {
+                ensure!(title.contains(&format!(" {link} ─")), "no link: {title}");
+            } else {
+                ensure!(
+                    !title.contains("http://"),
+                    "the link fits only whole: {title}"
+                );
+            }
+            ensure!(
+                title.chars().count() == width as usize && title.ends_with('─'),
+                "the title is not the pane's width: {title}"
             );
-        }
-        assert_eq!(title.chars().count(), width as usize, "{title}");
-        assert!(title.ends_with('─'), "{title}");
+            Ok(())
+        });
         session.keys("Enter");
-        let pane = session.wait_for("link to the trace (--trace-url)");
-        let rows: Vec<&str> = pane.lines().collect();
-        let heading = rows
-            .iter()
-            .position(|l| l.contains("link to the trace (--trace-url)"))
-            .unwrap();
-        let shown: String = rows[heading + 1..]
-            .iter()
-            .take_while(|l| !l.contains("kind "))
-            .map(|l| l.split('│').nth(1).unwrap_or("").trim())
-            .collect();
-        assert_eq!(shown, link, "the whole link, cut over rows to fit: {pane}");
         let border = |l: &str| {
             l.char_indices()
                 .filter(|(_, c)| *c == '│')
                 .map(|(i, _)| l[..i].chars().count())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(border(rows[heading + 1]), border(rows[heading]), "{pane}");
-        assert_eq!(border(rows[heading]).len(), 2, "{pane}");
+        session.expect("the link in the detail", |pane| {
+            let rows: Vec<&str> = pane.lines().collect();
+            let heading = rows
+                .iter()
+                .position(|l| l.contains("link to the trace (--trace-url)"))
+                .ok_or("no heading")?;
+            let shown: String = rows[heading + 1..]
+                .iter()
+                .take_while(|l| !l.contains("kind "))
+                .map(|l| l.split('│').nth(1).unwrap_or("").trim())
+                .collect();
+            ensure!(
+                shown == link,
+                "not the whole link, cut over rows to fit: {shown}"
+            );
+            let (under, at) = (
+                border(rows.get(heading + 1).unwrap_or(&"")),
+                border(rows[heading]),
+            );
+            ensure!(
+                under == at && at.len() == 2,
+                "the popup's borders move: {at:?} {under:?}"
+            );
+            Ok(())
+        });
         // Escape, then q once it has closed the popup (sent together, they read as Alt-q).
         session.keys("Escape");
         session.wait_until("the popup closed", |pane| {

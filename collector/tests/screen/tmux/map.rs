@@ -40,68 +40,79 @@ fn the_real_demos_map_shows_where_the_budget_broke() {
     for (what, session) in &sessions {
         session.wait_for("✖ budget_reset");
         session.keys("BTab");
-        // The Map's own footer too: it is drawn last, so the frame read is whole (a capture
-        // taken while the Chains view is drawn over has the map above and the old rows below).
-        let pane = session.wait_until("the map with the reset on it", |pane| {
-            pane.contains("│gateway")
-                && pane.lines().any(|l| reset(l) && l.contains('▶'))
-                && pane
-                    .lines()
+        // Every claim on one capture, retried: a capture can catch a frame half drawn.
+        let pane = session.expect(&format!("{what}: the map with the reset on it"), |pane| {
+            ensure!(
+                pane.lines()
                     .last()
-                    .is_some_and(|l| l.contains("worst chain"))
+                    .is_some_and(|l| l.contains("worst chain")),
+                "not the Map's footer"
+            );
+            // The four services in order, on the row of their names.
+            let names = pane
+                .lines()
+                .find(|l| l.contains("│gateway") && l.contains("│inventory"))
+                .ok_or("the four boxes are not in a row")?;
+            let at: Vec<usize> = ["│gateway", "│bff", "│orders", "│inventory"]
+                .iter()
+                .map(|n| column(names, n).ok_or(format!("no {n}")))
+                .collect::<Result<_, _>>()?;
+            ensure!(at.windows(2).all(|w| w[0] < w[1]), "out of order: {at:?}");
+            // ✖ and the reset between bff and orders. (The ✖ nearest before the reset's
+            // figures: on a loaded machine gateway → bff may carry a finding of its own.)
+            let label = pane
+                .lines()
+                .find(|l| reset(l) && l.contains('▶'))
+                .ok_or("no edge with the reset")?;
+            let reset_at = column(label, "3000>").unwrap_or_default();
+            let mark = label
+                .chars()
+                .take(reset_at)
+                .collect::<Vec<_>>()
+                .iter()
+                .rposition(|&c| c == '✖')
+                .ok_or("no ✖ before the reset")?;
+            ensure!(
+                mark > at[1] && mark < at[2],
+                "✖ not between bff and orders: {label}"
+            );
+            // inventory works for nobody: its box is hatched.
+            ensure!(
+                pane.lines()
+                    .any(|l| l.contains("│inventory▓") || l.contains("║inventory▓")),
+                "inventory not hatched"
+            );
+            // The selected edge in words, whole: its reset.
+            ensure!(
+                pane.lines()
+                    .any(|l| l.contains("bff → orders") && l.contains("fwd 3000>") && reset(l)),
+                "the selected edge is not said in words"
+            );
+            Ok(())
         });
-        // The four services in order, on the row of their names.
-        let names = pane
-            .lines()
-            .find(|l| l.contains("│gateway") && l.contains("│inventory"))
-            .unwrap_or_else(|| panic!("{what}: the four boxes in a row:\n{pane}"));
-        let at: Vec<usize> = ["│gateway", "│bff", "│orders", "│inventory"]
-            .iter()
-            .map(|n| column(names, n).unwrap_or_else(|| panic!("{what}: {n}:\n{pane}")))
-            .collect();
-        assert!(at.windows(2).all(|w| w[0] < w[1]), "{what}: {at:?}\n{pane}");
-        // ✖ and the reset between bff and orders.
-        let label = pane.lines().find(|l| reset(l) && l.contains('▶')).unwrap();
-        // (The ✖ nearest before the reset's figures: on a loaded machine gateway → bff may
-        // carry a finding of its own.)
-        let reset_at = column(label, "3000>").unwrap();
-        let mark = label
-            .chars()
-            .take(reset_at)
-            .collect::<Vec<_>>()
-            .iter()
-            .rposition(|&c| c == '✖')
-            .unwrap_or_else(|| panic!("{what}: ✖:\n{pane}"));
-        assert!(mark > at[1] && mark < at[2], "{what}: {label}\n{pane}");
-        // inventory works for nobody: its box is hatched.
-        let hatched = pane
-            .lines()
-            .any(|l| l.contains("│inventory▓") || l.contains("║inventory▓"));
-        assert!(hatched, "{what}: inventory hatched:\n{pane}");
-        // The selected edge in words, whole: its reset.
-        assert!(
-            pane.lines()
-                .any(|l| l.contains("bff → orders") && l.contains("fwd 3000>") && reset(l)),
-            "{what}:\n{pane}"
-        );
         eprintln!("{what}, the map:\n{pane}");
         // Enter: its row in Edges.
         session.keys("Enter");
-        let pane = session.wait_until("the edge's Edges row", |pane| {
-            pane.lines()
-                .any(|l| l.starts_with("▶ bff → orders") || l.starts_with("▶ bff → order"))
+        session.wait_until(&format!("{what}: the edge's row in Edges"), |pane| {
+            pane.contains("CALLER → CALLEE")
+                && pane
+                    .lines()
+                    .any(|l| l.starts_with("▶ bff → orders") || l.starts_with("▶ bff → order"))
         });
-        assert!(pane.contains("CALLER → CALLEE"), "{what}:\n{pane}");
         // Back to the Map (Edges, Services, Map), then o: the worst chain through the edge.
         session.keys("Tab");
         session.keys("Tab");
         session.wait_for("│gateway");
         session.keys("o");
-        let pane = session.wait_until("the chain's waterfall on the call", |pane| {
-            pane.lines()
-                .any(|l| l.starts_with('▶') && l.contains("GET orders") && reset(l))
-        });
-        assert!(pane.contains("HOP / CALL"), "{what}:\n{pane}");
+        session.wait_until(
+            &format!("{what}: the chain's waterfall on the call"),
+            |pane| {
+                pane.contains("HOP / CALL")
+                    && pane
+                        .lines()
+                        .any(|l| l.starts_with('▶') && l.contains("GET orders") && reset(l))
+            },
+        );
         session.keys("q");
     }
 }
