@@ -161,7 +161,7 @@ fn record_spans() -> (InMemorySpanExporter, tracing::subscriber::DefaultGuard) {
             .with_target(false)
             .with_tracked_inactivity(false),
     );
-    (exporter, tracing::subscriber::set_default(subscriber))
+    (exporter, crate::support::record_on_this_thread(subscriber))
 }
 
 fn attributes(span: &SpanData) -> BTreeMap<String, Value> {

@@ -7,11 +7,9 @@
 //! - `grpc` (cargo feature `tonic`, which `cargo test --workspace` turns on through the demo):
 //!   tonic both ways.
 //!
-//! Tests that record spans set their own thread's subscriber (`set_default`) before their first
-//! span, while `service` runs with none: tracing-core (0.1.36) registers a callsite before it
-//! computes its interest and a new dispatcher recomputes every registered callsite's interest
-//! under a lock, so a callsite first hit by a thread without a subscriber is still seen by one
-//! set later.
+//! Tests that record spans set their own thread's subscriber before their first span
+//! (`support::record_on_this_thread`, which says why it keeps a second dispatcher), while
+//! `service` runs with none.
 // Test helpers outside #[test] functions unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

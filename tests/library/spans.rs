@@ -17,7 +17,7 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use tower::ServiceExt;
 use tracing_subscriber::layer::SubscriberExt as _;
 
-use crate::support::{ms, settle};
+use crate::support::{ms, record_on_this_thread, settle};
 
 /// The `budget.*` attributes of a span.
 fn budget_attributes(span: &SpanData) -> BTreeMap<String, Value> {
@@ -97,7 +97,7 @@ async fn spans_carry_the_contract_attributes() {
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false);
-    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(otel));
+    let _subscriber = record_on_this_thread(tracing_subscriber::registry().with(otel));
 
     let back = serve(
         Router::new()

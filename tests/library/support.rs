@@ -15,6 +15,20 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
+/// Makes `subscriber` this thread's default until the guard drops, so that only this test's
+/// spans reach it. While a single dispatcher is registered, tracing-core (0.1.36) computes a
+/// new callsite's interest from the registering thread's default alone, without its lock: a
+/// callsite of the library first hit by a test running without a subscriber would be cached as
+/// "never", and this test's spans of it lost (2 runs in 60 lost them). A second dispatcher kept
+/// for the whole process makes every registration ask every dispatcher, under the lock.
+pub fn record_on_this_thread(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> tracing::subscriber::DefaultGuard {
+    static KEEP: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    KEEP.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+    tracing::subscriber::set_default(subscriber)
+}
+
 /// A client transport that never touches a socket.
 pub type InProcess = BoxCloneSyncService<reqwest::Request, reqwest::Response, BoxError>;
 
