@@ -73,6 +73,10 @@ pub struct Row {
     /// A hop's time past its give-up spent waiting on its calls, ms: drawn as waiting, just
     /// before its `late_ms` (what it waited for is the callee's dead work, or the call's).
     pub waiting_ms: u32,
+    /// The part of `waiting_ms` spent on calls whose callee hop is in the chain: the request
+    /// held for nobody, what it waited for counted as the callee's dead work (a wait on an
+    /// untraced callee is in `dead_ms` already).
+    pub held_ms: u32,
     /// A call that is one attempt of a retried call: its hop made calls of this name more
     /// than once, one with `budget.attempt > 1` (every attempt is marked, the first too).
     pub retried: bool,

@@ -12,12 +12,20 @@ use deadline_budget::analysis::{
 use super::exemplars::Exemplars;
 use super::{Entry, Store};
 
-/// A held chain's hop rows, in its analysis's row order: each hop's span position and dead
-/// work, ms. What its hop samples are read from once the analysis held has no waterfall rows
-/// (they are ~36 bytes a span, and only the detail view and the page draw them: rebuilt there,
-/// see `Store::analysis`); 8 bytes a hop instead.
+/// A held chain's hop rows, in its analysis's row order: each hop's span position, dead work
+/// and time held for nobody, ms. What its hop samples are read from once the analysis held has
+/// no waterfall rows (they are ~36 bytes a span, and only the detail view and the page draw
+/// them: rebuilt there, see `Store::analysis`); 12 bytes a hop instead.
 #[derive(Debug, Default)]
-pub(super) struct HopRows(Box<[(u32, u32)]>);
+pub(super) struct HopRows(Box<[HopRow]>);
+
+/// One hop row as [`HopRows`] keeps it.
+#[derive(Clone, Copy, Debug)]
+struct HopRow {
+    span: u32,
+    dead_ms: u32,
+    waited_ms: u32,
+}
 
 impl HopRows {
     /// The hop rows of an analysis of `chain` (with its rows).
@@ -27,7 +35,11 @@ impl HopRows {
                 .rows
                 .iter()
                 .filter(|row| chain.is_hop(row.span as usize))
-                .map(|row| (row.span, row.dead_ms))
+                .map(|row| HopRow {
+                    span: row.span,
+                    dead_ms: row.dead_ms,
+                    waited_ms: row.held_ms,
+                })
                 .collect(),
         )
     }
@@ -39,7 +51,7 @@ impl HopRows {
         out.extend(
             self.0
                 .iter()
-                .filter_map(|&(at, dead_ms)| HopSample::at(chain, at as usize, i64::from(dead_ms))),
+                .filter_map(|r| HopSample::at(chain, r.span as usize, r.dead_ms, r.waited_ms)),
         );
     }
 

@@ -105,8 +105,9 @@ impl Timing {
         refill(&mut self.dead, n, 0i64);
         refill(&mut self.own_dead, n, 0i64);
         refill(&mut self.waiting, n, 0i64);
+        refill(&mut self.held, n, 0i64);
         refill(&mut self.waited, n, 0i64);
-        let [mut merged, mut work] = std::mem::take(&mut self.intervals);
+        let [mut merged, mut work, mut traced] = std::mem::take(&mut self.intervals);
         for (h, s) in spans.iter().enumerate() {
             if !s.kind.is_hop()
                 || self.absurd[h]
@@ -137,7 +138,6 @@ impl Timing {
             );
             let waited_own: i64 =
                 merged.iter().map(|(a, b)| b - a).sum::<i64>() - overlap(&merged, &work);
-            self.waiting[h] = whole_ms(waited_own);
             // The transit allowance and the tolerance are thresholds, never subtracted from
             // what is reported. A wait on an untraced callee past the hop's own end counts too.
             let reach = mine
@@ -149,6 +149,18 @@ impl Timing {
             if over <= opts.tolerance_ms * MS {
                 continue;
             }
+            // Its waiting then, drawn as waiting; the part on callee hops of the chain is the
+            // request held for nobody (a wait on an untraced callee is dead work already).
+            self.waiting[h] = whole_ms(waited_own);
+            merge_within(
+                mine.iter().filter(|w| w.3 == TRACED).map(|w| (w.1, w.2)),
+                from,
+                end,
+                &mut traced,
+            );
+            let held: i64 =
+                traced.iter().map(|(a, b)| b - a).sum::<i64>() - overlap(&traced, &work);
+            self.held[h] = whole_ms(held);
             let own = whole_ms(end.saturating_sub(from).max(0) - waited_own);
             let mut dead = own;
             for &(_, a, b, c) in mine.iter().filter(|w| w.3 < WORK) {
@@ -162,7 +174,8 @@ impl Timing {
 
         merged.clear();
         work.clear();
-        self.intervals = [merged, work];
+        traced.clear();
+        self.intervals = [merged, work, traced];
         self.below.clear();
         self.below.extend_from_slice(&self.dead);
         for &i in tree.order.iter().rev() {

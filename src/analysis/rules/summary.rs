@@ -64,6 +64,7 @@ pub(super) fn rows(
                 dead_ms: u32::try_from(timing.dead[i]).unwrap_or(u32::MAX),
                 late_ms: timing.late_ms(spans, i),
                 waiting_ms: u32::try_from(timing.waiting[i]).unwrap_or(u32::MAX),
+                held_ms: u32::try_from(timing.held[i]).unwrap_or(u32::MAX),
                 retried: state.retried[i],
                 awaits_callee: s.kind.is_call()
                     && s.budget.outcome != Some(Outcome::Refused)

@@ -130,6 +130,9 @@ pub(super) struct Timing {
     pub(super) own_dead: Vec<i64>,
     /// Per hop: its time past its give-up spent waiting on its calls, ms (drawn as waiting).
     pub(super) waiting: Vec<i64>,
+    /// Per hop: the part of `waiting` spent on calls whose callee hop is in the chain, ms: the
+    /// request held for nobody, while what it waited for is the callee's dead work.
+    pub(super) held: Vec<i64>,
     /// Per CLIENT call with no callee hop in the chain: its hop's wait on it past the hop's
     /// give-up, ms: dead work counted on the call's own edge.
     pub(super) waited: Vec<i64>,
@@ -149,7 +152,7 @@ pub(super) struct Timing {
     call_answers: Vec<(u32, i64)>,
     pub(super) waits: Vec<(u32, i64, i64, u32)>,
     pub(super) calls_below: Vec<bool>,
-    pub(super) intervals: [Vec<(i64, i64)>; 2],
+    pub(super) intervals: [Vec<(i64, i64)>; 3],
 }
 
 impl Timing {
@@ -172,6 +175,7 @@ impl Timing {
             dead: _,
             own_dead: _,
             waiting: _,
+            held: _,
             waited: _,
             below: _,
             unanswered,

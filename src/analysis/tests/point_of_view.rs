@@ -90,6 +90,8 @@ fn a_reset_names_the_dead_work_below_it_at_every_depth() {
         .unwrap()
         .0;
     assert_eq!((orders.waiting_ms, orders.late_ms), (650, 5));
+    // All of it on inventory, a callee hop of the chain: the request held for nobody.
+    assert_eq!(orders.held_ms, 650);
     // inventory gets no finding of its own, but its dead work counts everywhere.
     assert_eq!(a.findings_on(sid(7)).count(), 0);
     assert_eq!(a.summary.wasted_ms, 645);
@@ -103,6 +105,44 @@ fn a_reset_names_the_dead_work_below_it_at_every_depth() {
             .iter()
             .any(|f| f.kind == FindingKind::TimeoutInverted)
     );
+}
+
+/// The same chain in the per-service totals: orders held its request for nobody while it
+/// waited (its `waited_ms`), inventory worked for nobody (its dead work); each instant once.
+#[test]
+fn a_service_that_only_waits_for_nobody_is_told_from_one_that_works() {
+    let chain = chain_of(fixed_timeout());
+    let a = chain.analyse(&Options::default());
+    let mut totals = Totals::new();
+    totals.fold(&a, &a.edges, &HopSample::of(&a, &chain));
+    let service = |totals: &Totals, name: &str| {
+        totals
+            .services()
+            .find(|(n, _)| &***n == name)
+            .map(|(_, t)| (t.wasted_ms, t.waited_ms))
+    };
+    assert_eq!(service(&totals, "orders"), Some((5, 650)));
+    assert_eq!(service(&totals, "inventory"), Some((640, 0)));
+    assert_eq!(service(&totals, "bff"), Some((0, 0)));
+    let orders = totals
+        .services()
+        .find(|(n, _)| &***n == "orders")
+        .unwrap()
+        .1;
+    assert!(orders.waited_share() > 0.25 && orders.dead_share() < 0.01);
+    // Taken back out exactly, and carried through a report (as `merge` reads one).
+    let report = totals.report(&FindingList::new(10), []);
+    let svc = report
+        .services
+        .iter()
+        .find(|s| &*s.service == "orders")
+        .unwrap();
+    assert_eq!(svc.waited_ms, 650);
+    let (read, _) = Totals::from_report(&report, 10);
+    let back = read.services().find(|(n, _)| &***n == "orders").unwrap().1;
+    assert_eq!(back.waited_ms, 650);
+    totals.unfold(&a, &a.edges, &HopSample::of(&a, &chain));
+    assert_eq!(service(&totals, "orders").unwrap_or_default(), (0, 0));
 }
 
 #[test]

@@ -176,6 +176,8 @@ fn a_wait_on_an_untraced_callee_is_dead_work_on_its_own_edge_once() {
     assert_eq!(select.late_ms, 600);
     let app = a.rows.iter().find(|r| r.span == 2).unwrap();
     assert_eq!((app.waiting_ms, app.late_ms), (600, 5));
+    // That wait is dead work already (on app → postgresql): no request held for nobody.
+    assert_eq!((app.dead_ms, app.held_ms), (605, 0));
 }
 
 #[test]
