@@ -102,7 +102,7 @@ pub const MARKS: [Mark; 11] = [
 
 /// What the map's marks and words mean, in the legend's order (the screen's legend and the
 /// page's map both list them).
-pub const MAP_MARKS: [(&str, &str); 7] = [
+pub const MAP_MARKS: [(&str, &str); 8] = [
     (
         "╭─╮",
         "a service: its name, λ (its arrivals per second) and the share of its work done for nobody",
@@ -110,6 +110,10 @@ pub const MAP_MARKS: [(&str, &str); 7] = [
     (
         "▓",
         "a service that works for nobody: a quarter or more of its work came after everyone above had stopped waiting",
+    ),
+    (
+        "▒",
+        "a service that waits for nobody: a quarter or more of its time it held requests, waiting on its calls, after everyone above had stopped waiting (what it waited for is dead work below it)",
     ),
     (
         "┌╌┐",

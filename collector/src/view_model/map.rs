@@ -89,6 +89,9 @@ pub struct MapBox {
     pub dead_share: f64,
     /// Its dead work, ms.
     pub dead_ms: i64,
+    /// The share of its time spent holding requests for nobody, waiting on its calls after
+    /// everyone above had stopped waiting (0..=1): its callees' dead work, not its own.
+    pub waited_share: f64,
     /// The services `other` stands for (empty for any other box).
     pub folded: Vec<Arc<str>>,
     /// Its row in the Services table: the service, or `other`'s busiest; `None` untraced.
@@ -100,6 +103,13 @@ impl MapBox {
     /// had stopped waiting (its box is cross-hatched).
     pub fn works_for_nobody(&self) -> bool {
         self.dead_ms > 0 && self.dead_share >= NOBODY_SHARE
+    }
+
+    /// It waits for nobody, and does not work for nobody: at least [`NOBODY_SHARE`] of its
+    /// time was spent waiting on its calls after everyone above had stopped waiting (its box
+    /// is filled with the waterfall's `▒`; what it waited for is dead work below it).
+    pub fn waits_for_nobody(&self) -> bool {
+        !self.works_for_nobody() && self.waited_share >= NOBODY_SHARE
     }
 
     /// Its words, one a row: the name, λ, and the dead-work share (or `untraced`).
@@ -244,9 +254,14 @@ impl ServiceMap {
         let mut boxes: Vec<MapBox> = kept
             .iter()
             .map(|c| {
-                let (lambda, dead_share, dead_ms) = match c.stats {
-                    Some(s) => (s.littles_law().0, s.dead_share(), s.totals.wasted_ms),
-                    None => (per_s(c.busy as f64), 0.0, 0),
+                let (lambda, dead_share, dead_ms, waited_share) = match c.stats {
+                    Some(s) => (
+                        s.littles_law().0,
+                        s.dead_share(),
+                        s.totals.wasted_ms,
+                        s.totals.waited_share(),
+                    ),
+                    None => (per_s(c.busy as f64), 0.0, 0, 0.0),
                 };
                 MapBox {
                     name: c.name.clone(),
@@ -255,18 +270,20 @@ impl ServiceMap {
                     lambda,
                     dead_share,
                     dead_ms,
+                    waited_share,
                     folded: Vec::new(),
                     row: (!c.untraced).then(|| c.name.clone()),
                 }
             })
             .collect();
         if !other_members.is_empty() {
-            let (mut work, mut dead, mut lambda) = (0i64, 0i64, 0.0);
+            let (mut work, mut dead, mut waited, mut lambda) = (0i64, 0i64, 0i64, 0.0);
             for c in &other_members {
                 match c.stats {
                     Some(s) => {
                         work += s.totals.work_ms;
                         dead += s.totals.wasted_ms;
+                        waited += s.totals.waited_ms;
                         lambda += s.littles_law().0;
                     }
                     None => lambda += per_s(c.busy as f64),
@@ -284,6 +301,11 @@ impl ServiceMap {
                     0.0
                 },
                 dead_ms: dead,
+                waited_share: if work > 0 {
+                    (waited as f64 / work as f64).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                },
                 folded: other_members.iter().map(|c| c.name.clone()).collect(),
                 row: other_members
                     .iter()

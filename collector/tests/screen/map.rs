@@ -101,9 +101,14 @@ fn the_maps_keys_go_along_the_edges_to_the_tables_and_the_chains() {
             .any(|l| l.starts_with(&format!(" {caller} → {callee}  "))),
         "the worst edge selected:\n{text}"
     );
-    // Enter: the edge's row in Edges.
+    // Enter: the edge's row in Edges. The edge opened stays selected: back on the Map the user
+    // finds it, though the worst edge (the default) may change meanwhile.
     key(&mut state, KeyCode::Enter);
     assert_eq!(state.ui.view, View::Edges);
+    assert_eq!(
+        state.ui.map_pick,
+        Some(MapPick::Edge(caller.clone(), callee.clone()))
+    );
     let mut rows = state.data.table_totals().edges.sorted();
     budget_top::view_model::edges::worst_first(&mut rows);
     let row = rows[state.ui.edge_row];

@@ -131,6 +131,7 @@ svg.map{display:block}
 svg.map text{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:11.5px;fill:#1a202c}
 .mb rect{fill:#fff;stroke:#4a5568;stroke-width:1.2}
 .mb.nobody rect{fill:url(#p-nobody);stroke:var(--late);stroke-width:2}
+.mb.waits rect{fill:url(#p-waits);stroke:var(--late);stroke-width:1.2;stroke-dasharray:2 2}
 .mb.untraced rect{stroke-dasharray:4 3}
 .mb .l0{font-weight:700}
 .mb.nobody .l2{fill:var(--late);font-weight:700}

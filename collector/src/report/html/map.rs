@@ -119,6 +119,8 @@ impl Page<'_> {
             let mut class = String::from("mb");
             if mb.works_for_nobody() {
                 class.push_str(" nobody");
+            } else if mb.waits_for_nobody() {
+                class.push_str(" waits");
             }
             if mb.untraced {
                 class.push_str(" untraced");

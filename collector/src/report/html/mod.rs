@@ -184,6 +184,7 @@ impl Page<'_> {
 <pattern id="p-queue" width="5" height="5" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="5" height="5" fill="#fefcbf"/><rect width="2" height="5" fill="#b7791f"/></pattern>
 <pattern id="p-late" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" fill="#c53030"/><path d="M0 0L5 5M5 0L0 5" stroke="#fff" stroke-width="1"/></pattern>
 <pattern id="p-nobody" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#fff5f5"/><path d="M0 0L6 6M6 0L0 6" stroke="#feb2b2" stroke-width="1"/></pattern>
+<pattern id="p-waits" width="4" height="4" patternUnits="userSpaceOnUse"><rect width="4" height="4" fill="#fff"/><circle cx="2" cy="2" r="0.9" fill="#feb2b2"/></pattern>
 </defs></svg>
 "##,
         );

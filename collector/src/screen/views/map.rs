@@ -340,13 +340,26 @@ fn select(state: &mut State, step: Step) -> bool {
     let Some(next) = next else {
         return false;
     };
-    state.ui.map_pick = Some(match next {
-        Picked::Box(b) => MapPick::Box(map.boxes[b].name.clone()),
-        Picked::Edge(e) => pick_edge(map, e),
-    });
+    state.ui.map_pick = Some(as_pick(map, next));
     // The view follows the selection again.
     state.ui.map_pan = (0, 0);
     true
+}
+
+/// The selection by name, as the state keeps it.
+fn as_pick(map: &ServiceMap, picked: Picked) -> MapPick {
+    match picked {
+        Picked::Box(b) => MapPick::Box(map.boxes[b].name.clone()),
+        Picked::Edge(e) => pick_edge(map, e),
+    }
+}
+
+/// Keeps the selection a key acted on, the default one too: back on the Map, the user finds
+/// what they opened, though the worst edge (the default) may have changed meanwhile.
+fn keep(state: &mut State, picked: Picked) {
+    if let Some(map) = state.data.map.as_ref() {
+        state.ui.map_pick = Some(as_pick(map, picked));
+    }
 }
 
 /// Enter: the selected edge's row in Edges (with its advice), the box's in Services (an
@@ -355,17 +368,20 @@ fn open_row(state: &mut State, _key: KeyCode) -> bool {
     let Some(map) = state.data.map.as_ref() else {
         return false;
     };
-    let row = match picked(state, map) {
-        Some(Picked::Edge(e)) => Err(map.edges[e].row.clone()),
-        Some(Picked::Box(b)) => match &map.boxes[b].row {
+    let Some(pick) = picked(state, map) else {
+        return false;
+    };
+    let row = match pick {
+        Picked::Edge(e) => Err(map.edges[e].row.clone()),
+        Picked::Box(b) => match &map.boxes[b].row {
             Some(service) => Ok(service.clone()),
             None => match map.edges.iter().find(|e| e.to == b) {
                 Some(e) => Err(e.row.clone()),
                 None => return false,
             },
         },
-        None => return false,
     };
+    keep(state, pick);
     match row {
         Ok(service) => {
             let i = services::service_rows(state)
@@ -393,12 +409,15 @@ fn worst_chain(state: &mut State, _key: KeyCode) -> bool {
     let Some(map) = state.data.map.as_ref() else {
         return false;
     };
-    let through = match picked(state, map) {
-        Some(Picked::Edge(e)) => {
+    let Some(pick) = picked(state, map) else {
+        return false;
+    };
+    let through = match pick {
+        Picked::Edge(e) => {
             let (caller, callee) = map.edges[e].row.clone();
             crate::screen::data::Through::Edge(caller, callee)
         }
-        Some(Picked::Box(b)) => {
+        Picked::Box(b) => {
             let b = &map.boxes[b];
             let mut names = b.folded.clone();
             if names.is_empty() {
@@ -406,8 +425,8 @@ fn worst_chain(state: &mut State, _key: KeyCode) -> bool {
             }
             crate::screen::data::Through::Services(names)
         }
-        None => return false,
     };
+    keep(state, pick);
     match state.data.worst_chain_through(&through) {
         Some(trace) => {
             state.open_chain(trace, &through);

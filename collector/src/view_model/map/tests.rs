@@ -266,3 +266,26 @@ fn short_of_room_a_broken_budget_stays_and_a_fine_one_gives_way_to_the_waste() {
         "{forms:?}"
     );
 }
+
+/// fixed-timeout as the round-4 rules count it: inventory works for nobody (hatched `▓`),
+/// orders only waits on it then (`▒`: its time held for nobody, no dead work of its own), and
+/// a service that does both is said to work for nobody, once.
+#[test]
+fn a_box_that_only_waits_for_nobody_is_marked_apart_from_one_that_works() {
+    let mut t = fixed_timeout();
+    let mut set = |name: &str, dead: i64, waited: i64| {
+        let s = t.services.get_mut(name).unwrap();
+        s.wasted_ms = dead;
+        s.waited_ms = waited;
+    };
+    set("orders", 0, 1250);
+    set("inventory", 1250, 0);
+    set("bff", 600, 1250);
+    let map = ServiceMap::of_totals(&t);
+    let b = |name: &str| &map.boxes[map.box_named(name).unwrap()];
+    assert!(b("inventory").works_for_nobody() && !b("inventory").waits_for_nobody());
+    assert!(b("orders").waits_for_nobody() && !b("orders").works_for_nobody());
+    assert_eq!(b("orders").lines()[2], "dead 0%");
+    assert!(b("bff").works_for_nobody() && !b("bff").waits_for_nobody());
+    assert!(!b("gateway").works_for_nobody() && !b("gateway").waits_for_nobody());
+}

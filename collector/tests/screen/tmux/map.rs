@@ -11,7 +11,7 @@ fn column(line: &str, needle: &str) -> Option<usize> {
 /// and 200x60, with colour and with `NO_COLOR`: the four services left to right, `✖` on
 /// bff → orders with its reset (`fwd 3000>9xx`, or its short form `3000>9xx`; `8xx` when the
 /// machine is loaded and the first hops take longer), inventory
-/// cross-hatched; Enter opens that edge's Edges row, and `o` (back on the Map) the worst chain
+/// cross-hatched (it works for nobody), orders filled with `▒` (it only waits for nobody); Enter opens that edge's Edges row, and `o` (back on the Map) the worst chain
 /// through it, on the call that reset the budget.
 #[test]
 fn the_real_demos_map_shows_where_the_budget_broke() {
@@ -81,6 +81,12 @@ fn the_real_demos_map_shows_where_the_budget_broke() {
                 pane.lines()
                     .any(|l| l.contains("│inventory▓") || l.contains("║inventory▓")),
                 "inventory not hatched"
+            );
+            // orders only waits for it then: marked apart, with the waterfall's `▒`.
+            ensure!(
+                pane.lines()
+                    .any(|l| l.contains("│orders▒") || l.contains("║orders▒")),
+                "orders not marked as waiting for nobody"
             );
             // The selected edge in words, whole: its reset.
             ensure!(

@@ -176,17 +176,20 @@ pub fn render(state: &State, theme: Theme, body: Rect, buf: &mut Buffer) {
     };
     let notes = [
         format!(
-            "{since}{folded} · ▓ works for nobody · ✖ ▲ ● worst finding on the edge · fwd a>b: forwarded a with b left · ~ timeout inferred · ┄ untraced · hjkl pan"
+            "{since}{folded} · ▓ works for nobody · ▒ waits for nobody · ✖ ▲ ● worst finding on the edge · fwd a>b: forwarded a with b left · ~ timeout inferred · ┄ untraced · hjkl pan"
         ),
-        format!("{since}{folded} · ▓ for nobody · ✖▲● worst finding · ~ inferred · ┄ untraced"),
-        format!("{since}{folded} · ▓ for nobody · ✖▲● worst"),
-        format!("{since_short}{folded_short} · ▓ for nobody · ✖▲● worst"),
+        format!(
+            "{since}{folded} · ▓ works ▒ waits for nobody · ✖▲● worst finding · ~ inferred · ┄ untraced"
+        ),
+        format!("{since}{folded} · ▓ works ▒ waits for nobody · ✖▲● worst"),
+        format!("{since_short}{folded_short} · ▓ works ▒ waits for nobody · ✖▲● worst"),
+        format!("{since_short}{folded_short} · ▓▒ for nobody · ✖▲● worst"),
     ];
     let room = body.width.saturating_sub(1) as usize;
     let note = notes
         .iter()
         .find(|n| unicode_width(n) <= room)
-        .unwrap_or(&notes[3]);
+        .unwrap_or(&notes[notes.len() - 1]);
     foot(buf, 0, note, theme.dim());
 }
 
@@ -197,6 +200,11 @@ fn box_words(b: &MapBox) -> String {
         "untraced: what its callers waited on it is on their edges".to_string()
     } else if b.dead_ms > 0 {
         format!("{dead}: {} of work for nobody", ms_grouped(b.dead_ms))
+    } else if b.waits_for_nobody() {
+        format!(
+            "no work for nobody; {:.0}% of its time waiting on its calls for nobody",
+            b.waited_share * 100.0
+        )
     } else {
         "no work for nobody".to_string()
     };
@@ -307,7 +315,8 @@ fn draw_lines(
 }
 
 /// One box: its border (rounded; dashed when untraced; double when selected), its words, and
-/// the cross-hatch in its free cells when it works for nobody. A line that leaves or enters it
+/// the cross-hatch in its free cells when it works for nobody (`▒` when it only waits for
+/// nobody). A line that leaves or enters it
 /// turns its border cell into a junction.
 fn draw_box(
     map: &ServiceMap,
@@ -377,6 +386,8 @@ fn draw_box(
                 (false, false) => {
                     if mb.works_for_nobody() {
                         ("▓", theme.late())
+                    } else if mb.waits_for_nobody() {
+                        ("▒", theme.waiting())
                     } else {
                         (" ", theme.text())
                     }
