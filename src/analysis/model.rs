@@ -671,10 +671,10 @@ pub struct ServiceReport {
     pub work_ms: i64,
     /// Its dead work, ms.
     pub wasted_ms: i64,
-    /// The time its hops held requests for nobody, waiting on their calls past their give-up,
+    /// The time its hops held requests for nobody, waiting on callee hops past their give-up,
     /// ms (what they waited for is dead work below them, counted there).
     #[serde(default)]
-    pub waited_ms: i64,
+    pub held_ms: i64,
     /// The median queue wait of its hops that queued.
     pub queue_wait_p50_ms: Option<i64>,
     /// The 99th percentile of the same.

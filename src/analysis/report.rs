@@ -100,7 +100,7 @@ impl Totals {
                 hops: t.hops,
                 work_ms: t.work_ms,
                 wasted_ms: t.wasted_ms,
-                waited_ms: t.waited_ms,
+                held_ms: t.held_ms,
                 queue_wait_p50_ms: t.queue_wait.p50(),
                 queue_wait_p99_ms: t.queue_wait.p99(),
                 queue_wait_ms: t.queue_wait.clone(),
@@ -178,7 +178,7 @@ impl Totals {
                     hops: svc.hops,
                     work_ms: svc.work_ms,
                     wasted_ms: svc.wasted_ms,
-                    waited_ms: svc.waited_ms,
+                    held_ms: svc.held_ms,
                     queue_wait: svc.queue_wait_ms.clone(),
                 },
             );

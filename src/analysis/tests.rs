@@ -154,10 +154,10 @@ fn report_serialises_to_the_contract_shape() {
                          "root_left_ms": [], "root_left_failed_ms": [],
                          "remaining_ms": { "min": 700, "max": 700, "buckets": [[703, 1]] } } } ],
         "services": [
-            { "service": "inventory", "hops": 1, "work_ms": 78, "wasted_ms": 0, "waited_ms": 0,
+            { "service": "inventory", "hops": 1, "work_ms": 78, "wasted_ms": 0, "held_ms": 0,
               "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,
               "queue_wait_ms": { "min": null, "max": null, "buckets": [] } },
-            { "service": "orders", "hops": 1, "work_ms": 100, "wasted_ms": 0, "waited_ms": 0,
+            { "service": "orders", "hops": 1, "work_ms": 100, "wasted_ms": 0, "held_ms": 0,
               "queue_wait_p50_ms": null, "queue_wait_p99_ms": null,
               "queue_wait_ms": { "min": null, "max": null, "buckets": [] } } ]
     });

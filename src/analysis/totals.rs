@@ -34,9 +34,9 @@ pub struct HopSample {
     pub work_ms: i64,
     /// Its dead work, ms (the analysis's, as in the chain's wasted ms).
     pub dead_ms: i64,
-    /// Its time past its give-up spent waiting on its calls, ms: it held the request for
-    /// nobody while what it waited for was counted below it (never in `dead_ms` twice).
-    pub waited_ms: i64,
+    /// Its time held for nobody, ms: its wait past its give-up on callee hops of the chain,
+    /// whose dead work counts that instant (never in `dead_ms` twice).
+    pub held_ms: i64,
     /// Its queue wait, when it queued.
     pub queue_wait_ms: Option<i64>,
 }
@@ -63,9 +63,9 @@ impl HopSample {
     }
 
     /// The hop sample of the span at `at` in `chain`, with `dead_ms` of dead work and
-    /// `waited_ms` held for nobody (its row's); `None` when that span is not a hop. Reads the
+    /// `held_ms` held for nobody (its row's); `None` when that span is not a hop. Reads the
     /// span as a view (no unpacking).
-    pub fn at(chain: &Chain, at: usize, dead_ms: u32, waited_ms: u32) -> Option<HopSample> {
+    pub fn at(chain: &Chain, at: usize, dead_ms: u32, held_ms: u32) -> Option<HopSample> {
         if !chain.is_hop(at) {
             return None;
         }
@@ -74,7 +74,7 @@ impl HopSample {
             service: span.service.clone(),
             work_ms: span.duration_ms(),
             dead_ms: i64::from(dead_ms),
-            waited_ms: i64::from(waited_ms),
+            held_ms: i64::from(held_ms),
             queue_wait_ms: span.budget.queue_wait_ms,
         })
     }
@@ -89,8 +89,8 @@ pub struct ServiceTotals {
     pub work_ms: i64,
     /// Dead work, ms.
     pub wasted_ms: i64,
-    /// Time its hops held requests for nobody, waiting on their calls past their give-up, ms.
-    pub waited_ms: i64,
+    /// Time its hops held requests for nobody, waiting on callee hops past their give-up, ms.
+    pub held_ms: i64,
     /// Queue waits of the hops that queued.
     pub queue_wait: Sketch,
 }
@@ -98,20 +98,21 @@ pub struct ServiceTotals {
 impl ServiceTotals {
     /// The share (0..=1) of this service's work done for callers who had given up.
     pub fn dead_share(&self) -> f64 {
-        if self.work_ms <= 0 {
-            0.0
-        } else {
-            (self.wasted_ms as f64 / self.work_ms as f64).clamp(0.0, 1.0)
-        }
+        self.share(self.wasted_ms)
     }
 
     /// The share (0..=1) of this service's time spent holding requests for nobody: waiting on
     /// its calls after everyone above had stopped waiting (its callees' dead work, not its own).
-    pub fn waited_share(&self) -> f64 {
+    pub fn held_share(&self) -> f64 {
+        self.share(self.held_ms)
+    }
+
+    /// `ms` as a share (0..=1) of this service's time in service.
+    fn share(&self, ms: i64) -> f64 {
         if self.work_ms <= 0 {
             0.0
         } else {
-            (self.waited_ms as f64 / self.work_ms as f64).clamp(0.0, 1.0)
+            (ms as f64 / self.work_ms as f64).clamp(0.0, 1.0)
         }
     }
 
@@ -119,7 +120,7 @@ impl ServiceTotals {
         self.hops += 1;
         self.work_ms += h.work_ms;
         self.wasted_ms += h.dead_ms;
-        self.waited_ms += h.waited_ms;
+        self.held_ms += h.held_ms;
         if let Some(q) = h.queue_wait_ms {
             self.queue_wait.add(q);
         }
@@ -129,7 +130,7 @@ impl ServiceTotals {
         self.hops = self.hops.saturating_sub(1);
         self.work_ms -= h.work_ms;
         self.wasted_ms -= h.dead_ms;
-        self.waited_ms -= h.waited_ms;
+        self.held_ms -= h.held_ms;
         if let Some(q) = h.queue_wait_ms {
             self.queue_wait.remove(q);
         }
@@ -139,7 +140,7 @@ impl ServiceTotals {
         self.hops += other.hops;
         self.work_ms += other.work_ms;
         self.wasted_ms += other.wasted_ms;
-        self.waited_ms += other.waited_ms;
+        self.held_ms += other.held_ms;
         self.queue_wait.merge(&other.queue_wait);
     }
 }

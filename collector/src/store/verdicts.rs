@@ -24,7 +24,7 @@ pub(super) struct HopRows(Box<[HopRow]>);
 struct HopRow {
     span: u32,
     dead_ms: u32,
-    waited_ms: u32,
+    held_ms: u32,
 }
 
 impl HopRows {
@@ -38,7 +38,7 @@ impl HopRows {
                 .map(|row| HopRow {
                     span: row.span,
                     dead_ms: row.dead_ms,
-                    waited_ms: row.held_ms,
+                    held_ms: row.held_ms,
                 })
                 .collect(),
         )
@@ -51,7 +51,7 @@ impl HopRows {
         out.extend(
             self.0
                 .iter()
-                .filter_map(|r| HopSample::at(chain, r.span as usize, r.dead_ms, r.waited_ms)),
+                .filter_map(|r| HopSample::at(chain, r.span as usize, r.dead_ms, r.held_ms)),
         );
     }
 

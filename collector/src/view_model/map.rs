@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt as _};
 
-use deadline_budget::analysis::{EdgeAggregate, FindingKind, KindCounts, Severity, Totals};
+use deadline_budget::analysis::{
+    EdgeAggregate, FindingKind, KindCounts, ServiceTotals, Severity, Totals,
+};
 
 use super::edges::worst_first;
 use super::format::{fit, ms_digits, rate, severity_glyph, unicode_width};
@@ -91,7 +93,7 @@ pub struct MapBox {
     pub dead_ms: i64,
     /// The share of its time spent holding requests for nobody, waiting on its calls after
     /// everyone above had stopped waiting (0..=1): its callees' dead work, not its own.
-    pub waited_share: f64,
+    pub held_share: f64,
     /// The services `other` stands for (empty for any other box).
     pub folded: Vec<Arc<str>>,
     /// Its row in the Services table: the service, or `other`'s busiest; `None` untraced.
@@ -109,7 +111,7 @@ impl MapBox {
     /// time was spent waiting on its calls after everyone above had stopped waiting (its box
     /// is filled with the waterfall's `▒`; what it waited for is dead work below it).
     pub fn waits_for_nobody(&self) -> bool {
-        !self.works_for_nobody() && self.waited_share >= NOBODY_SHARE
+        !self.works_for_nobody() && self.held_share >= NOBODY_SHARE
     }
 
     /// Its words, one a row: the name, λ, and the dead-work share (or `untraced`).
@@ -254,12 +256,12 @@ impl ServiceMap {
         let mut boxes: Vec<MapBox> = kept
             .iter()
             .map(|c| {
-                let (lambda, dead_share, dead_ms, waited_share) = match c.stats {
+                let (lambda, dead_share, dead_ms, held_share) = match c.stats {
                     Some(s) => (
                         s.littles_law().0,
                         s.dead_share(),
                         s.totals.wasted_ms,
-                        s.totals.waited_share(),
+                        s.totals.held_share(),
                     ),
                     None => (per_s(c.busy as f64), 0.0, 0, 0.0),
                 };
@@ -270,20 +272,21 @@ impl ServiceMap {
                     lambda,
                     dead_share,
                     dead_ms,
-                    waited_share,
+                    held_share,
                     folded: Vec::new(),
                     row: (!c.untraced).then(|| c.name.clone()),
                 }
             })
             .collect();
         if !other_members.is_empty() {
-            let (mut work, mut dead, mut waited, mut lambda) = (0i64, 0i64, 0i64, 0.0);
+            // The figures the shares are read from, summed (not the queue waits' sketches).
+            let (mut sum, mut lambda) = (ServiceTotals::default(), 0.0);
             for c in &other_members {
                 match c.stats {
                     Some(s) => {
-                        work += s.totals.work_ms;
-                        dead += s.totals.wasted_ms;
-                        waited += s.totals.waited_ms;
+                        sum.work_ms += s.totals.work_ms;
+                        sum.wasted_ms += s.totals.wasted_ms;
+                        sum.held_ms += s.totals.held_ms;
                         lambda += s.littles_law().0;
                     }
                     None => lambda += per_s(c.busy as f64),
@@ -295,17 +298,9 @@ impl ServiceMap {
                 shown: format!("{OTHER} ({})", other_members.len()),
                 untraced: !traced,
                 lambda,
-                dead_share: if work > 0 {
-                    (dead as f64 / work as f64).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                },
-                dead_ms: dead,
-                waited_share: if work > 0 {
-                    (waited as f64 / work as f64).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                },
+                dead_share: sum.dead_share(),
+                dead_ms: sum.wasted_ms,
+                held_share: sum.held_share(),
                 folded: other_members.iter().map(|c| c.name.clone()).collect(),
                 row: other_members
                     .iter()

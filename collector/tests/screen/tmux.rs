@@ -85,18 +85,10 @@ impl Session {
     /// Polls the pane until `done` holds (at most `WAIT`), then returns it.
     #[track_caller]
     fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let pane = self.capture();
-            if done(&pane) {
-                return pane;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what:?} never appeared; the pane shows:\n{pane}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        self.expect(&format!("{what:?}"), |pane| {
+            ensure!(done(pane), "never appeared");
+            Ok(())
+        })
     }
 
     /// Polls the pane until `check` passes on one capture (at most `WAIT`), then returns it; on

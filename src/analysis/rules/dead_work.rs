@@ -41,6 +41,11 @@ fn merge_within(
     }
 }
 
+/// The length of `x` outside `y`, two lists of disjoint intervals sorted by start.
+fn outside(x: &[(i64, i64)], y: &[(i64, i64)]) -> i64 {
+    x.iter().map(|(a, b)| b - a).sum::<i64>() - overlap(x, y)
+}
+
 /// The length of the overlap of two lists of disjoint intervals sorted by start.
 fn overlap(x: &[(i64, i64)], y: &[(i64, i64)]) -> i64 {
     let (mut i, mut j, mut sum) = (0, 0, 0);
@@ -122,22 +127,20 @@ impl Timing {
             let give_up = self.give_up[h];
             let from = give_up.max(self.work_start[h]);
             let end = self.extent_end[h];
-            // Its waits within its own time past its give-up, less the work it did meanwhile.
-            let waits_of = |w: &&(u32, i64, i64, u32)| w.3 != WORK;
-            merge_within(
-                mine.iter().filter(waits_of).map(|w| (w.1, w.2)),
-                from,
-                end,
-                &mut merged,
-            );
-            merge_within(
-                mine.iter().filter(|w| w.3 == WORK).map(|w| (w.1, w.2)),
-                from,
-                end,
-                &mut work,
-            );
-            let waited_own: i64 =
-                merged.iter().map(|(a, b)| b - a).sum::<i64>() - overlap(&merged, &work);
+            // Its spans of one sort (by `Timing::waits`' fourth place) within its own time past
+            // its give-up, merged.
+            let within = |sort: fn(u32) -> bool, out: &mut Vec<(i64, i64)>| {
+                merge_within(
+                    mine.iter().filter(|w| sort(w.3)).map(|w| (w.1, w.2)),
+                    from,
+                    end,
+                    out,
+                );
+            };
+            // Its waits then, less the work it did meanwhile.
+            within(|what| what != WORK, &mut merged);
+            within(|what| what == WORK, &mut work);
+            let waited_own = outside(&merged, &work);
             // The transit allowance and the tolerance are thresholds, never subtracted from
             // what is reported. A wait on an untraced callee past the hop's own end counts too.
             let reach = mine
@@ -152,15 +155,8 @@ impl Timing {
             // Its waiting then, drawn as waiting; the part on callee hops of the chain is the
             // request held for nobody (a wait on an untraced callee is dead work already).
             self.waiting[h] = whole_ms(waited_own);
-            merge_within(
-                mine.iter().filter(|w| w.3 == TRACED).map(|w| (w.1, w.2)),
-                from,
-                end,
-                &mut traced,
-            );
-            let held: i64 =
-                traced.iter().map(|(a, b)| b - a).sum::<i64>() - overlap(&traced, &work);
-            self.held[h] = whole_ms(held);
+            within(|what| what == TRACED, &mut traced);
+            self.held[h] = whole_ms(outside(&traced, &work));
             let own = whole_ms(end.saturating_sub(from).max(0) - waited_own);
             let mut dead = own;
             for &(_, a, b, c) in mine.iter().filter(|w| w.3 < WORK) {

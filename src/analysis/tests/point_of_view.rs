@@ -108,7 +108,7 @@ fn a_reset_names_the_dead_work_below_it_at_every_depth() {
 }
 
 /// The same chain in the per-service totals: orders held its request for nobody while it
-/// waited (its `waited_ms`), inventory worked for nobody (its dead work); each instant once.
+/// waited (its `held_ms`), inventory worked for nobody (its dead work); each instant once.
 #[test]
 fn a_service_that_only_waits_for_nobody_is_told_from_one_that_works() {
     let chain = chain_of(fixed_timeout());
@@ -119,7 +119,7 @@ fn a_service_that_only_waits_for_nobody_is_told_from_one_that_works() {
         totals
             .services()
             .find(|(n, _)| &***n == name)
-            .map(|(_, t)| (t.wasted_ms, t.waited_ms))
+            .map(|(_, t)| (t.wasted_ms, t.held_ms))
     };
     assert_eq!(service(&totals, "orders"), Some((5, 650)));
     assert_eq!(service(&totals, "inventory"), Some((640, 0)));
@@ -129,7 +129,7 @@ fn a_service_that_only_waits_for_nobody_is_told_from_one_that_works() {
         .find(|(n, _)| &***n == "orders")
         .unwrap()
         .1;
-    assert!(orders.waited_share() > 0.25 && orders.dead_share() < 0.01);
+    assert!(orders.held_share() > 0.25 && orders.dead_share() < 0.01);
     // Taken back out exactly, and carried through a report (as `merge` reads one).
     let report = totals.report(&FindingList::new(10), []);
     let svc = report
@@ -137,10 +137,10 @@ fn a_service_that_only_waits_for_nobody_is_told_from_one_that_works() {
         .iter()
         .find(|s| &*s.service == "orders")
         .unwrap();
-    assert_eq!(svc.waited_ms, 650);
+    assert_eq!(svc.held_ms, 650);
     let (read, _) = Totals::from_report(&report, 10);
     let back = read.services().find(|(n, _)| &***n == "orders").unwrap().1;
-    assert_eq!(back.waited_ms, 650);
+    assert_eq!(back.held_ms, 650);
     totals.unfold(&a, &a.edges, &HopSample::of(&a, &chain));
     assert_eq!(service(&totals, "orders").unwrap_or_default(), (0, 0));
 }

@@ -273,10 +273,10 @@ fn short_of_room_a_broken_budget_stays_and_a_fine_one_gives_way_to_the_waste() {
 #[test]
 fn a_box_that_only_waits_for_nobody_is_marked_apart_from_one_that_works() {
     let mut t = fixed_timeout();
-    let mut set = |name: &str, dead: i64, waited: i64| {
+    let mut set = |name: &str, dead: i64, held: i64| {
         let s = t.services.get_mut(name).unwrap();
         s.wasted_ms = dead;
-        s.waited_ms = waited;
+        s.held_ms = held;
     };
     set("orders", 0, 1250);
     set("inventory", 1250, 0);

@@ -203,7 +203,7 @@ fn box_words(b: &MapBox) -> String {
     } else if b.waits_for_nobody() {
         format!(
             "no work for nobody; {:.0}% of its time waiting on its calls for nobody",
-            b.waited_share * 100.0
+            b.held_share * 100.0
         )
     } else {
         "no work for nobody".to_string()
